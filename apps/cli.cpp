@@ -1,0 +1,155 @@
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <new>
+#include <pkscan/build_config.hpp>
+#include <pkscan/config/load.hpp>
+#include <pkscan/config/output.hpp>
+#include <pkscan/pkscan.hpp>
+#include <sstream>
+
+namespace pkscan::cli {
+
+namespace {
+
+constexpr const char* kExitHelp =
+    "Exit status: 0 success; 2 bad input (unreadable file, YAML syntax, unknown, duplicate or\n"
+    "missing key, wrong type, out-of-range value, a time off the grid, a run too large to hold);\n"
+    "3 the requested method or device is not available in this build or on this machine;\n"
+    "1 any other failure. Errors are one line on stderr: pkscan: error: FILE:LINE:COLUMN: ...";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+struct Command {
+  std::string file;
+  std::string output;
+  bool quiet = false;
+  bool verbose = false;
+};
+
+std::string describe(const config::RunSpec& spec) {
+  const Problem& p = spec.problem;
+  std::ostringstream s;
+  const std::int64_t times = p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size());
+  s << p.parameters.subjects() << (p.parameters.subjects() == 1 ? " subject" : " subjects") << ", "
+    << p.grid.steps << " steps of " << format_value(p.grid.dt) << ", " << p.doses.size()
+    << (p.doses.size() == 1 ? " dose line" : " dose lines") << ", " << times << " output times";
+  return s.str();
+}
+
+int do_validate(const Command& c, std::ostream& out) {
+  const config::RunSpec spec = config::load_run_file(c.file);
+  out << c.file << ": ok: " << describe(spec)
+      << (spec.output_path.empty() ? " (no output.path: give --output to run it)" : ", output " + spec.output_path)
+      << "\n";
+  return kExitOk;
+}
+
+int do_run(const Command& c, std::ostream& out, std::ostream& err) {
+  config::RunSpec spec = config::load_run_file(c.file);
+  std::string path = c.output.empty() ? spec.output_path : c.output;
+  if (path.empty())
+    throw ConfigError(c.file, 0, 0, "output.path is missing; give output.path in the run file or --output PATH");
+  if (!ends_with(path, ".csv")) {
+    const std::string msg = "output path is \"" + path + "\", but must end in .csv";
+    if (c.output.empty()) throw ConfigError(c.file, spec.output_path_line, spec.output_path_column, "output.path: " + msg);
+    throw InvalidArgument("--output: " + msg);
+  }
+  {
+    // Fail before simulating when the output cannot be created (missing directory, no
+    // permission); the probe's temporary file is removed at once.
+    try {
+      config::AtomicFile probe(path);
+    } catch (const Error& e) {
+      throw InvalidArgument(e.what());
+    }
+  }
+  SimulateOptions options = spec.options;
+  options.concentrations = false;  // the CSV writer divides by volumes as it writes
+  const SimulationResult result = simulate(spec.problem, options);
+  config::write_csv(result, model_info(spec.problem.model), path);
+  const RunSummary& sum = result.summary();
+  if (c.verbose)
+    err << "pkscan: ran method " << to_string(sum.method) << " on " << to_string(sum.device) << " ("
+        << sum.threads << (sum.threads == 1 ? " thread" : " threads") << "), prepare "
+        << sum.prepare_seconds << " s, scan " << sum.scan_seconds << " s\n";
+  if (sum.non_finite_subjects > 0)
+    err << "pkscan: warning: " << sum.non_finite_subjects
+        << " subjects have non-finite values (overflow); their rows hold nan or inf\n";
+  if (!c.quiet)
+    out << "pkscan: wrote " << path << " (" << result.subjects() << " subjects x "
+        << result.times() << " times, method " << to_string(sum.method) << " on "
+        << to_string(sum.device) << ")\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{"pkscan " PKSCAN_VERSION_STRING
+               ": linear pharmacokinetic compartment models for many subjects at once"};
+  app.footer(kExitHelp);
+  app.set_version_flag("--version", PKSCAN_VERSION_STRING);
+  app.require_subcommand(1);
+  Command c;
+  CLI::App* run = app.add_subcommand("run", "Run a run file and write its results");
+  run->add_option("file", c.file, "Run file (YAML)")->required();
+  run->add_option("--output,-o", c.output, "Output path (overrides output.path; .csv)");
+  run->add_flag("--quiet,-q", c.quiet, "Print nothing on success");
+  run->add_flag("--verbose,-v", c.verbose, "Report the compute path and timings on stderr");
+  run->footer(kExitHelp);
+  CLI::App* validate = app.add_subcommand("validate", "Check a run file; run nothing");
+  validate->add_option("file", c.file, "Run file (YAML)")->required();
+  validate->footer(kExitHelp);
+
+  try {
+    std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+    app.parse(rev);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::CallForVersion&) {
+    out << "pkscan " << PKSCAN_VERSION_STRING << (PKSCAN_HAS_CUDA ? " (CUDA)" : " (no CUDA)") << "\n";
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    err << "pkscan: error: " << one_line(e.what()) << " (see pkscan --help)\n";
+    return kExitBadInput;
+  }
+
+  try {
+    if (run->parsed()) return do_run(c, out, err);
+    return do_validate(c, out);
+  } catch (const ConfigError& e) {
+    err << "pkscan: error: " << one_line(e.what()) << "\n";
+    return kExitBadInput;
+  } catch (const BackendUnavailable& e) {
+    err << "pkscan: error: " << one_line(e.what()) << "\n";
+    return kExitUnavailable;
+  } catch (const InvalidArgument& e) {
+    err << "pkscan: error: " << c.file << ": " << one_line(e.what()) << "\n";
+    return kExitBadInput;
+  } catch (const DomainError& e) {
+    err << "pkscan: error: " << c.file << ": " << one_line(e.what()) << "\n";
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    err << "pkscan: error: " << c.file << ": out of memory\n";
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    err << "pkscan: error: " << c.file << ": " << one_line(e.what()) << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace pkscan::cli

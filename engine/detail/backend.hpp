@@ -1,0 +1,55 @@
+#pragma once
+// Internal backend interface. The public API validates once (check()) and hands backends a
+// clean PreparedBatch; backends never re-validate and never throw for numerical trouble.
+#include <cstdint>
+#include <memory>
+#include <pkscan/backend.hpp>
+#include <pkscan/models/model_kind.hpp>
+#include <pkscan/result.hpp>
+#include <pkscan/types.hpp>
+#include <string>
+#include <vector>
+
+#include "schedule.hpp"
+
+namespace pkscan::detail {
+
+// A validated problem, flattened for the backends.
+struct PreparedBatch {
+  const Problem* problem = nullptr;
+  const ModelInfo* model = nullptr;
+  int n = 0;                             // compartments
+  std::int64_t subjects = 0;
+  Schedule schedule;
+  std::vector<std::int64_t> out_steps;   // sorted grid indices to report
+  int threads = 1;                       // threads the backend may use
+};
+
+// Where a backend writes: amounts, subject-major (subject, output time, compartment).
+template <class Real>
+struct ResultView {
+  Real* amounts = nullptr;
+  SubjectStatus* status = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Method method() const noexcept = 0;
+  virtual Device device() const noexcept = 0;
+  // Empty when this backend can run the batch; otherwise why not (Auto then falls back).
+  virtual std::string unsupported_reason(const PreparedBatch&) const { return {}; }
+  virtual void run(const PreparedBatch& batch, ResultView<double> out) = 0;
+  virtual void run(const PreparedBatch& batch, ResultView<float> out) = 0;
+};
+
+// The one factory. Throws BackendUnavailable for a method/device not in this build.
+std::unique_ptr<Backend> make_backend(Method method, Device device);
+
+// The reference per-subject loop: builds the subject's transition and scans it. Shared by the
+// reference backend and the per-subject fallback of faster backends (same function, same bits).
+template <class Real>
+void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* out,
+                       SubjectStatus* status);
+
+}  // namespace pkscan::detail

@@ -1,0 +1,7 @@
+#pragma once
+// PKSCAN_HD marks functions shared by host and device code (one piece of math, two compilers).
+#if defined(__CUDACC__)
+#define PKSCAN_HD __host__ __device__
+#else
+#define PKSCAN_HD
+#endif

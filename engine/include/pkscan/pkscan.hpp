@@ -1,0 +1,13 @@
+#pragma once
+/// @file pkscan.hpp
+/// Umbrella header of the pkscan library.
+
+#include <pkscan/backend.hpp>
+#include <pkscan/build_config.hpp>
+#include <pkscan/engine.hpp>
+#include <pkscan/error.hpp>
+#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/three_cpt.hpp>
+#include <pkscan/options.hpp>
+#include <pkscan/result.hpp>
+#include <pkscan/types.hpp>

@@ -1,0 +1,87 @@
+#pragma once
+/// @file result.hpp
+/// What simulate() returns.
+
+#include <cstdint>
+#include <pkscan/backend.hpp>
+#include <pkscan/types.hpp>
+#include <string>
+#include <vector>
+
+namespace pkscan {
+
+/// Numerical outcome of one subject. Numerical trouble is reported here, never thrown.
+enum class SubjectStatus : std::uint8_t {
+  Ok,         ///< all reported values finite
+  NonFinite,  ///< some reported value is NaN or infinite (overflow, bad transition matrix)
+};
+
+/// How a run went: which path ran, on how many threads, how long it took.
+struct RunSummary {
+  Method method = Method::Scan;   ///< method that ran (never Auto)
+  Device device = Device::Cpu;    ///< device that ran (never Auto)
+  int threads = 1;                ///< CPU threads used
+  double prepare_seconds = 0.0;   ///< building transition matrices and schedules
+  double scan_seconds = 0.0;      ///< the recurrence itself
+  std::int64_t non_finite_subjects = 0;  ///< subjects whose status is NonFinite
+};
+
+/// Amounts (and, if asked, concentrations) of every subject at every output time.
+///
+/// Layout: subject-major, then output time, then compartment:
+/// index = (subject * times() + time_index) * compartments() + compartment.
+/// For Precision::Float64 the *_f64 arrays are filled, for Float32 the *_f32 arrays.
+class SimulationResult {
+ public:
+  /// Number of subjects.
+  std::int64_t subjects() const noexcept { return subjects_; }
+  /// Number of output times.
+  std::int64_t times() const noexcept { return static_cast<std::int64_t>(output_times_.size()); }
+  /// Number of compartments.
+  int compartments() const noexcept { return compartments_; }
+  /// Precision of the stored arrays.
+  Precision precision() const noexcept { return precision_; }
+  /// Output times.
+  const std::vector<double>& output_times() const noexcept { return output_times_; }
+  /// Grid index of each output time.
+  const std::vector<std::int64_t>& output_steps() const noexcept { return output_steps_; }
+  /// Amount in `compartment` of `subject` at output time `time_index`.
+  double amount(std::int64_t subject, std::int64_t time_index, int compartment) const noexcept;
+  /// Concentration (amount / volume), computed from the amount whether or not the
+  /// concentration arrays were filled.
+  double concentration(std::int64_t subject, std::int64_t time_index,
+                       int compartment) const noexcept;
+  /// Volume of `compartment` for `subject`.
+  double volume(std::int64_t subject, int compartment) const noexcept {
+    return volumes_[static_cast<std::size_t>(subject * compartments_ + compartment)];
+  }
+  /// Amounts, float64 runs (empty for float32 runs).
+  const std::vector<double>& amounts_f64() const noexcept { return amounts_f64_; }
+  /// Amounts, float32 runs (empty for float64 runs).
+  const std::vector<float>& amounts_f32() const noexcept { return amounts_f32_; }
+  /// Concentrations, float64 runs with SimulateOptions::concentrations.
+  const std::vector<double>& concentrations_f64() const noexcept { return conc_f64_; }
+  /// Concentrations, float32 runs with SimulateOptions::concentrations.
+  const std::vector<float>& concentrations_f32() const noexcept { return conc_f32_; }
+  /// Per-subject numerical status.
+  const std::vector<SubjectStatus>& status() const noexcept { return status_; }
+  /// Which path ran and how long it took.
+  const RunSummary& summary() const noexcept { return summary_; }
+
+ private:
+  friend class ResultBuilder;
+  std::int64_t subjects_ = 0;
+  int compartments_ = 0;
+  Precision precision_ = Precision::Float64;
+  std::vector<double> output_times_;
+  std::vector<std::int64_t> output_steps_;
+  std::vector<double> volumes_;
+  std::vector<double> amounts_f64_;
+  std::vector<float> amounts_f32_;
+  std::vector<double> conc_f64_;
+  std::vector<float> conc_f32_;
+  std::vector<SubjectStatus> status_;
+  RunSummary summary_;
+};
+
+}  // namespace pkscan

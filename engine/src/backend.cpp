@@ -1,0 +1,97 @@
+#include <pkscan/backend.hpp>
+#include <pkscan/build_config.hpp>
+#include <pkscan/error.hpp>
+
+#include "detail/backend.hpp"
+
+namespace pkscan {
+
+std::string to_string(Method method) {
+  switch (method) {
+    case Method::Auto: return "auto";
+    case Method::Scan: return "scan";
+    case Method::Batched: return "batched";
+    case Method::Power: return "power";
+  }
+  return "auto";
+}
+
+std::string to_string(Device device) {
+  switch (device) {
+    case Device::Auto: return "auto";
+    case Device::Cpu: return "cpu";
+    case Device::Cuda: return "cuda";
+  }
+  return "auto";
+}
+
+Method method_from_string(std::string_view name) {
+  if (name == "auto") return Method::Auto;
+  if (name == "scan") return Method::Scan;
+  if (name == "batched") return Method::Batched;
+  if (name == "power") return Method::Power;
+  throw InvalidArgument("method is \"" + std::string(name) +
+                        "\", but must be one of auto, scan, batched, power");
+}
+
+Device device_from_string(std::string_view name) {
+  if (name == "auto") return Device::Auto;
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda") return Device::Cuda;
+  throw InvalidArgument("device is \"" + std::string(name) + "\", but must be one of auto, cpu, cuda");
+}
+
+#if PKSCAN_HAS_CUDA
+namespace cuda {
+int device_count(std::string* why) noexcept;  // cuda/device_query.cu
+}
+#endif
+
+int cuda_device_count(std::string* why) noexcept {
+#if PKSCAN_HAS_CUDA
+  return cuda::device_count(why);
+#else
+  if (why) *why = "this pkscan build has no CUDA support (nvcc was not found when it was built)";
+  return 0;
+#endif
+}
+
+bool is_backend_available(Method method, Device device, std::string* why) {
+  if (device == Device::Cuda) {
+    std::string reason;
+    if (cuda_device_count(&reason) == 0) {
+      if (why) *why = "device 'cuda' is not available: " + reason;
+      return false;
+    }
+    if (method == Method::Scan) {
+      if (why) *why = "method 'scan' runs on the CPU only (use device: cpu or auto)";
+      return false;
+    }
+  }
+  if (method == Method::Batched || method == Method::Power) {
+    if (why) *why = "method '" + to_string(method) + "' is not compiled into this pkscan build";
+    return false;
+  }
+  return true;
+}
+
+namespace detail {
+
+std::unique_ptr<Backend> make_reference_scan_backend();
+
+std::unique_ptr<Backend> make_backend(Method method, Device device) {
+  std::string why;
+  if (!is_backend_available(method, device, &why)) throw BackendUnavailable(why);
+  switch (method) {
+    case Method::Auto:
+    case Method::Scan:
+      return make_reference_scan_backend();
+    case Method::Batched:
+    case Method::Power:
+      break;
+  }
+  throw BackendUnavailable("method '" + to_string(method) + "' is not compiled into this pkscan build");
+}
+
+}  // namespace detail
+}  // namespace pkscan

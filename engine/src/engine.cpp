@@ -1,0 +1,152 @@
+#include <chrono>
+#include <cmath>
+#include <pkscan/engine.hpp>
+#include <pkscan/error.hpp>
+#include <thread>
+
+#include "detail/backend.hpp"
+#include "detail/schedule.hpp"
+#include "detail/validate.hpp"
+
+namespace pkscan {
+
+// Fills SimulationResult's private members; the only writer of results.
+class ResultBuilder {
+ public:
+  static SimulationResult make(const Problem& p, const detail::PreparedBatch& b,
+                               const SimulateOptions& o) {
+    SimulationResult r;
+    r.subjects_ = b.subjects;
+    r.compartments_ = b.n;
+    r.precision_ = o.precision;
+    r.output_steps_ = b.out_steps;
+    r.output_times_.reserve(b.out_steps.size());
+    for (std::int64_t s : b.out_steps) r.output_times_.push_back(p.grid.time(s));
+    r.volumes_.resize(static_cast<std::size_t>(b.subjects * b.n));
+    for (std::int64_t s = 0; s < b.subjects; ++s)
+      for (int c = 0; c < b.n; ++c)
+        r.volumes_[static_cast<std::size_t>(s * b.n + c)] =
+            p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
+    const std::size_t count = static_cast<std::size_t>(b.subjects) * b.out_steps.size() *
+                              static_cast<std::size_t>(b.n);
+    if (o.precision == Precision::Float64) r.amounts_f64_.resize(count);
+    else r.amounts_f32_.resize(count);
+    r.status_.assign(static_cast<std::size_t>(b.subjects), SubjectStatus::Ok);
+    return r;
+  }
+
+  template <class Real>
+  static void divide_by_volumes(const std::vector<Real>& amounts, std::vector<Real>& conc,
+                                const SimulationResult& r) {
+    // Volume division deferred to the end, one pass over the amounts.
+    conc.resize(amounts.size());
+    const std::int64_t per_subject = r.times() * r.compartments_;
+    for (std::int64_t s = 0; s < r.subjects_; ++s) {
+      Real v[64];
+      for (int c = 0; c < r.compartments_; ++c) v[c] = static_cast<Real>(r.volume(s, c));
+      const std::size_t base = static_cast<std::size_t>(s * per_subject);
+      for (std::int64_t i = 0; i < per_subject; ++i)
+        conc[base + static_cast<std::size_t>(i)] =
+            amounts[base + static_cast<std::size_t>(i)] / v[i % r.compartments_];
+    }
+  }
+
+  static void finish(SimulationResult& r, const SimulateOptions& o, const detail::Backend& be,
+                     int threads, double prep, double scan) {
+    if (o.concentrations) {
+      if (o.precision == Precision::Float64) divide_by_volumes(r.amounts_f64_, r.conc_f64_, r);
+      else divide_by_volumes(r.amounts_f32_, r.conc_f32_, r);
+    }
+    r.summary_.method = be.method();
+    r.summary_.device = be.device();
+    r.summary_.threads = threads;
+    r.summary_.prepare_seconds = prep;
+    r.summary_.scan_seconds = scan;
+    std::int64_t bad = 0;
+    for (SubjectStatus st : r.status_) bad += st != SubjectStatus::Ok;
+    r.summary_.non_finite_subjects = bad;
+  }
+
+  static detail::ResultView<double> view64(SimulationResult& r) {
+    return {r.amounts_f64_.data(), r.status_.data()};
+  }
+  static detail::ResultView<float> view32(SimulationResult& r) {
+    return {r.amounts_f32_.data(), r.status_.data()};
+  }
+};
+
+namespace {
+
+std::uint64_t bytes_for(const Problem& p, const SimulateOptions& o, std::uint64_t n_out) {
+  const std::uint64_t n = model_info(p.model).compartments.size();
+  const std::uint64_t subjects = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.parameters.subjects()));
+  const std::uint64_t scalar = o.precision == Precision::Float64 ? 8 : 4;
+  const std::uint64_t arrays = o.concentrations ? 2 : 1;
+  // Saturating multiply: absurd sizes must compare as too large, never wrap around.
+  long double total = static_cast<long double>(subjects) * n_out * n * scalar * arrays;
+  if (total > 1.8e19L) return UINT64_MAX;
+  return static_cast<std::uint64_t>(total);
+}
+
+std::uint64_t out_count(const Problem& p) {
+  return p.output.all ? static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.grid.steps)) + 1
+                      : p.output.steps.size();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::uint64_t result_bytes(const Problem& problem, const SimulateOptions& options) noexcept {
+  return bytes_for(problem, options, out_count(problem));
+}
+
+std::uint64_t result_byte_limit(const SimulateOptions& options) noexcept {
+  return detail::result_limit(options);
+}
+
+void check(const Problem& problem, const SimulateOptions& options) {
+  detail::validate_problem(problem);
+  if (options.threads < 0)
+    detail::throw_invalid("simulate", "options.threads", std::to_string(options.threads),
+                          ">= 0 (0 = all hardware threads)");
+  const std::uint64_t need = result_bytes(problem, options);
+  const std::uint64_t limit = detail::result_limit(options);
+  if (need > limit) {
+    auto gib = [](std::uint64_t b) { return format_value(static_cast<double>(b) / (1024.0 * 1024 * 1024)); };
+    detail::throw_domain("simulate", "the result size", gib(need) + " GiB",
+                         "<= " + gib(limit) + " GiB (the memory available); use fewer subjects, "
+                         "fewer steps or sparse output times");
+  }
+  std::string why;
+  if (!is_backend_available(options.method, options.device, &why)) throw BackendUnavailable(why);
+}
+
+SimulationResult simulate(const Problem& problem, const SimulateOptions& options) {
+  check(problem, options);
+  const auto t0 = std::chrono::steady_clock::now();
+  detail::PreparedBatch batch;
+  batch.problem = &problem;
+  batch.model = &model_info(problem.model);
+  batch.n = static_cast<int>(batch.model->compartments.size());
+  batch.subjects = problem.parameters.subjects();
+  batch.schedule = detail::compile_schedule(problem.doses, problem.grid, batch.n);
+  batch.out_steps = detail::output_steps(problem.output, problem.grid);
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  batch.threads = options.threads > 0 ? options.threads : hw;
+
+  std::unique_ptr<detail::Backend> backend = detail::make_backend(options.method, options.device);
+  SimulationResult r = ResultBuilder::make(problem, batch, options);
+  const double prep = seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (options.precision == Precision::Float64) backend->run(batch, ResultBuilder::view64(r));
+  else backend->run(batch, ResultBuilder::view32(r));
+  const double scan = seconds_since(t1);
+  const int used = backend->method() == Method::Scan ? 1 : batch.threads;
+  ResultBuilder::finish(r, options, *backend, used, prep, scan);
+  return r;
+}
+
+}  // namespace pkscan

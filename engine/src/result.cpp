@@ -1,0 +1,58 @@
+#include <pkscan/error.hpp>
+#include <pkscan/result.hpp>
+#include <pkscan/types.hpp>
+
+namespace pkscan {
+
+ParameterBatch::ParameterBatch(ModelKind model, std::int64_t subjects)
+    : model_(model),
+      subjects_(subjects < 0 ? 0 : subjects),
+      columns_(static_cast<int>(model_info(model).parameters.size())) {
+  const ModelInfo& info = model_info(model);
+  values_.resize(static_cast<std::size_t>(subjects_ * columns_));
+  for (std::int64_t s = 0; s < subjects_; ++s)
+    for (int c = 0; c < columns_; ++c)
+      values_[static_cast<std::size_t>(s * columns_ + c)] =
+          info.parameters[static_cast<std::size_t>(c)].default_value;
+}
+
+namespace {
+int column_or_throw(ModelKind model, const std::string& name) {
+  const int c = parameter_index(model_info(model), name);
+  if (c < 0)
+    throw InvalidArgument("ParameterBatch: parameter \"" + name + "\" is not a parameter of " +
+                          to_string(model));
+  return c;
+}
+}  // namespace
+
+void ParameterBatch::set(const std::string& name, std::int64_t subject, double value) {
+  const int c = column_or_throw(model_, name);
+  if (subject < 0 || subject >= subjects_)
+    throw InvalidArgument("ParameterBatch: subject index (0-based) is " + std::to_string(subject) +
+                          ", but must be in [0, " + std::to_string(subjects_) + ")");
+  values_[static_cast<std::size_t>(subject * columns_ + c)] = value;
+}
+
+void ParameterBatch::set_all(const std::string& name, double value) {
+  const int c = column_or_throw(model_, name);
+  for (std::int64_t s = 0; s < subjects_; ++s)
+    values_[static_cast<std::size_t>(s * columns_ + c)] = value;
+}
+
+double SimulationResult::amount(std::int64_t s, std::int64_t t, int c) const noexcept {
+  const std::size_t i = static_cast<std::size_t>((s * times() + t) * compartments_ + c);
+  return precision_ == Precision::Float64 ? amounts_f64_[i] : static_cast<double>(amounts_f32_[i]);
+}
+
+double SimulationResult::concentration(std::int64_t s, std::int64_t t, int c) const noexcept {
+  const std::size_t i = static_cast<std::size_t>((s * times() + t) * compartments_ + c);
+  if (precision_ == Precision::Float64) {
+    if (!conc_f64_.empty()) return conc_f64_[i];
+    return amounts_f64_[i] / volume(s, c);
+  }
+  if (!conc_f32_.empty()) return static_cast<double>(conc_f32_[i]);
+  return static_cast<double>(amounts_f32_[i] / static_cast<float>(volume(s, c)));
+}
+
+}  // namespace pkscan

@@ -1,0 +1,143 @@
+#include <cmath>
+#include <fstream>
+#include <pkscan/error.hpp>
+#include <sstream>
+#include <string>
+
+#include "detail/schedule.hpp"
+#include "detail/transition.hpp"
+#include "detail/validate.hpp"
+
+namespace pkscan::detail {
+
+namespace {
+constexpr const char* kWhere = "simulate";
+
+std::string subject_name(std::int64_t s) { return "subject " + std::to_string(s + 1); }
+
+void check_finite_nonneg(const std::string& what, double v) {
+  if (!std::isfinite(v) || v < 0.0) throw_domain(kWhere, what, format_value(v), "finite and >= 0");
+}
+}  // namespace
+
+__attribute__((noinline, cold)) void throw_domain(const std::string& where, const std::string& what,
+                                                  const std::string& value,
+                                                  const std::string& rule) {
+  throw DomainError(where + ": " + what + " is " + value + ", but must be " + rule);
+}
+
+__attribute__((noinline, cold)) void throw_invalid(const std::string& where,
+                                                   const std::string& what,
+                                                   const std::string& value,
+                                                   const std::string& rule) {
+  throw InvalidArgument(where + ": " + what + " is " + value + ", but must be " + rule);
+}
+
+void validate_problem(const Problem& p) {
+  const ModelInfo& m = model_info(p.model);
+  const int n = static_cast<int>(m.compartments.size());
+  if (p.parameters.model() != p.model)
+    throw_invalid(kWhere, "the parameter batch's model", to_string(p.parameters.model()),
+                  "the problem's model " + to_string(p.model));
+  if (p.parameters.subjects() < 1)
+    throw_domain(kWhere, "the number of subjects", std::to_string(p.parameters.subjects()), ">= 1");
+
+  // Time grid.
+  if (!std::isfinite(p.grid.dt) || p.grid.dt <= 0.0)
+    throw_domain(kWhere, "time.dt", format_value(p.grid.dt), "finite and > 0");
+  if (p.grid.steps < 1 || p.grid.steps > kMaxSteps)
+    throw_domain(kWhere, "time.steps", std::to_string(p.grid.steps),
+                 "in [1, " + std::to_string(kMaxSteps) + "]");
+  if (!std::isfinite(p.grid.time(p.grid.steps)))
+    throw_domain(kWhere, "time.dt * time.steps", format_value(p.grid.time(p.grid.steps)), "finite");
+
+  // Parameters.
+  for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
+    for (int c = 0; c < p.parameters.parameters(); ++c) {
+      const ParameterInfo& info = m.parameters[static_cast<std::size_t>(c)];
+      const double v = p.parameters.get(s, c);
+      const std::string what = subject_name(s) + " parameter " + info.name;
+      if (std::isnan(v)) throw_domain(kWhere, what, "missing", "given (it has no default)");
+      if (info.role == ParameterRole::Volume) {
+        if (!std::isfinite(v) || v <= 0.0) throw_domain(kWhere, what, format_value(v), "finite and > 0");
+      } else {
+        check_finite_nonneg(what, v);
+      }
+    }
+  }
+
+  // Doses.
+  for (std::size_t i = 0; i < p.doses.size(); ++i) {
+    const DoseEvent& d = p.doses[i];
+    const std::string dn = "dose " + std::to_string(i + 1);
+    if (d.compartment < 0 || d.compartment >= n)
+      throw_invalid(kWhere, dn + " compartment", std::to_string(d.compartment),
+                    "in [0, " + std::to_string(n) + ") (0-based)");
+    check_finite_nonneg(dn + " time", d.time);
+    check_finite_nonneg(dn + " amount", d.amount);
+    check_finite_nonneg(dn + " rate", d.rate);
+    check_finite_nonneg(dn + " duration", d.duration);
+    if (d.rate > 0.0 && d.duration > 0.0)
+      throw_invalid(kWhere, dn, "given both rate and duration", "an infusion with exactly one of them");
+    if (d.repeat < 0 || d.repeat > kMaxRepeat)
+      throw_domain(kWhere, dn + " repeat", std::to_string(d.repeat),
+                   "in [0, " + std::to_string(kMaxRepeat) + "]");
+    if (d.repeat > 0) {
+      if (!std::isfinite(d.every) || d.every <= 0.0)
+        throw_domain(kWhere, dn + " every", format_value(d.every), "finite and > 0 when repeat > 0");
+      if (grid_index(d.every, p.grid.dt) < 1)
+        throw_domain(kWhere, dn + " every", format_value(d.every),
+                     "a positive multiple of time.dt = " + format_value(p.grid.dt));
+    } else if (!std::isfinite(d.every) || d.every < 0.0) {
+      throw_domain(kWhere, dn + " every", format_value(d.every), "finite and >= 0");
+    }
+    if (grid_index(d.time, p.grid.dt) < 0)
+      throw_domain(kWhere, dn + " time", format_value(d.time),
+                   "on the time grid (a multiple of time.dt = " + format_value(p.grid.dt) + ")");
+  }
+
+  // Output times.
+  if (!p.output.all) {
+    if (p.output.steps.empty()) throw_invalid(kWhere, "output.times", "empty", "all or a non-empty list");
+    for (std::size_t i = 0; i < p.output.steps.size(); ++i) {
+      const std::int64_t s = p.output.steps[i];
+      if (s < 0 || s > p.grid.steps)
+        throw_domain(kWhere, "output time index " + std::to_string(s), "out of range",
+                     "in [0, time.steps = " + std::to_string(p.grid.steps) + "]");
+      if (i > 0 && s <= p.output.steps[i - 1])
+        throw_invalid(kWhere, "output times", "not strictly increasing at entry " + std::to_string(i + 1),
+                      "strictly increasing");
+    }
+  }
+
+  // Euler: K = I + A dt must be non-negative (the step is too long for the rates otherwise).
+  if (p.discretization == Discretization::Euler) {
+    std::vector<double> a(static_cast<std::size_t>(n * n));
+    for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
+      rate_matrix(p.model, p.parameters.row(s), a.data());
+      for (int r = 0; r < n; ++r) {
+        const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * p.grid.dt;
+        if (k < 0.0)
+          throw_domain(kWhere,
+                       subject_name(s) + " euler transition K[" + m.compartments[static_cast<std::size_t>(r)] +
+                           "][" + m.compartments[static_cast<std::size_t>(r)] + "] = 1 + A*dt",
+                       format_value(k),
+                       ">= 0 (time.dt is too long for the rates; use a smaller dt or discretization: exact)");
+      }
+    }
+  }
+}
+
+std::uint64_t result_limit(const SimulateOptions& o) noexcept {
+  if (o.max_result_bytes > 0) return o.max_result_bytes;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024ull / 10ull * 8ull;
+  }
+  return 4ull << 30;  // unknown: 4 GiB
+}
+
+}  // namespace pkscan::detail
