@@ -20,7 +20,8 @@ constexpr const char* kExitHelp =
     "1 any other failure. Errors are one line on stderr: pkscan: error: FILE:LINE:COLUMN: ...";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string one_line(std::string s) {
@@ -39,7 +40,8 @@ struct Command {
 std::string describe(const config::RunSpec& spec) {
   const Problem& p = spec.problem;
   std::ostringstream s;
-  const std::int64_t times = p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size());
+  const std::int64_t times =
+      p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size());
   s << p.parameters.subjects() << (p.parameters.subjects() == 1 ? " subject" : " subjects") << ", "
     << p.grid.steps << " steps of " << format_value(p.grid.dt) << ", " << p.doses.size()
     << (p.doses.size() == 1 ? " dose line" : " dose lines") << ", " << times << " output times";
@@ -49,7 +51,8 @@ std::string describe(const config::RunSpec& spec) {
 int do_validate(const Command& c, std::ostream& out) {
   const config::RunSpec spec = config::load_run_file(c.file);
   out << c.file << ": ok: " << describe(spec)
-      << (spec.output_path.empty() ? " (no output.path: give --output to run it)" : ", output " + spec.output_path)
+      << (spec.output_path.empty() ? " (no output.path: give --output to run it)"
+                                   : ", output " + spec.output_path)
       << "\n";
   return kExitOk;
 }
@@ -58,10 +61,13 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   config::RunSpec spec = config::load_run_file(c.file);
   std::string path = c.output.empty() ? spec.output_path : c.output;
   if (path.empty())
-    throw ConfigError(c.file, 0, 0, "output.path is missing; give output.path in the run file or --output PATH");
+    throw ConfigError(c.file, 0, 0,
+                      "output.path is missing; give output.path in the run file or --output PATH");
   if (!ends_with(path, ".csv")) {
     const std::string msg = "output path is \"" + path + "\", but must end in .csv";
-    if (c.output.empty()) throw ConfigError(c.file, spec.output_path_line, spec.output_path_column, "output.path: " + msg);
+    if (c.output.empty())
+      throw ConfigError(c.file, spec.output_path_line, spec.output_path_column,
+                        "output.path: " + msg);
     throw InvalidArgument("--output: " + msg);
   }
   {
@@ -86,9 +92,8 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
     err << "pkscan: warning: " << sum.non_finite_subjects
         << " subjects have non-finite values (overflow); their rows hold nan or inf\n";
   if (!c.quiet)
-    out << "pkscan: wrote " << path << " (" << result.subjects() << " subjects x "
-        << result.times() << " times, method " << to_string(sum.method) << " on "
-        << to_string(sum.device) << ")\n";
+    out << "pkscan: wrote " << path << " (" << result.subjects() << " subjects x " << result.times()
+        << " times, method " << to_string(sum.method) << " on " << to_string(sum.device) << ")\n";
   return kExitOk;
 }
 
@@ -121,7 +126,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     out << app.help("", CLI::AppFormatMode::All);
     return kExitOk;
   } catch (const CLI::CallForVersion&) {
-    out << "pkscan " << PKSCAN_VERSION_STRING << (PKSCAN_HAS_CUDA ? " (CUDA)" : " (no CUDA)") << "\n";
+    out << "pkscan " << PKSCAN_VERSION_STRING << (PKSCAN_HAS_CUDA ? " (CUDA)" : " (no CUDA)")
+        << "\n";
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     err << "pkscan: error: " << one_line(e.what()) << " (see pkscan --help)\n";

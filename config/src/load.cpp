@@ -107,7 +107,10 @@ class Loader {
   double number(const YAML::Node& v, const std::string& what) const {
     if (!v.IsScalar() || v.Tag() == "!") {
       fail(v, what + " must be a number" +
-                  (v.IsScalar() ? ", but is the string \"" + v.Scalar() + "\"" : std::string(v.IsSequence() ? ", but is a list" : v.IsMap() ? ", but is a mapping" : ", but is empty")));
+                  (v.IsScalar() ? ", but is the string \"" + v.Scalar() + "\""
+                                : std::string(v.IsSequence() ? ", but is a list"
+                                              : v.IsMap()    ? ", but is a mapping"
+                                                             : ", but is empty")));
     }
     const std::string& s = v.Scalar();
     std::string t = s;
@@ -122,7 +125,8 @@ class Loader {
     return d;
   }
 
-  double finite(const YAML::Node& v, const std::string& what, const char* rule, bool positive) const {
+  double finite(const YAML::Node& v, const std::string& what, const char* rule,
+                bool positive) const {
     const double d = number(v, what);
     if (!std::isfinite(d) || d < 0.0 || (positive && d == 0.0))
       fail(v, what + " is " + v.Scalar() + ", but must be " + rule);
@@ -160,12 +164,14 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     L.fail(e.mark, "YAML syntax error: " + e.msg);
   }
   if (!root.IsDefined() || root.IsNull())
-    throw ConfigError(file, 0, 0, "the run file is empty; it must be a YAML mapping with keys time, subjects, ...");
+    throw ConfigError(
+        file, 0, 0,
+        "the run file is empty; it must be a YAML mapping with keys time, subjects, ...");
 
   RunSpec spec;
   spec.file = file;
-  const std::vector<std::string> top_keys = {"model", "discretization", "time", "subjects",
-                                             "doses", "output", "engine", "precision"};
+  const std::vector<std::string> top_keys = {"model", "discretization", "time",   "subjects",
+                                             "doses", "output",         "engine", "precision"};
   auto top = L.entries(root, "the run file", top_keys);
   auto require = [&](std::map<std::string, Loader::Entry>& m, const std::string& key,
                      const YAML::Node& parent, const std::string& ctx) -> Loader::Entry& {
@@ -188,15 +194,19 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
 
   if (auto it = top.find("discretization"); it != top.end()) {
     const std::string d = L.scalar_string(it->second.value, "discretization", "exact or euler");
-    if (d == "exact") p.discretization = Discretization::Exact;
-    else if (d == "euler") p.discretization = Discretization::Euler;
-    else L.fail(it->second.value, "discretization is \"" + d + "\", but must be exact or euler");
+    if (d == "exact")
+      p.discretization = Discretization::Exact;
+    else if (d == "euler")
+      p.discretization = Discretization::Euler;
+    else
+      L.fail(it->second.value, "discretization is \"" + d + "\", but must be exact or euler");
   }
 
   // time
   auto& time_e = require(top, "time", root, "the run file");
   auto time = L.entries(time_e.value, "time", {"dt", "steps"});
-  p.grid.dt = L.finite(require(time, "dt", time_e.value, "time").value, "time.dt", "finite and > 0", true);
+  p.grid.dt =
+      L.finite(require(time, "dt", time_e.value, "time").value, "time.dt", "finite and > 0", true);
   const YAML::Node steps_node = require(time, "steps", time_e.value, "time").value;
   p.grid.steps = L.integer(steps_node, "time.steps", 1, 1'000'000'000);
   if (!std::isfinite(p.grid.time(p.grid.steps)))
@@ -206,28 +216,35 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   // precision and engine (needed for the size check below)
   if (auto it = top.find("precision"); it != top.end()) {
     const std::string s = L.scalar_string(it->second.value, "precision", "float64 or float32");
-    if (s == "float64") spec.options.precision = Precision::Float64;
-    else if (s == "float32") spec.options.precision = Precision::Float32;
-    else L.fail(it->second.value, "precision is \"" + s + "\", but must be float64 or float32");
+    if (s == "float64")
+      spec.options.precision = Precision::Float64;
+    else if (s == "float32")
+      spec.options.precision = Precision::Float32;
+    else
+      L.fail(it->second.value, "precision is \"" + s + "\", but must be float64 or float32");
   }
   YAML::Node engine_node;
   if (auto it = top.find("engine"); it != top.end()) {
     engine_node = it->second.value;
     auto eng = L.entries(it->second.value, "engine", {"method", "device"});
     if (auto m = eng.find("method"); m != eng.end()) {
-      const std::string s = L.scalar_string(m->second.value, "engine.method", "one of auto, scan, batched, power");
+      const std::string s =
+          L.scalar_string(m->second.value, "engine.method", "one of auto, scan, batched, power");
       try {
         spec.options.method = method_from_string(s);
       } catch (const InvalidArgument&) {
-        L.fail(m->second.value, "engine.method is \"" + s + "\", but must be one of auto, scan, batched, power");
+        L.fail(m->second.value,
+               "engine.method is \"" + s + "\", but must be one of auto, scan, batched, power");
       }
     }
     if (auto d = eng.find("device"); d != eng.end()) {
-      const std::string s = L.scalar_string(d->second.value, "engine.device", "one of auto, cpu, cuda");
+      const std::string s =
+          L.scalar_string(d->second.value, "engine.device", "one of auto, cpu, cuda");
       try {
         spec.options.device = device_from_string(s);
       } catch (const InvalidArgument&) {
-        L.fail(d->second.value, "engine.device is \"" + s + "\", but must be one of auto, cpu, cuda");
+        L.fail(d->second.value,
+               "engine.device is \"" + s + "\", but must be one of auto, cpu, cuda");
       }
     }
   }
@@ -240,7 +257,8 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   for (const ParameterInfo& pi : model.parameters)
     accepted.push_back(pi.alias.empty() ? pi.name : pi.name + " (alias " + pi.alias + ")");
   if (!params_e.value.IsMap())
-    L.fail(params_e.value, "subjects.parameters must be a mapping of parameter names (" + join(accepted) + ") to numbers or lists");
+    L.fail(params_e.value, "subjects.parameters must be a mapping of parameter names (" +
+                               join(accepted) + ") to numbers or lists");
   std::vector<ParamSource> sources;
   std::vector<std::string> plain_names;
   for (const ParameterInfo& pi : model.parameters) {
@@ -255,17 +273,21 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     const int col = parameter_index(model, kv.first);
     if (seen[static_cast<std::size_t>(col)]) {
       const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
-      L.fail(kv.second.key, "parameter " + pi.name + " is given twice (as " + pi.name + " and its alias " + pi.alias + ")");
+      L.fail(kv.second.key, "parameter " + pi.name + " is given twice (as " + pi.name +
+                                " and its alias " + pi.alias + ")");
     }
     seen[static_cast<std::size_t>(col)] = 1;
     const YAML::Node& v = kv.second.value;
     if (v.IsSequence()) {
       const std::int64_t len = static_cast<std::int64_t>(v.size());
-      if (len == 0) L.fail(v, "subjects.parameters." + kv.first + " is an empty list; give a number or one value per subject");
+      if (len == 0)
+        L.fail(v, "subjects.parameters." + kv.first +
+                      " is an empty list; give a number or one value per subject");
       if (list_len >= 0 && len != list_len)
         L.fail(v, "subjects.parameters." + kv.first + " has " + std::to_string(len) +
                       " values, but the list at line " + std::to_string(list_node.Mark().line + 1) +
-                      " has " + std::to_string(list_len) + "; every list needs one value per subject");
+                      " has " + std::to_string(list_len) +
+                      "; every list needs one value per subject");
       list_len = len;
       list_node = v;
     } else if (!v.IsScalar()) {
@@ -275,20 +297,24 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   }
   for (std::size_t c = 0; c < model.parameters.size(); ++c) {
     if (!seen[c] && std::isnan(model.parameters[c].default_value))
-      L.fail(params_e.value, "missing parameter '" + model.parameters[c].name + "' in subjects.parameters (required by model " + model.name + ")");
+      L.fail(params_e.value, "missing parameter '" + model.parameters[c].name +
+                                 "' in subjects.parameters (required by model " + model.name + ")");
   }
   std::int64_t count = list_len > 0 ? list_len : 1;
   if (auto it = subj.find("count"); it != subj.end()) {
     count = L.integer(it->second.value, "subjects.count", 1, 1'000'000'000'000);
     if (list_len >= 0 && count != list_len)
-      L.fail(it->second.value, "subjects.count is " + std::to_string(count) + ", but the parameter lists have " + std::to_string(list_len) + " values; they must agree");
+      L.fail(it->second.value, "subjects.count is " + std::to_string(count) +
+                                   ", but the parameter lists have " + std::to_string(list_len) +
+                                   " values; they must agree");
   }
 
   // output (before the size check: output.times decides the size)
   auto& out_e = require(top, "output", root, "the run file");
   auto out = L.entries(out_e.value, "output", {"path", "times"});
   if (auto it = out.find("path"); it != out.end()) {
-    spec.output_path = L.scalar_string(it->second.value, "output.path", "a file path ending in .csv");
+    spec.output_path =
+        L.scalar_string(it->second.value, "output.path", "a file path ending in .csv");
     spec.output_path_line = it->second.value.Mark().line + 1;
     spec.output_path_column = it->second.value.Mark().column + 1;
   }
@@ -297,7 +323,8 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     if (tv.IsScalar() && tv.Tag() != "!" && tv.Scalar() == "all") {
       p.output = OutputTimes::every_step();
     } else if (tv.IsSequence()) {
-      if (tv.size() == 0) L.fail(tv, "output.times is an empty list; give all or a list of grid times");
+      if (tv.size() == 0)
+        L.fail(tv, "output.times is an empty list; give all or a list of grid times");
       std::vector<std::int64_t> steps;
       for (std::size_t i = 0; i < tv.size(); ++i) {
         const std::string what = "output.times[" + std::to_string(i + 1) + "]";
@@ -305,12 +332,16 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
         const double q = t / p.grid.dt;
         const double r = std::nearbyint(q);
         if (std::fabs(q - r) > 1e-9 + 1e-13 * std::fabs(r))
-          L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but must lie on the time grid (a multiple of time.dt = " + format_value(p.grid.dt) + ")");
+          L.fail(tv[i], what + " is " + tv[i].Scalar() +
+                            ", but must lie on the time grid (a multiple of time.dt = " +
+                            format_value(p.grid.dt) + ")");
         if (t > t_end * (1 + 1e-12) + 1e-12)
-          L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but must be <= the last grid time " + format_value(t_end));
+          L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but must be <= the last grid time " +
+                            format_value(t_end));
         const std::int64_t s = static_cast<std::int64_t>(r);
         if (!steps.empty() && s <= steps.back())
-          L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but output.times must be strictly increasing");
+          L.fail(tv[i],
+                 what + " is " + tv[i].Scalar() + ", but output.times must be strictly increasing");
         steps.push_back(s);
       }
       p.output = OutputTimes::at_steps(std::move(steps));
@@ -327,11 +358,13 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     sizing.output = p.output;
     SimulateOptions so = spec.options;
     so.concentrations = false;  // the CLI writes concentrations at output time
-    const std::uint64_t per_subject = result_bytes([&] {
-      Problem one = sizing;
-      one.parameters = ParameterBatch(p.model, 1);
-      return one;
-    }(), so);
+    const std::uint64_t per_subject = result_bytes(
+        [&] {
+          Problem one = sizing;
+          one.parameters = ParameterBatch(p.model, 1);
+          return one;
+        }(),
+        so);
     // Result plus the per-subject parameter table.
     const long double need = (static_cast<long double>(per_subject) +
                               8.0L * static_cast<long double>(model.parameters.size())) *
@@ -340,11 +373,15 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     if (need > static_cast<long double>(limit)) {
       auto it = subj.find("count");
       const YAML::Node where = it != subj.end() ? it->second.value : steps_node;
-      L.fail(where, "the run is too large to hold in memory: " + std::to_string(count) +
-                        " subjects x " + std::to_string(p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size())) +
-                        " output times need " + format_value(static_cast<double>(need / (1024.0L * 1024 * 1024))) +
-                        " GiB, but only " + format_value(static_cast<double>(limit) / (1024.0 * 1024 * 1024)) +
-                        " GiB are available; use fewer subjects, fewer steps or sparse output.times");
+      L.fail(where,
+             "the run is too large to hold in memory: " + std::to_string(count) + " subjects x " +
+                 std::to_string(p.output.all ? p.grid.steps + 1
+                                             : static_cast<std::int64_t>(p.output.steps.size())) +
+                 " output times need " +
+                 format_value(static_cast<double>(need / (1024.0L * 1024 * 1024))) +
+                 " GiB, but only " +
+                 format_value(static_cast<double>(limit) / (1024.0 * 1024 * 1024)) +
+                 " GiB are available; use fewer subjects, fewer steps or sparse output.times");
     }
   }
 
@@ -358,7 +395,8 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
       for (std::size_t i = 0; i < src.value.size(); ++i) {
         if (!src.value[i].IsScalar())
           L.fail(src.value[i], what + "[" + std::to_string(i + 1) + "] must be a number");
-        const double v = L.finite(src.value[i], what + "[" + std::to_string(i + 1) + "]", rule, volume);
+        const double v =
+            L.finite(src.value[i], what + "[" + std::to_string(i + 1) + "]", rule, volume);
         p.parameters.set(pi.name, static_cast<std::int64_t>(i), v);
       }
     } else {
@@ -378,35 +416,49 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
       for (std::size_t i = 0; i < dl.size(); ++i) {
         const std::string ctx = "doses[" + std::to_string(i + 1) + "]";
         const YAML::Node& dn = dl[i];
-        auto d = L.entries(dn, ctx, {"compartment", "time", "amount", "rate", "duration", "every", "repeat"});
+        auto d = L.entries(
+            dn, ctx, {"compartment", "time", "amount", "rate", "duration", "every", "repeat"});
         DoseEvent ev;
         const YAML::Node cn = require(d, "compartment", dn, ctx).value;
-        const std::string cname = L.scalar_string(cn, ctx + ".compartment", "one of " + join(cnames));
+        const std::string cname =
+            L.scalar_string(cn, ctx + ".compartment", "one of " + join(cnames));
         ev.compartment = compartment_index(model, cname);
         if (ev.compartment < 0)
           L.fail(cn, ctx + ".compartment is \"" + cname + "\", but must be one of " + join(cnames));
         const YAML::Node tn = require(d, "time", dn, ctx).value;
         ev.time = L.finite(tn, ctx + ".time", "finite and >= 0", false);
-        if (std::fabs(ev.time / p.grid.dt - std::nearbyint(ev.time / p.grid.dt)) > 1e-9 + 1e-13 * std::fabs(ev.time / p.grid.dt))
-          L.fail(tn, ctx + ".time is " + tn.Scalar() + ", but must lie on the time grid (a multiple of time.dt = " + format_value(p.grid.dt) + ")");
-        ev.amount = L.finite(require(d, "amount", dn, ctx).value, ctx + ".amount", "finite and >= 0", false);
+        if (std::fabs(ev.time / p.grid.dt - std::nearbyint(ev.time / p.grid.dt)) >
+            1e-9 + 1e-13 * std::fabs(ev.time / p.grid.dt))
+          L.fail(tn, ctx + ".time is " + tn.Scalar() +
+                         ", but must lie on the time grid (a multiple of time.dt = " +
+                         format_value(p.grid.dt) + ")");
+        ev.amount = L.finite(require(d, "amount", dn, ctx).value, ctx + ".amount",
+                             "finite and >= 0", false);
         auto r = d.find("rate");
         auto du = d.find("duration");
         if (r != d.end() && du != d.end())
-          L.fail(du->second.key, ctx + " gives both rate and duration, but an infusion takes exactly one of them");
-        if (r != d.end()) ev.rate = L.finite(r->second.value, ctx + ".rate", "finite and > 0", true);
-        if (du != d.end()) ev.duration = L.finite(du->second.value, ctx + ".duration", "finite and > 0", true);
+          L.fail(du->second.key,
+                 ctx + " gives both rate and duration, but an infusion takes exactly one of them");
+        if (r != d.end())
+          ev.rate = L.finite(r->second.value, ctx + ".rate", "finite and > 0", true);
+        if (du != d.end())
+          ev.duration = L.finite(du->second.value, ctx + ".duration", "finite and > 0", true);
         auto ev_it = d.find("every");
         auto rep_it = d.find("repeat");
         if ((ev_it == d.end()) != (rep_it == d.end())) {
           const auto& given = ev_it != d.end() ? ev_it->second : rep_it->second;
-          L.fail(given.key, ctx + " gives " + given.key.Scalar() + " without " + (ev_it != d.end() ? "repeat" : "every") + "; repeated doses need both (every: interval, repeat: number of additional doses)");
+          L.fail(given.key, ctx + " gives " + given.key.Scalar() + " without " +
+                                (ev_it != d.end() ? "repeat" : "every") +
+                                "; repeated doses need both (every: interval, repeat: number of "
+                                "additional doses)");
         }
         if (ev_it != d.end()) {
           ev.every = L.finite(ev_it->second.value, ctx + ".every", "finite and > 0", true);
           const double q = ev.every / p.grid.dt;
           if (std::fabs(q - std::nearbyint(q)) > 1e-9 + 1e-13 * std::fabs(q))
-            L.fail(ev_it->second.value, ctx + ".every is " + ev_it->second.value.Scalar() + ", but must be a multiple of time.dt = " + format_value(p.grid.dt));
+            L.fail(ev_it->second.value,
+                   ctx + ".every is " + ev_it->second.value.Scalar() +
+                       ", but must be a multiple of time.dt = " + format_value(p.grid.dt));
           ev.repeat = L.integer(rep_it->second.value, ctx + ".repeat", 0, 100'000'000);
         }
         p.doses.push_back(ev);
@@ -420,7 +472,8 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     if (!is_backend_available(spec.options.method, spec.options.device, &why)) {
       const YAML::Mark m = engine_node.IsDefined() ? engine_node.Mark() : YAML::Mark::null_mark();
       std::string where = file;
-      if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+      if (!m.is_null())
+        where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
       throw BackendUnavailable(where + ": engine: " + why);
     }
   }
@@ -442,17 +495,20 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
 
 RunSpec load_run_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, 0, 0, std::string("cannot read the run file: ") + std::strerror(errno));
+  if (!in)
+    throw ConfigError(path, 0, 0, std::string("cannot read the run file: ") + std::strerror(errno));
   std::string text;
   char buf[65536];
   std::streamsize total = 0;
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     total += in.gcount();
     if (total > kMaxFileBytes)
-      throw ConfigError(path, 0, 0, "the run file is larger than 64 MiB; a run file is a page of YAML");
+      throw ConfigError(path, 0, 0,
+                        "the run file is larger than 64 MiB; a run file is a page of YAML");
     text.append(buf, static_cast<std::size_t>(in.gcount()));
   }
-  if (in.bad()) throw ConfigError(path, 0, 0, "cannot read the run file (I/O error, or it is a directory)");
+  if (in.bad())
+    throw ConfigError(path, 0, 0, "cannot read the run file (I/O error, or it is a directory)");
   return parse_run_config(text, path);
 }
 

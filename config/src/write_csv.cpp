@@ -22,7 +22,8 @@ void write_rows(const SimulationResult& r, const std::vector<Real>& amounts, Ato
   std::vector<Real> inv(static_cast<std::size_t>(n));
   for (std::int64_t s = 0; s < r.subjects(); ++s) {
     // Concentrations are amounts / volume, divided here at write time (deferred division).
-    for (int c = 0; c < n; ++c) inv[static_cast<std::size_t>(c)] = static_cast<Real>(r.volume(s, c));
+    for (int c = 0; c < n; ++c)
+      inv[static_cast<std::size_t>(c)] = static_cast<Real>(r.volume(s, c));
     for (std::int64_t t = 0; t < times; ++t) {
       const Real* a = amounts.data() + (s * times + t) * n;
       char* p = put(line, end, s + 1);
@@ -50,8 +51,10 @@ void write_csv(const SimulationResult& result, const ModelInfo& model, const std
   for (const std::string& c : model.compartments) header += ",conc_" + c;
   header += '\n';
   out.write(header.data(), header.size());
-  if (result.precision() == Precision::Float64) write_rows(result, result.amounts_f64(), out);
-  else write_rows(result, result.amounts_f32(), out);
+  if (result.precision() == Precision::Float64)
+    write_rows(result, result.amounts_f64(), out);
+  else
+    write_rows(result, result.amounts_f32(), out);
   out.commit();
 }
 

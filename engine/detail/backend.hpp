@@ -18,11 +18,11 @@ namespace pkscan::detail {
 struct PreparedBatch {
   const Problem* problem = nullptr;
   const ModelInfo* model = nullptr;
-  int n = 0;                             // compartments
+  int n = 0;  // compartments
   std::int64_t subjects = 0;
   Schedule schedule;
-  std::vector<std::int64_t> out_steps;   // sorted grid indices to report
-  int threads = 1;                       // threads the backend may use
+  std::vector<std::int64_t> out_steps;  // sorted grid indices to report
+  int threads = 1;                      // threads the backend may use
 };
 
 // Where a backend writes: amounts, subject-major (subject, output time, compartment).

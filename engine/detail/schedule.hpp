@@ -25,13 +25,13 @@ struct PartialInfusion {
 };
 
 struct Schedule {
-  int n = 0;                    // compartments
-  std::int64_t steps = 0;       // last grid index simulated
-  std::vector<double> initial;  // n: bolus doses at t = 0
-  std::vector<std::int64_t> bp_step;            // breakpoints' first steps
-  std::vector<double> bp_rate;                  // n per breakpoint: full-step infusion rates
-  std::vector<double> bp_bolus;                 // n per breakpoint: bolus at end of first step
-  std::vector<std::int64_t> bp_partial_begin;   // per breakpoint + 1: ranges into `partials`
+  int n = 0;                                   // compartments
+  std::int64_t steps = 0;                      // last grid index simulated
+  std::vector<double> initial;                 // n: bolus doses at t = 0
+  std::vector<std::int64_t> bp_step;           // breakpoints' first steps
+  std::vector<double> bp_rate;                 // n per breakpoint: full-step infusion rates
+  std::vector<double> bp_bolus;                // n per breakpoint: bolus at end of first step
+  std::vector<std::int64_t> bp_partial_begin;  // per breakpoint + 1: ranges into `partials`
   std::vector<PartialInfusion> partials;
   std::vector<double> partial_lengths;
   std::int64_t breakpoints() const noexcept { return static_cast<std::int64_t>(bp_step.size()); }

@@ -17,8 +17,8 @@ PKSCAN_HD inline void affine_step(const Real* k, const Real* x, const Real* b, R
 
 // Composition of affine maps: (K2, b2) o (K1, b1) = (K2 K1, K2 b1 + b2).
 template <int N, class Real>
-PKSCAN_HD inline void affine_compose(const Real* k2, const Real* b2, const Real* k1,
-                                     const Real* b1, Real* k_out, Real* b_out) {
+PKSCAN_HD inline void affine_compose(const Real* k2, const Real* b2, const Real* k1, const Real* b1,
+                                     Real* k_out, Real* b_out) {
   for (int r = 0; r < N; ++r) {
     for (int c = 0; c < N; ++c) {
       Real acc = k2[r * N] * k1[c];

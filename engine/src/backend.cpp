@@ -1,26 +1,33 @@
+#include "detail/backend.hpp"
+
 #include <pkscan/backend.hpp>
 #include <pkscan/build_config.hpp>
 #include <pkscan/error.hpp>
-
-#include "detail/backend.hpp"
 
 namespace pkscan {
 
 std::string to_string(Method method) {
   switch (method) {
-    case Method::Auto: return "auto";
-    case Method::Scan: return "scan";
-    case Method::Batched: return "batched";
-    case Method::Power: return "power";
+    case Method::Auto:
+      return "auto";
+    case Method::Scan:
+      return "scan";
+    case Method::Batched:
+      return "batched";
+    case Method::Power:
+      return "power";
   }
   return "auto";
 }
 
 std::string to_string(Device device) {
   switch (device) {
-    case Device::Auto: return "auto";
-    case Device::Cpu: return "cpu";
-    case Device::Cuda: return "cuda";
+    case Device::Auto:
+      return "auto";
+    case Device::Cpu:
+      return "cpu";
+    case Device::Cuda:
+      return "cuda";
   }
   return "auto";
 }
@@ -38,7 +45,8 @@ Device device_from_string(std::string_view name) {
   if (name == "auto") return Device::Auto;
   if (name == "cpu") return Device::Cpu;
   if (name == "cuda") return Device::Cuda;
-  throw InvalidArgument("device is \"" + std::string(name) + "\", but must be one of auto, cpu, cuda");
+  throw InvalidArgument("device is \"" + std::string(name) +
+                        "\", but must be one of auto, cpu, cuda");
 }
 
 #if PKSCAN_HAS_CUDA
@@ -90,7 +98,8 @@ std::unique_ptr<Backend> make_backend(Method method, Device device) {
     case Method::Power:
       break;
   }
-  throw BackendUnavailable("method '" + to_string(method) + "' is not compiled into this pkscan build");
+  throw BackendUnavailable("method '" + to_string(method) +
+                           "' is not compiled into this pkscan build");
 }
 
 }  // namespace detail

@@ -27,10 +27,12 @@ class ResultBuilder {
       for (int c = 0; c < b.n; ++c)
         r.volumes_[static_cast<std::size_t>(s * b.n + c)] =
             p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
-    const std::size_t count = static_cast<std::size_t>(b.subjects) * b.out_steps.size() *
-                              static_cast<std::size_t>(b.n);
-    if (o.precision == Precision::Float64) r.amounts_f64_.resize(count);
-    else r.amounts_f32_.resize(count);
+    const std::size_t count =
+        static_cast<std::size_t>(b.subjects) * b.out_steps.size() * static_cast<std::size_t>(b.n);
+    if (o.precision == Precision::Float64)
+      r.amounts_f64_.resize(count);
+    else
+      r.amounts_f32_.resize(count);
     r.status_.assign(static_cast<std::size_t>(b.subjects), SubjectStatus::Ok);
     return r;
   }
@@ -54,8 +56,10 @@ class ResultBuilder {
   static void finish(SimulationResult& r, const SimulateOptions& o, const detail::Backend& be,
                      int threads, double prep, double scan) {
     if (o.concentrations) {
-      if (o.precision == Precision::Float64) divide_by_volumes(r.amounts_f64_, r.conc_f64_, r);
-      else divide_by_volumes(r.amounts_f32_, r.conc_f32_, r);
+      if (o.precision == Precision::Float64)
+        divide_by_volumes(r.amounts_f64_, r.conc_f64_, r);
+      else
+        divide_by_volumes(r.amounts_f32_, r.conc_f32_, r);
     }
     r.summary_.method = be.method();
     r.summary_.device = be.device();
@@ -79,7 +83,8 @@ namespace {
 
 std::uint64_t bytes_for(const Problem& p, const SimulateOptions& o, std::uint64_t n_out) {
   const std::uint64_t n = model_info(p.model).compartments.size();
-  const std::uint64_t subjects = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.parameters.subjects()));
+  const std::uint64_t subjects =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.parameters.subjects()));
   const std::uint64_t scalar = o.precision == Precision::Float64 ? 8 : 4;
   const std::uint64_t arrays = o.concentrations ? 2 : 1;
   // Saturating multiply: absurd sizes must compare as too large, never wrap around.
@@ -115,10 +120,13 @@ void check(const Problem& problem, const SimulateOptions& options) {
   const std::uint64_t need = result_bytes(problem, options);
   const std::uint64_t limit = detail::result_limit(options);
   if (need > limit) {
-    auto gib = [](std::uint64_t b) { return format_value(static_cast<double>(b) / (1024.0 * 1024 * 1024)); };
+    auto gib = [](std::uint64_t b) {
+      return format_value(static_cast<double>(b) / (1024.0 * 1024 * 1024));
+    };
     detail::throw_domain("simulate", "the result size", gib(need) + " GiB",
-                         "<= " + gib(limit) + " GiB (the memory available); use fewer subjects, "
-                         "fewer steps or sparse output times");
+                         "<= " + gib(limit) +
+                             " GiB (the memory available); use fewer subjects, "
+                             "fewer steps or sparse output times");
   }
   std::string why;
   if (!is_backend_available(options.method, options.device, &why)) throw BackendUnavailable(why);
@@ -141,8 +149,10 @@ SimulationResult simulate(const Problem& problem, const SimulateOptions& options
   SimulationResult r = ResultBuilder::make(problem, batch, options);
   const double prep = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  if (options.precision == Precision::Float64) backend->run(batch, ResultBuilder::view64(r));
-  else backend->run(batch, ResultBuilder::view32(r));
+  if (options.precision == Precision::Float64)
+    backend->run(batch, ResultBuilder::view64(r));
+  else
+    backend->run(batch, ResultBuilder::view32(r));
   const double scan = seconds_since(t1);
   const int used = backend->method() == Method::Scan ? 1 : batch.threads;
   ResultBuilder::finish(r, options, *backend, used, prep, scan);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "detail/backend.hpp"
+#include "detail/reference.hpp"
 #include "detail/step.hpp"
 #include "detail/transition.hpp"
 
@@ -52,20 +53,8 @@ void reference_subject_n(const PreparedBatch& batch, std::int64_t subject, Real*
   const Problem& p = *batch.problem;
   Mat<N> a;
   rate_matrix(p.model, p.parameters.row(subject), a.data());  // row-major, as Mat<N>
-  Transition<N> tr;
-  build_transition<N>(a, p.grid.dt, p.discretization, batch.schedule.partial_lengths, tr);
-  const std::size_t nbp = static_cast<std::size_t>(batch.schedule.breakpoints());
-  std::vector<Real> c(nbp * N), f(nbp * N);
-  subject_inputs<N, Real>(batch.schedule, tr, c.data(), f.data());
-  Real k[N * N];
-  Real x0[N];
-  for (int i = 0; i < N * N; ++i) k[i] = static_cast<Real>(tr.k.data()[i]);
-  for (int r = 0; r < N; ++r) x0[r] = static_cast<Real>(batch.schedule.initial[static_cast<std::size_t>(r)]);
-  scan_subject<N, Real>(batch.schedule, k, c.data(), f.data(), x0, batch.out_steps, out);
-  bool finite = true;
-  const std::size_t count = batch.out_steps.size() * N;
-  for (std::size_t i = 0; i < count; ++i) finite = finite && std::isfinite(out[i]);
-  *status = finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+  *status = reference_scan_matrix<N, Real>(a, p.grid.dt, p.discretization, batch.schedule,
+                                           batch.out_steps, out);
 }
 
 class ReferenceScanBackend final : public Backend {
@@ -86,6 +75,36 @@ class ReferenceScanBackend final : public Backend {
 
 }  // namespace
 
+template <int N, class Real>
+SubjectStatus reference_scan_matrix(const Mat<N>& a, double dt, Discretization disc,
+                                    const Schedule& s, const std::vector<std::int64_t>& out_steps,
+                                    Real* out) {
+  Transition<N> tr;
+  build_transition<N>(a, dt, disc, s.partial_lengths, tr);
+  const std::size_t nbp = static_cast<std::size_t>(s.breakpoints());
+  std::vector<Real> c(nbp * N), f(nbp * N);
+  subject_inputs<N, Real>(s, tr, c.data(), f.data());
+  Real k[N * N];
+  Real x0[N];
+  for (int i = 0; i < N * N; ++i) k[i] = static_cast<Real>(tr.k.data()[i]);
+  for (int r = 0; r < N; ++r) x0[r] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
+  scan_subject<N, Real>(s, k, c.data(), f.data(), x0, out_steps, out);
+  bool finite = true;
+  const std::size_t count = out_steps.size() * N;
+  for (std::size_t i = 0; i < count; ++i) finite = finite && std::isfinite(out[i]);
+  return finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+}
+
+#define PKSCAN_INSTANTIATE_REFERENCE(N, Real)                                                  \
+  template SubjectStatus reference_scan_matrix<N, Real>(const Mat<N>&, double, Discretization, \
+                                                        const Schedule&,                       \
+                                                        const std::vector<std::int64_t>&, Real*);
+PKSCAN_INSTANTIATE_REFERENCE(3, double)
+PKSCAN_INSTANTIATE_REFERENCE(3, float)
+PKSCAN_INSTANTIATE_REFERENCE(4, double)
+PKSCAN_INSTANTIATE_REFERENCE(4, float)
+#undef PKSCAN_INSTANTIATE_REFERENCE
+
 template <class Real>
 void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* out,
                        SubjectStatus* status) {
@@ -100,8 +119,7 @@ void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* o
 }
 template void reference_subject<double>(const PreparedBatch&, std::int64_t, double*,
                                         SubjectStatus*);
-template void reference_subject<float>(const PreparedBatch&, std::int64_t, float*,
-                                       SubjectStatus*);
+template void reference_subject<float>(const PreparedBatch&, std::int64_t, float*, SubjectStatus*);
 
 std::unique_ptr<Backend> make_reference_scan_backend() {
   return std::make_unique<ReferenceScanBackend>();

@@ -1,8 +1,8 @@
+#include "detail/schedule.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
-
-#include "detail/schedule.hpp"
 
 namespace pkscan::detail {
 
@@ -11,11 +11,11 @@ namespace {
 constexpr double kGridTolerance = 1e-9;
 
 struct Infusion {
-  std::int64_t start;   // grid index where it starts
+  std::int64_t start;  // grid index where it starts
   int compartment;
   double rate;
-  std::int64_t full;    // full steps covered: start+1 .. start+full
-  double covered;       // length covered in step start+full+1 (0 = none)
+  std::int64_t full;  // full steps covered: start+1 .. start+full
+  double covered;     // length covered in step start+full+1 (0 = none)
 };
 }  // namespace
 
@@ -123,8 +123,10 @@ Schedule compile_schedule(const std::vector<DoseEvent>& doses, const TimeGrid& g
       }
     }
     auto b = bolus.find(step);
-    if (b != bolus.end()) s.bp_bolus.insert(s.bp_bolus.end(), b->second.begin(), b->second.end());
-    else s.bp_bolus.insert(s.bp_bolus.end(), un, 0.0);
+    if (b != bolus.end())
+      s.bp_bolus.insert(s.bp_bolus.end(), b->second.begin(), b->second.end());
+    else
+      s.bp_bolus.insert(s.bp_bolus.end(), un, 0.0);
     s.bp_partial_begin.push_back(static_cast<std::int64_t>(s.partials.size()));
   }
   return s;

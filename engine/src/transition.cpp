@@ -1,9 +1,9 @@
 // Matrix exponentials for the transition matrices. Eigen's MatrixFunctions module implements
 // scaling and squaring with Pade approximants (Higham 2005), accurate to double rounding for
 // the well-conditioned, non-positive-spectrum rate matrices of linear PK models.
-#include <unsupported/Eigen/MatrixFunctions>
-
 #include "detail/transition.hpp"
+
+#include <unsupported/Eigen/MatrixFunctions>
 
 namespace pkscan::detail {
 
@@ -38,11 +38,12 @@ void build_transition(const Mat<N>& a, double dt, Discretization disc,
   }
 }
 
-#define PKSCAN_INSTANTIATE_TRANSITION(N)                                                   \
-  template void exact_transition<N>(const Mat<N>&, double, Mat<N>&, Mat<N>&);              \
-  template void build_transition<N>(const Mat<N>&, double, Discretization,                 \
+#define PKSCAN_INSTANTIATE_TRANSITION(N)                                      \
+  template void exact_transition<N>(const Mat<N>&, double, Mat<N>&, Mat<N>&); \
+  template void build_transition<N>(const Mat<N>&, double, Discretization,    \
                                     const std::vector<double>&, Transition<N>&);
 PKSCAN_INSTANTIATE_TRANSITION(3)
+PKSCAN_INSTANTIATE_TRANSITION(4)
 #undef PKSCAN_INSTANTIATE_TRANSITION
 
 }  // namespace pkscan::detail

@@ -1,3 +1,5 @@
+#include "detail/validate.hpp"
+
 #include <cmath>
 #include <fstream>
 #include <pkscan/error.hpp>
@@ -6,7 +8,6 @@
 
 #include "detail/schedule.hpp"
 #include "detail/transition.hpp"
-#include "detail/validate.hpp"
 
 namespace pkscan::detail {
 
@@ -59,7 +60,8 @@ void validate_problem(const Problem& p) {
       const std::string what = subject_name(s) + " parameter " + info.name;
       if (std::isnan(v)) throw_domain(kWhere, what, "missing", "given (it has no default)");
       if (info.role == ParameterRole::Volume) {
-        if (!std::isfinite(v) || v <= 0.0) throw_domain(kWhere, what, format_value(v), "finite and > 0");
+        if (!std::isfinite(v) || v <= 0.0)
+          throw_domain(kWhere, what, format_value(v), "finite and > 0");
       } else {
         check_finite_nonneg(what, v);
       }
@@ -78,13 +80,15 @@ void validate_problem(const Problem& p) {
     check_finite_nonneg(dn + " rate", d.rate);
     check_finite_nonneg(dn + " duration", d.duration);
     if (d.rate > 0.0 && d.duration > 0.0)
-      throw_invalid(kWhere, dn, "given both rate and duration", "an infusion with exactly one of them");
+      throw_invalid(kWhere, dn, "given both rate and duration",
+                    "an infusion with exactly one of them");
     if (d.repeat < 0 || d.repeat > kMaxRepeat)
       throw_domain(kWhere, dn + " repeat", std::to_string(d.repeat),
                    "in [0, " + std::to_string(kMaxRepeat) + "]");
     if (d.repeat > 0) {
       if (!std::isfinite(d.every) || d.every <= 0.0)
-        throw_domain(kWhere, dn + " every", format_value(d.every), "finite and > 0 when repeat > 0");
+        throw_domain(kWhere, dn + " every", format_value(d.every),
+                     "finite and > 0 when repeat > 0");
       if (grid_index(d.every, p.grid.dt) < 1)
         throw_domain(kWhere, dn + " every", format_value(d.every),
                      "a positive multiple of time.dt = " + format_value(p.grid.dt));
@@ -98,14 +102,16 @@ void validate_problem(const Problem& p) {
 
   // Output times.
   if (!p.output.all) {
-    if (p.output.steps.empty()) throw_invalid(kWhere, "output.times", "empty", "all or a non-empty list");
+    if (p.output.steps.empty())
+      throw_invalid(kWhere, "output.times", "empty", "all or a non-empty list");
     for (std::size_t i = 0; i < p.output.steps.size(); ++i) {
       const std::int64_t s = p.output.steps[i];
       if (s < 0 || s > p.grid.steps)
         throw_domain(kWhere, "output time index " + std::to_string(s), "out of range",
                      "in [0, time.steps = " + std::to_string(p.grid.steps) + "]");
       if (i > 0 && s <= p.output.steps[i - 1])
-        throw_invalid(kWhere, "output times", "not strictly increasing at entry " + std::to_string(i + 1),
+        throw_invalid(kWhere, "output times",
+                      "not strictly increasing at entry " + std::to_string(i + 1),
                       "strictly increasing");
     }
   }
@@ -119,10 +125,12 @@ void validate_problem(const Problem& p) {
         const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * p.grid.dt;
         if (k < 0.0)
           throw_domain(kWhere,
-                       subject_name(s) + " euler transition K[" + m.compartments[static_cast<std::size_t>(r)] +
-                           "][" + m.compartments[static_cast<std::size_t>(r)] + "] = 1 + A*dt",
+                       subject_name(s) + " euler transition K[" +
+                           m.compartments[static_cast<std::size_t>(r)] + "][" +
+                           m.compartments[static_cast<std::size_t>(r)] + "] = 1 + A*dt",
                        format_value(k),
-                       ">= 0 (time.dt is too long for the rates; use a smaller dt or discretization: exact)");
+                       ">= 0 (time.dt is too long for the rates; use a smaller dt or "
+                       "discretization: exact)");
       }
     }
   }

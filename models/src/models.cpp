@@ -66,9 +66,8 @@ int compartment_index(const ModelInfo& model, std::string_view name) noexcept {
 void rate_matrix(ModelKind kind, const double* p, double* a) noexcept {
   switch (kind) {
     case ModelKind::ThreeCompartment: {
-      const Eigen::Matrix3d m =
-          three_compartment_rate_matrix(p[kThreeCptKa], p[kThreeCptK12], p[kThreeCptK21],
-                                        p[kThreeCptKe]);
+      const Eigen::Matrix3d m = three_compartment_rate_matrix(p[kThreeCptKa], p[kThreeCptK12],
+                                                              p[kThreeCptK21], p[kThreeCptKe]);
       for (int r = 0; r < 3; ++r)
         for (int c = 0; c < 3; ++c) a[r * 3 + c] = m(r, c);
       return;

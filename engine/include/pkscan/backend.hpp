@@ -11,7 +11,8 @@ namespace pkscan {
 enum class Method {
   Auto,     ///< pick the fastest available path for the problem
   Scan,     ///< sequential reference scan, one subject after another
-  Batched,  ///< batched over subjects (SIMD lanes and threads on CPU; one thread per subject on GPU)
+  Batched,  ///< batched over subjects (SIMD lanes and threads on CPU; one thread per subject on
+            ///< GPU)
   Power,    ///< parallel power: K^(2^j) by repeated squaring; log-depth scan and sparse jumps
 };
 

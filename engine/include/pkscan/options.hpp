@@ -10,11 +10,11 @@ namespace pkscan {
 
 /// Options of one simulate() call. Defaults are what a user wants for a one-off run.
 struct SimulateOptions {
-  Method method = Method::Auto;            ///< compute path
-  Device device = Device::Auto;            ///< compute device
-  Precision precision = Precision::Float64;///< scan precision
-  int threads = 0;                         ///< CPU threads; 0 = all hardware threads
-  bool concentrations = true;              ///< also fill SimulationResult concentrations
+  Method method = Method::Auto;              ///< compute path
+  Device device = Device::Auto;              ///< compute device
+  Precision precision = Precision::Float64;  ///< scan precision
+  int threads = 0;                           ///< CPU threads; 0 = all hardware threads
+  bool concentrations = true;                ///< also fill SimulationResult concentrations
   /// Largest result (bytes) simulate() may allocate; 0 = 80% of the memory available now.
   /// Larger runs are rejected with DomainError before anything is allocated.
   std::uint64_t max_result_bytes = 0;

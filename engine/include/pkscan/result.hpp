@@ -18,11 +18,11 @@ enum class SubjectStatus : std::uint8_t {
 
 /// How a run went: which path ran, on how many threads, how long it took.
 struct RunSummary {
-  Method method = Method::Scan;   ///< method that ran (never Auto)
-  Device device = Device::Cpu;    ///< device that ran (never Auto)
-  int threads = 1;                ///< CPU threads used
-  double prepare_seconds = 0.0;   ///< building transition matrices and schedules
-  double scan_seconds = 0.0;      ///< the recurrence itself
+  Method method = Method::Scan;          ///< method that ran (never Auto)
+  Device device = Device::Cpu;           ///< device that ran (never Auto)
+  int threads = 1;                       ///< CPU threads used
+  double prepare_seconds = 0.0;          ///< building transition matrices and schedules
+  double scan_seconds = 0.0;             ///< the recurrence itself
   std::int64_t non_finite_subjects = 0;  ///< subjects whose status is NonFinite
 };
 

@@ -25,8 +25,8 @@ enum class Precision { Float64, Float32 };
 
 /// Uniform time grid t_i = i * dt, i = 0..steps.
 struct TimeGrid {
-  double dt = 1.0;          ///< step length, finite and > 0
-  std::int64_t steps = 1;   ///< number of steps, >= 1
+  double dt = 1.0;         ///< step length, finite and > 0
+  std::int64_t steps = 1;  ///< number of steps, >= 1
   /// Time of grid point i.
   double time(std::int64_t i) const noexcept { return static_cast<double>(i) * dt; }
 };
@@ -37,13 +37,13 @@ struct TimeGrid {
 /// duration > 0; the other is derived from amount. Doses at time t_k = time + k*every for
 /// k = 0..repeat. Times must lie on the grid.
 struct DoseEvent {
-  int compartment = 0;       ///< 0-based compartment index in the model's order
-  double time = 0.0;         ///< time of the first dose, >= 0
-  double amount = 0.0;       ///< amount per dose, >= 0
-  double rate = 0.0;         ///< infusion rate (amount/time); 0 for bolus or duration-given
-  double duration = 0.0;     ///< infusion duration; 0 for bolus or rate-given
-  double every = 0.0;        ///< interval between repeated doses (NONMEM II); > 0 if repeat > 0
-  std::int64_t repeat = 0;   ///< number of additional doses (NONMEM ADDL), >= 0
+  int compartment = 0;      ///< 0-based compartment index in the model's order
+  double time = 0.0;        ///< time of the first dose, >= 0
+  double amount = 0.0;      ///< amount per dose, >= 0
+  double rate = 0.0;        ///< infusion rate (amount/time); 0 for bolus or duration-given
+  double duration = 0.0;    ///< infusion duration; 0 for bolus or rate-given
+  double every = 0.0;       ///< interval between repeated doses (NONMEM II); > 0 if repeat > 0
+  std::int64_t repeat = 0;  ///< number of additional doses (NONMEM ADDL), >= 0
   /// True for a zero-order infusion.
   bool is_infusion() const noexcept { return rate > 0.0 || duration > 0.0; }
 };
@@ -55,7 +55,9 @@ struct OutputTimes {
   /// Every grid point.
   static OutputTimes every_step() { return OutputTimes{}; }
   /// Only these grid indices (strictly increasing).
-  static OutputTimes at_steps(std::vector<std::int64_t> s) { return OutputTimes{false, std::move(s)}; }
+  static OutputTimes at_steps(std::vector<std::int64_t> s) {
+    return OutputTimes{false, std::move(s)};
+  }
 };
 
 /// Parameters of a population: one row per subject, one column per model parameter in the
@@ -97,12 +99,12 @@ class ParameterBatch {
 /// A whole simulation problem: model, parameters per subject, doses (applied to every subject),
 /// time grid, discretization and output times.
 struct Problem {
-  ModelKind model = ModelKind::ThreeCompartment;         ///< the model
-  Discretization discretization = Discretization::Exact; ///< how steps are computed
-  TimeGrid grid;                                         ///< uniform time grid
-  ParameterBatch parameters;                             ///< per-subject parameters
-  std::vector<DoseEvent> doses;                          ///< regimen given to every subject
-  OutputTimes output;                                    ///< reported grid points
+  ModelKind model = ModelKind::ThreeCompartment;          ///< the model
+  Discretization discretization = Discretization::Exact;  ///< how steps are computed
+  TimeGrid grid;                                          ///< uniform time grid
+  ParameterBatch parameters;                              ///< per-subject parameters
+  std::vector<DoseEvent> doses;                           ///< regimen given to every subject
+  OutputTimes output;                                     ///< reported grid points
 };
 
 }  // namespace pkscan

@@ -10,11 +10,11 @@ namespace pkscan::config {
 
 /// A parsed, validated run file.
 struct RunSpec {
-  std::string file;              ///< the run file's path as given
-  Problem problem;               ///< what to simulate
-  SimulateOptions options;       ///< method, device, precision
-  std::string output_path;       ///< output.path ("" when not given)
-  int output_path_line = 0;      ///< 1-based location of output.path, 0 if absent
+  std::string file;          ///< the run file's path as given
+  Problem problem;           ///< what to simulate
+  SimulateOptions options;   ///< method, device, precision
+  std::string output_path;   ///< output.path ("" when not given)
+  int output_path_line = 0;  ///< 1-based location of output.path, 0 if absent
   int output_path_column = 0;
 };
 

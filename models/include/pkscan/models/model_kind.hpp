@@ -26,19 +26,19 @@ enum class ParameterRole {
 
 /// One model parameter.
 struct ParameterInfo {
-  std::string name;            ///< canonical name, as in run files ("ka")
-  std::string alias;           ///< accepted alternative name ("k01"), empty if none
-  ParameterRole role;          ///< validation rule
-  double default_value;        ///< used when the parameter is not given; NaN = required
+  std::string name;      ///< canonical name, as in run files ("ka")
+  std::string alias;     ///< accepted alternative name ("k01"), empty if none
+  ParameterRole role;    ///< validation rule
+  double default_value;  ///< used when the parameter is not given; NaN = required
 };
 
 /// Static description of a model.
 struct ModelInfo {
-  ModelKind kind;                               ///< the model
-  std::string name;                             ///< run-file name ("three_compartment")
-  std::vector<std::string> compartments;        ///< compartment names, in state order
-  std::vector<ParameterInfo> parameters;        ///< parameters, in ParameterBatch column order
-  std::vector<int> volume_parameter;            ///< per compartment: index of its volume parameter
+  ModelKind kind;                         ///< the model
+  std::string name;                       ///< run-file name ("three_compartment")
+  std::vector<std::string> compartments;  ///< compartment names, in state order
+  std::vector<ParameterInfo> parameters;  ///< parameters, in ParameterBatch column order
+  std::vector<int> volume_parameter;      ///< per compartment: index of its volume parameter
 };
 
 /// Description of a built-in model. Never throws.

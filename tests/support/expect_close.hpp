@@ -1,0 +1,30 @@
+#pragma once
+// expect_close: relative error with an absolute floor near zero; NaN equals NaN; infinities
+// must match. The failure message names the context (subject, time, compartment) and both values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace pkscan::test {
+
+inline ::testing::AssertionResult close_to(double expected, double actual, double rtol,
+                                           double atol) {
+  if (std::isnan(expected) && std::isnan(actual)) return ::testing::AssertionSuccess();
+  if (std::isinf(expected) || std::isinf(actual)) {
+    if (expected == actual) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "expected " << expected << ", got " << actual;
+  }
+  const double err = std::fabs(expected - actual);
+  const double tol = std::max(atol, rtol * std::fabs(expected));
+  if (err <= tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "expected " << ::testing::PrintToString(expected) << ", got "
+         << ::testing::PrintToString(actual) << " (abs err " << err << ", rel err "
+         << err / std::max(std::fabs(expected), 1e-300) << ", tol " << tol << ")";
+}
+
+}  // namespace pkscan::test
+
+#define PKSCAN_EXPECT_CLOSE(expected, actual, rtol, atol, context) \
+  EXPECT_TRUE(::pkscan::test::close_to((expected), (actual), (rtol), (atol))) << context

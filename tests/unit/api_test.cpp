@@ -1,0 +1,137 @@
+// The public API: parameter batches, validation messages, result layout, dispatch.
+#include <gtest/gtest.h>
+
+#include <pkscan/pkscan.hpp>
+#include <string>
+
+namespace pkscan {
+namespace {
+
+Problem small_problem() {
+  Problem p;
+  p.grid = {0.5, 10};
+  p.parameters = ParameterBatch(ModelKind::ThreeCompartment, 2);
+  p.parameters.set_all("k01", 1.0);  // alias of ka
+  p.parameters.set_all("k12", 0.2);
+  p.parameters.set_all("k21", 0.1);
+  p.parameters.set_all("u", 0.3);  // alias of ke
+  p.parameters.set_all("v_central", 5.0);
+  p.parameters.set_all("v_peripheral", 8.0);
+  DoseEvent d;
+  d.amount = 10.0;
+  p.doses = {d};
+  return p;
+}
+
+template <class E>
+std::string message_of(const Problem& p, const SimulateOptions& o = {}) {
+  try {
+    simulate(p, o);
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception: ") + e.what();
+  }
+  return "no exception";
+}
+
+TEST(Api, DefaultsAndAliases) {
+  const ModelInfo& m = model_info(ModelKind::ThreeCompartment);
+  EXPECT_EQ(m.compartments, (std::vector<std::string>{"depot", "central", "peripheral"}));
+  EXPECT_EQ(parameter_index(m, "k01"), parameter_index(m, "ka"));
+  EXPECT_EQ(parameter_index(m, "u"), parameter_index(m, "ke"));
+  EXPECT_EQ(parameter_index(m, "nope"), -1);
+  const ParameterBatch b(ModelKind::ThreeCompartment, 1);
+  EXPECT_EQ(b.get(0, kThreeCptVDepot), 1.0);  // v_depot defaults to 1
+  EXPECT_TRUE(std::isnan(b.get(0, kThreeCptVCentral)));
+  EXPECT_EQ(model_from_string("three_compartment"), ModelKind::ThreeCompartment);
+  EXPECT_THROW(model_from_string("four"), InvalidArgument);
+}
+
+TEST(Api, ResultShapeAndDeferredVolumes) {
+  const SimulationResult r = simulate(small_problem());
+  EXPECT_EQ(r.subjects(), 2);
+  EXPECT_EQ(r.times(), 11);
+  EXPECT_EQ(r.compartments(), 3);
+  ASSERT_EQ(r.amounts_f64().size(), 2u * 11u * 3u);
+  ASSERT_EQ(r.concentrations_f64().size(), 2u * 11u * 3u);
+  EXPECT_EQ(r.amount(1, 0, 0), 10.0);
+  EXPECT_EQ(r.concentration(1, 4, 1), r.amount(1, 4, 1) / 5.0);
+  EXPECT_EQ(r.concentration(1, 4, 2), r.amount(1, 4, 2) / 8.0);
+  EXPECT_EQ(r.summary().non_finite_subjects, 0);
+  EXPECT_NE(r.summary().method, Method::Auto);
+  EXPECT_NE(r.summary().device, Device::Auto);
+}
+
+TEST(Api, ValidationMessagesNameTheSubjectTheValueAndTheRule) {
+  Problem p = small_problem();
+  p.parameters.set("ke", 1, -0.5);
+  const std::string msg = message_of<DomainError>(p);
+  EXPECT_NE(msg.find("subject 2 parameter ke is -0.5, but must be finite and >= 0"),
+            std::string::npos)
+      << msg;
+
+  p = small_problem();
+  p.parameters.set("v_central", 0, 0.0);
+  EXPECT_NE(message_of<DomainError>(p).find("v_central is 0, but must be finite and > 0"),
+            std::string::npos);
+
+  p = small_problem();
+  p.parameters = ParameterBatch(ModelKind::ThreeCompartment, 1);
+  EXPECT_NE(message_of<DomainError>(p).find("parameter ka is missing"), std::string::npos);
+
+  p = small_problem();
+  p.doses[0].time = 0.3;
+  EXPECT_NE(message_of<DomainError>(p).find("on the time grid"), std::string::npos);
+
+  p = small_problem();
+  p.doses[0].compartment = 3;
+  EXPECT_NE(message_of<InvalidArgument>(p).find("dose 1 compartment is 3"), std::string::npos);
+
+  p = small_problem();
+  p.grid.dt = 0.0;
+  EXPECT_NE(message_of<DomainError>(p).find("time.dt is 0"), std::string::npos);
+
+  p = small_problem();
+  p.output = OutputTimes::at_steps({3, 2});
+  EXPECT_NE(message_of<InvalidArgument>(p).find("strictly increasing"), std::string::npos);
+
+  p = small_problem();
+  p.discretization = Discretization::Euler;
+  p.grid.dt = 5.0;
+  EXPECT_NE(message_of<DomainError>(p).find("euler"), std::string::npos);
+
+  SimulateOptions o;
+  o.max_result_bytes = 100;
+  EXPECT_NE(message_of<DomainError>(small_problem(), o).find("result size"), std::string::npos);
+}
+
+TEST(Api, ParameterBatchRejectsUnknownNamesAndIndices) {
+  ParameterBatch b(ModelKind::ThreeCompartment, 2);
+  EXPECT_THROW(b.set("clearance", 0, 1.0), InvalidArgument);
+  EXPECT_THROW(b.set("ka", 2, 1.0), InvalidArgument);
+  EXPECT_THROW(b.set_all("x", 1.0), InvalidArgument);
+}
+
+TEST(Api, UnavailableDeviceThrowsBackendUnavailable) {
+  std::string why;
+  if (is_backend_available(Method::Batched, Device::Cuda, &why))
+    GTEST_SKIP() << "a CUDA device is present";
+  SimulateOptions o;
+  o.device = Device::Cuda;
+  o.method = Method::Batched;
+  const std::string msg = message_of<BackendUnavailable>(small_problem(), o);
+  EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
+}
+
+TEST(Api, NamesRoundTrip) {
+  for (Method m : {Method::Auto, Method::Scan, Method::Batched, Method::Power})
+    EXPECT_EQ(method_from_string(to_string(m)), m);
+  for (Device d : {Device::Auto, Device::Cpu, Device::Cuda})
+    EXPECT_EQ(device_from_string(to_string(d)), d);
+  EXPECT_THROW(method_from_string("fast"), InvalidArgument);
+  EXPECT_THROW(device_from_string("gpu"), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace pkscan
