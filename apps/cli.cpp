@@ -61,7 +61,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   config::RunSpec spec = config::load_run_file(c.file);
   std::string path = c.output.empty() ? spec.output_path : c.output;
   if (path.empty())
-    throw ConfigError(c.file, 0, 0,
+    throw ConfigError(c.file, spec.output_line, spec.output_column,
                       "output.path is missing; give output.path in the run file or --output PATH");
   if (!ends_with(path, ".csv")) {
     const std::string msg = "output path is \"" + path + "\", but must end in .csv";
@@ -76,7 +76,10 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
     try {
       config::AtomicFile probe(path);
     } catch (const Error& e) {
-      throw InvalidArgument(e.what());
+      if (c.output.empty())
+        throw ConfigError(c.file, spec.output_path_line, spec.output_path_column,
+                          std::string("output.path: ") + e.what());
+      throw InvalidArgument(std::string("--output: ") + e.what());
     }
   }
   SimulateOptions options = spec.options;
@@ -116,6 +119,12 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   validate->add_option("file", c.file, "Run file (YAML)")->required();
   validate->footer(kExitHelp);
 
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-' && args[0] != "run" &&
+      args[0] != "validate" && args[0] != "bench") {
+    err << "pkscan: error: unknown command '" << args[0]
+        << "'; commands: run, validate, bench (see pkscan --help)\n";
+    return kExitBadInput;
+  }
   try {
     std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
     app.parse(rev);

@@ -205,8 +205,8 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   // time
   auto& time_e = require(top, "time", root, "the run file");
   auto time = L.entries(time_e.value, "time", {"dt", "steps"});
-  p.grid.dt =
-      L.finite(require(time, "dt", time_e.value, "time").value, "time.dt", "finite and > 0", true);
+  const YAML::Node dt_node = require(time, "dt", time_e.value, "time").value;
+  p.grid.dt = L.finite(dt_node, "time.dt", "finite and > 0", true);
   const YAML::Node steps_node = require(time, "steps", time_e.value, "time").value;
   p.grid.steps = L.integer(steps_node, "time.steps", 1, 1'000'000'000);
   if (!std::isfinite(p.grid.time(p.grid.steps)))
@@ -223,13 +223,14 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     else
       L.fail(it->second.value, "precision is \"" + s + "\", but must be float64 or float32");
   }
-  YAML::Node engine_node;
+  YAML::Node engine_node;  // where an unavailable method/device is reported
   if (auto it = top.find("engine"); it != top.end()) {
     engine_node = it->second.value;
     auto eng = L.entries(it->second.value, "engine", {"method", "device"});
     if (auto m = eng.find("method"); m != eng.end()) {
       const std::string s =
           L.scalar_string(m->second.value, "engine.method", "one of auto, scan, batched, power");
+      engine_node = m->second.value;
       try {
         spec.options.method = method_from_string(s);
       } catch (const InvalidArgument&) {
@@ -240,6 +241,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     if (auto d = eng.find("device"); d != eng.end()) {
       const std::string s =
           L.scalar_string(d->second.value, "engine.device", "one of auto, cpu, cuda");
+      if (s != "auto" && s != "cpu") engine_node = d->second.value;
       try {
         spec.options.device = device_from_string(s);
       } catch (const InvalidArgument&) {
@@ -268,13 +270,17 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   auto params = L.entries(params_e.value, "subjects.parameters", plain_names);
   std::int64_t list_len = -1;
   YAML::Node list_node;
+  std::string list_key;
   std::vector<int> seen(model.parameters.size(), 0);
-  for (auto& kv : params) {
+  std::vector<std::pair<std::string, Loader::Entry>> in_order;  // document order
+  for (auto it = params_e.value.begin(); it != params_e.value.end(); ++it)
+    in_order.emplace_back(it->first.Scalar(), params.at(it->first.Scalar()));
+  for (auto& kv : in_order) {
     const int col = parameter_index(model, kv.first);
     if (seen[static_cast<std::size_t>(col)]) {
       const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
       L.fail(kv.second.key, "parameter " + pi.name + " is given twice (as " + pi.name +
-                                " and its alias " + pi.alias + ")");
+                                " and as its alias " + pi.alias + "); give one of them");
     }
     seen[static_cast<std::size_t>(col)] = 1;
     const YAML::Node& v = kv.second.value;
@@ -285,11 +291,12 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
                       " is an empty list; give a number or one value per subject");
       if (list_len >= 0 && len != list_len)
         L.fail(v, "subjects.parameters." + kv.first + " has " + std::to_string(len) +
-                      " values, but the list at line " + std::to_string(list_node.Mark().line + 1) +
-                      " has " + std::to_string(list_len) +
-                      "; every list needs one value per subject");
+                      " values, but subjects.parameters." + list_key + " (line " +
+                      std::to_string(list_node.Mark().line + 1) + ") has " +
+                      std::to_string(list_len) + " values; every list needs one value per subject");
       list_len = len;
       list_node = v;
+      list_key = kv.first;
     } else if (!v.IsScalar()) {
       L.fail(v, "subjects.parameters." + kv.first + " must be a number or a list of numbers");
     }
@@ -310,11 +317,19 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   }
 
   // output (before the size check: output.times decides the size)
-  auto& out_e = require(top, "output", root, "the run file");
-  auto out = L.entries(out_e.value, "output", {"path", "times"});
+  // `output` may be left out when the path comes from --output (times then default to all).
+  std::map<std::string, Loader::Entry> out;
+  if (auto it = top.find("output"); it != top.end()) {
+    out = L.entries(it->second.value, "output", {"path", "times"});
+    spec.output_line = it->second.key.Mark().line + 1;
+    spec.output_column = it->second.key.Mark().column + 1;
+  }
   if (auto it = out.find("path"); it != out.end()) {
     spec.output_path =
         L.scalar_string(it->second.value, "output.path", "a file path ending in .csv");
+    const std::string& op = spec.output_path;
+    if (op.size() < 5 || op.compare(op.size() - 4, 4, ".csv") != 0)
+      L.fail(it->second.value, "output.path is \"" + op + "\", but must end in .csv");
     spec.output_path_line = it->second.value.Mark().line + 1;
     spec.output_path_column = it->second.value.Mark().column + 1;
   }
@@ -466,6 +481,26 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     }
   }
 
+  // Euler: K = I + A dt must be non-negative; reported at time.dt.
+  if (p.discretization == Discretization::Euler) {
+    const int n = static_cast<int>(model.compartments.size());
+    std::vector<double> a(static_cast<std::size_t>(n * n));
+    for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
+      rate_matrix(p.model, p.parameters.row(s), a.data());
+      for (int r = 0; r < n; ++r) {
+        const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * p.grid.dt;
+        if (k < 0.0)
+          L.fail(dt_node,
+                 "time.dt is " + dt_node.Scalar() +
+                     ", but with discretization euler it must keep 1 + A*dt >= 0: subject " +
+                     std::to_string(s + 1) + " has K[" +
+                     model.compartments[static_cast<std::size_t>(r)] + "][" +
+                     model.compartments[static_cast<std::size_t>(r)] + "] = " + format_value(k) +
+                     "; use a smaller dt or discretization: exact");
+      }
+    }
+  }
+
   // Availability of the requested path: exit status 3, not 2.
   {
     std::string why;
@@ -474,7 +509,9 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
       std::string where = file;
       if (!m.is_null())
         where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-      throw BackendUnavailable(where + ": engine: " + why);
+      throw BackendUnavailable(where + ": engine." +
+                               (spec.options.device == Device::Cuda ? "device" : "method") + ": " +
+                               why);
     }
   }
 

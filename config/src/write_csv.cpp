@@ -14,7 +14,7 @@ char* put(char* p, char* end, T v) {
 }
 
 template <class Real>
-void write_rows(const SimulationResult& r, const std::vector<Real>& amounts, AtomicFile& out) {
+void write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFile& out) {
   const int n = r.compartments();
   const std::int64_t times = r.times();
   char line[1024];

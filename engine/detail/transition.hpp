@@ -36,27 +36,33 @@ template <int N>
 void build_transition(const Mat<N>& a, double dt, Discretization disc,
                       const std::vector<double>& partial_lengths, Transition<N>& out);
 
-// Per-breakpoint inputs of one subject, rounded to Real: c (every step of the breakpoint) and
-// f (its first step: c plus boluses and partial infusions). Each array holds breakpoints * N.
+// Inputs of breakpoint `k` for one subject, rounded to Real: c (every step of the breakpoint)
+// and f (its first step: c plus boluses and partial infusions), N values each. Every compute
+// path gets its inputs from here, so all paths add the same rounded numbers.
+template <int N, class Real>
+inline void breakpoint_inputs(const Schedule& s, const Transition<N>& tr, std::int64_t k, Real* c,
+                              Real* f) {
+  const std::size_t o = static_cast<std::size_t>(k * N);
+  const Eigen::Map<const Vec<N>> rate(s.bp_rate.data() + o);
+  Vec<N> cc = Vec<N>::Zero();
+  if (!rate.isZero(0.0)) cc.noalias() = tr.g * rate;
+  Vec<N> ff = cc + Eigen::Map<const Vec<N>>(s.bp_bolus.data() + o);
+  for (std::int64_t p = s.bp_partial_begin[static_cast<std::size_t>(k)];
+       p < s.bp_partial_begin[static_cast<std::size_t>(k + 1)]; ++p) {
+    const PartialInfusion& pi = s.partials[static_cast<std::size_t>(p)];
+    ff += tr.partial[static_cast<std::size_t>(pi.length_index)].col(pi.compartment) * pi.rate;
+  }
+  for (int r = 0; r < N; ++r) {
+    c[r] = static_cast<Real>(cc(r));
+    f[r] = static_cast<Real>(ff(r));
+  }
+}
+
+// Inputs of every breakpoint (breakpoints * N values in each of c and f).
 template <int N, class Real>
 void subject_inputs(const Schedule& s, const Transition<N>& tr, Real* c, Real* f) {
-  const std::int64_t nbp = s.breakpoints();
-  for (std::int64_t k = 0; k < nbp; ++k) {
-    const std::size_t o = static_cast<std::size_t>(k * N);
-    Vec<N> rate = Eigen::Map<const Vec<N>>(s.bp_rate.data() + o);
-    Vec<N> cc = Vec<N>::Zero();
-    if (!rate.isZero(0.0)) cc.noalias() = tr.g * rate;
-    Vec<N> ff = cc + Eigen::Map<const Vec<N>>(s.bp_bolus.data() + o);
-    for (std::int64_t p = s.bp_partial_begin[static_cast<std::size_t>(k)];
-         p < s.bp_partial_begin[static_cast<std::size_t>(k + 1)]; ++p) {
-      const PartialInfusion& pi = s.partials[static_cast<std::size_t>(p)];
-      ff += tr.partial[static_cast<std::size_t>(pi.length_index)].col(pi.compartment) * pi.rate;
-    }
-    for (int r = 0; r < N; ++r) {
-      c[o + static_cast<std::size_t>(r)] = static_cast<Real>(cc(r));
-      f[o + static_cast<std::size_t>(r)] = static_cast<Real>(ff(r));
-    }
-  }
+  for (std::int64_t k = 0; k < s.breakpoints(); ++k)
+    breakpoint_inputs<N, Real>(s, tr, k, c + k * N, f + k * N);
 }
 
 }  // namespace pkscan::detail

@@ -76,8 +76,11 @@ bool is_backend_available(Method method, Device device, std::string* why) {
       return false;
     }
   }
-  if (method == Method::Batched || method == Method::Power) {
-    if (why) *why = "method '" + to_string(method) + "' is not compiled into this pkscan build";
+  if (device == Device::Cuda) {
+    // The CUDA paths join in a later step of this build.
+    if (why)
+      *why = "method '" + to_string(method) +
+             "' on device 'cuda' is not compiled into this pkscan build";
     return false;
   }
   return true;
@@ -86,6 +89,8 @@ bool is_backend_available(Method method, Device device, std::string* why) {
 namespace detail {
 
 std::unique_ptr<Backend> make_reference_scan_backend();
+std::unique_ptr<Backend> make_batched_cpu_backend();
+std::unique_ptr<Backend> make_power_cpu_backend();
 
 std::unique_ptr<Backend> make_backend(Method method, Device device) {
   std::string why;
@@ -95,8 +100,9 @@ std::unique_ptr<Backend> make_backend(Method method, Device device) {
     case Method::Scan:
       return make_reference_scan_backend();
     case Method::Batched:
+      return make_batched_cpu_backend();
     case Method::Power:
-      break;
+      return make_power_cpu_backend();
   }
   throw BackendUnavailable("method '" + to_string(method) +
                            "' is not compiled into this pkscan build");

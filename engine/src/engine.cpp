@@ -13,14 +13,13 @@ namespace pkscan {
 // Fills SimulationResult's private members; the only writer of results.
 class ResultBuilder {
  public:
-  static SimulationResult make(const Problem& p, const detail::PreparedBatch& b,
-                               const SimulateOptions& o) {
-    SimulationResult r;
+  static void make(const Problem& p, const detail::PreparedBatch& b, const SimulateOptions& o,
+                   SimulationResult& r) {
     r.subjects_ = b.subjects;
     r.compartments_ = b.n;
     r.precision_ = o.precision;
     r.output_steps_ = b.out_steps;
-    r.output_times_.reserve(b.out_steps.size());
+    r.output_times_.clear();
     for (std::int64_t s : b.out_steps) r.output_times_.push_back(p.grid.time(s));
     r.volumes_.resize(static_cast<std::size_t>(b.subjects * b.n));
     for (std::int64_t s = 0; s < b.subjects; ++s)
@@ -29,26 +28,31 @@ class ResultBuilder {
             p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
     const std::size_t count =
         static_cast<std::size_t>(b.subjects) * b.out_steps.size() * static_cast<std::size_t>(b.n);
-    if (o.precision == Precision::Float64)
-      r.amounts_f64_.resize(count);
-    else
-      r.amounts_f32_.resize(count);
+    if (o.precision == Precision::Float64) {
+      r.amounts_f64_.resize_uninitialized(count);
+      r.amounts_f32_.clear();
+    } else {
+      r.amounts_f32_.resize_uninitialized(count);
+      r.amounts_f64_.clear();
+    }
+    r.conc_f64_.clear();
+    r.conc_f32_.clear();
     r.status_.assign(static_cast<std::size_t>(b.subjects), SubjectStatus::Ok);
-    return r;
+    r.summary_ = RunSummary{};
   }
 
   template <class Real>
-  static void divide_by_volumes(const std::vector<Real>& amounts, std::vector<Real>& conc,
+  static void divide_by_volumes(const Array<Real>& amounts, Array<Real>& conc,
                                 const SimulationResult& r) {
     // Volume division deferred to the end, one pass over the amounts.
-    conc.resize(amounts.size());
+    conc.resize_uninitialized(amounts.size());
     const std::int64_t per_subject = r.times() * r.compartments_;
     for (std::int64_t s = 0; s < r.subjects_; ++s) {
       Real v[64];
       for (int c = 0; c < r.compartments_; ++c) v[c] = static_cast<Real>(r.volume(s, c));
       const std::size_t base = static_cast<std::size_t>(s * per_subject);
       for (std::int64_t i = 0; i < per_subject; ++i)
-        conc[base + static_cast<std::size_t>(i)] =
+        conc.data()[base + static_cast<std::size_t>(i)] =
             amounts[base + static_cast<std::size_t>(i)] / v[i % r.compartments_];
     }
   }
@@ -108,6 +112,35 @@ std::uint64_t result_bytes(const Problem& problem, const SimulateOptions& option
   return bytes_for(problem, options, out_count(problem));
 }
 
+Path resolve_path(const Problem& problem, const SimulateOptions& options) {
+  const std::int64_t subjects = problem.parameters.subjects();
+  const std::int64_t steps = problem.grid.steps;
+  const std::int64_t n_out = static_cast<std::int64_t>(out_count(problem));
+  const bool sparse = n_out > 0 && steps / std::max<std::int64_t>(1, n_out) >= 64;
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Path path{options.method, options.device};
+  if (path.device == Device::Auto) {
+    const bool big = static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
+    const Method m =
+        path.method == Method::Auto ? (sparse ? Method::Power : Method::Batched) : path.method;
+    path.device = big && m != Method::Scan && is_backend_available(m, Device::Cuda) ? Device::Cuda
+                                                                                    : Device::Cpu;
+  }
+  if (path.method == Method::Auto) {
+    if (sparse)
+      path.method = Method::Power;
+    else if (subjects >= 8)
+      path.method = Method::Batched;
+    else if (steps >= 16384 && threads > 1)
+      path.method = Method::Power;
+    else
+      path.method = path.device == Device::Cuda ? Method::Batched : Method::Scan;
+  }
+  return path;
+}
+
 std::uint64_t result_byte_limit(const SimulateOptions& options) noexcept {
   return detail::result_limit(options);
 }
@@ -133,6 +166,12 @@ void check(const Problem& problem, const SimulateOptions& options) {
 }
 
 SimulationResult simulate(const Problem& problem, const SimulateOptions& options) {
+  SimulationResult r;
+  simulate_into(problem, options, r);
+  return r;
+}
+
+void simulate_into(const Problem& problem, const SimulateOptions& options, SimulationResult& r) {
   check(problem, options);
   const auto t0 = std::chrono::steady_clock::now();
   detail::PreparedBatch batch;
@@ -145,8 +184,13 @@ SimulationResult simulate(const Problem& problem, const SimulateOptions& options
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   batch.threads = options.threads > 0 ? options.threads : hw;
 
-  std::unique_ptr<detail::Backend> backend = detail::make_backend(options.method, options.device);
-  SimulationResult r = ResultBuilder::make(problem, batch, options);
+  const Path path = resolve_path(problem, options);
+  std::unique_ptr<detail::Backend> backend = detail::make_backend(path.method, path.device);
+  if (const std::string why = backend->unsupported_reason(batch); !why.empty()) {
+    if (options.method != Method::Auto) throw BackendUnavailable(why);
+    backend = detail::make_backend(Method::Scan, Device::Cpu);  // partial backend: fall back
+  }
+  ResultBuilder::make(problem, batch, options, r);
   const double prep = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   if (options.precision == Precision::Float64)
@@ -154,9 +198,9 @@ SimulationResult simulate(const Problem& problem, const SimulateOptions& options
   else
     backend->run(batch, ResultBuilder::view32(r));
   const double scan = seconds_since(t1);
-  const int used = backend->method() == Method::Scan ? 1 : batch.threads;
+  const int used =
+      backend->method() == Method::Scan || backend->device() == Device::Cuda ? 1 : batch.threads;
   ResultBuilder::finish(r, options, *backend, used, prep, scan);
-  return r;
 }
 
 }  // namespace pkscan

@@ -25,9 +25,30 @@ std::uint64_t result_bytes(const Problem& problem, const SimulateOptions& option
 /// the memory available now (MemAvailable).
 std::uint64_t result_byte_limit(const SimulateOptions& options = {}) noexcept;
 
+/// The method and device simulate() runs for these options: Method::Auto and Device::Auto are
+/// resolved from the number of subjects, the horizon, the output sparsity and the devices
+/// present; explicit choices are returned as given. Does not validate. Rules (docs/performance.md):
+/// device auto picks cuda when a device is present, the batched or power path is compiled for
+/// it, and the work is at least 1e7 subject-steps; method auto picks power when the output is
+/// sparse (at least 64 steps per output time on average), batched when there are at least 8
+/// subjects, power for fewer subjects over at least 16384 steps with more than one thread
+/// (parallel over time), and scan otherwise.
+struct Path {
+  Method method;  ///< never Auto
+  Device device;  ///< never Auto
+};
+/// See Path.
+Path resolve_path(const Problem& problem, const SimulateOptions& options = {});
+
 /// Simulates every subject of `problem`. Thread-safe for concurrent calls on distinct problems.
 /// Numerical trouble in a subject is reported in SimulationResult::status(), not thrown.
 /// @throws everything check() throws; DeviceError for CUDA failures.
 SimulationResult simulate(const Problem& problem, const SimulateOptions& options = {});
+
+/// Same as simulate(), writing into `result` and reusing its storage when it is large enough:
+/// repeated calls of the same size (a fitting loop, a benchmark) allocate nothing for the
+/// result. On an exception `result` is left in an unspecified but valid state.
+void simulate_into(const Problem& problem, const SimulateOptions& options,
+                   SimulationResult& result);
 
 }  // namespace pkscan

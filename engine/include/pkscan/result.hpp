@@ -2,7 +2,10 @@
 /// @file result.hpp
 /// What simulate() returns.
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <pkscan/backend.hpp>
 #include <pkscan/types.hpp>
 #include <string>
@@ -24,6 +27,59 @@ struct RunSummary {
   double prepare_seconds = 0.0;          ///< building transition matrices and schedules
   double scan_seconds = 0.0;             ///< the recurrence itself
   std::int64_t non_finite_subjects = 0;  ///< subjects whose status is NonFinite
+};
+
+/// A contiguous array whose storage is not zero-filled when it grows (results are written once
+/// by the compute path; zero-filling first would double the memory traffic) and is kept across
+/// reuse (simulate_into). Copies are deep.
+template <class T>
+class Array {
+ public:
+  Array() = default;
+  Array(const Array& o) { assign(o); }
+  Array& operator=(const Array& o) {
+    if (this != &o) assign(o);
+    return *this;
+  }
+  Array(Array&&) noexcept = default;
+  Array& operator=(Array&&) noexcept = default;
+  /// Number of elements.
+  std::size_t size() const noexcept { return size_; }
+  /// True when there are no elements.
+  bool empty() const noexcept { return size_ == 0; }
+  /// First element.
+  const T* data() const noexcept { return data_.get(); }
+  /// First element.
+  T* data() noexcept { return data_.get(); }
+  /// Element i (no bounds check).
+  const T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  /// Iteration.
+  const T* begin() const noexcept { return data_.get(); }
+  /// Iteration.
+  const T* end() const noexcept { return data_.get() + size_; }
+  /// Sets the size; contents are unspecified. Reuses storage when it is large enough.
+  void resize_uninitialized(std::size_t n) {
+    if (n > capacity_) {
+      data_.reset();
+      data_.reset(new T[n]);  // default-initialised: no zero fill
+      capacity_ = n;
+    }
+    size_ = n;
+  }
+  /// Frees the storage.
+  void clear() noexcept {
+    data_.reset();
+    size_ = capacity_ = 0;
+  }
+
+ private:
+  void assign(const Array& o) {
+    resize_uninitialized(o.size_);
+    if (o.size_) std::copy(o.begin(), o.end(), data_.get());
+  }
+  std::unique_ptr<T[]> data_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
 };
 
 /// Amounts (and, if asked, concentrations) of every subject at every output time.
@@ -56,13 +112,13 @@ class SimulationResult {
     return volumes_[static_cast<std::size_t>(subject * compartments_ + compartment)];
   }
   /// Amounts, float64 runs (empty for float32 runs).
-  const std::vector<double>& amounts_f64() const noexcept { return amounts_f64_; }
+  const Array<double>& amounts_f64() const noexcept { return amounts_f64_; }
   /// Amounts, float32 runs (empty for float64 runs).
-  const std::vector<float>& amounts_f32() const noexcept { return amounts_f32_; }
+  const Array<float>& amounts_f32() const noexcept { return amounts_f32_; }
   /// Concentrations, float64 runs with SimulateOptions::concentrations.
-  const std::vector<double>& concentrations_f64() const noexcept { return conc_f64_; }
+  const Array<double>& concentrations_f64() const noexcept { return conc_f64_; }
   /// Concentrations, float32 runs with SimulateOptions::concentrations.
-  const std::vector<float>& concentrations_f32() const noexcept { return conc_f32_; }
+  const Array<float>& concentrations_f32() const noexcept { return conc_f32_; }
   /// Per-subject numerical status.
   const std::vector<SubjectStatus>& status() const noexcept { return status_; }
   /// Which path ran and how long it took.
@@ -76,10 +132,10 @@ class SimulationResult {
   std::vector<double> output_times_;
   std::vector<std::int64_t> output_steps_;
   std::vector<double> volumes_;
-  std::vector<double> amounts_f64_;
-  std::vector<float> amounts_f32_;
-  std::vector<double> conc_f64_;
-  std::vector<float> conc_f32_;
+  Array<double> amounts_f64_;
+  Array<float> amounts_f32_;
+  Array<double> conc_f64_;
+  Array<float> conc_f32_;
   std::vector<SubjectStatus> status_;
   RunSummary summary_;
 };

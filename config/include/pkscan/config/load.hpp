@@ -16,6 +16,8 @@ struct RunSpec {
   std::string output_path;   ///< output.path ("" when not given)
   int output_path_line = 0;  ///< 1-based location of output.path, 0 if absent
   int output_path_column = 0;
+  int output_line = 0;  ///< 1-based location of the `output` key, 0 if absent
+  int output_column = 0;
 };
 
 /// Reads and validates a run file.

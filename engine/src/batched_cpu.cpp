@@ -1,0 +1,258 @@
+// Batched CPU backend: subjects in blocks of W SIMD lanes (structure of arrays, one subject per
+// lane), K and the state held in registers across the time loop, outputs gathered in a small
+// tile and written out as contiguous per-subject rows. Blocks run on OpenMP threads.
+//
+// Numeric contract: per step, the same arithmetic as the reference (detail::affine_step order;
+// the same rounded K and inputs from detail::breakpoint_inputs). The SIMD clones may contract
+// multiply-adds into FMA, so results differ from the reference by a few ulps per step (the
+// agreement suite holds float64 to 1e-12 relative). Deterministic: a subject's result does not
+// depend on the thread count, the block it falls in, or its lane.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "detail/backend.hpp"
+#include "detail/reference.hpp"
+#include "detail/transition.hpp"
+
+namespace pkscan::detail {
+
+namespace {
+
+constexpr int kTileRows = 32;  // output rows gathered per lane before a write-out
+
+template <class Real>
+constexpr int lanes() {
+  return 64 / static_cast<int>(sizeof(Real));  // one cache line: 8 doubles, 16 floats
+}
+
+template <int N, class Real>
+struct alignas(64) Lanes {
+  static constexpr int W = lanes<Real>();
+  Real k[N * N][W];
+  Real x[N][W];
+  Real c[N][W];
+  Real f[N][W];
+  Real tile[kTileRows][N][W];
+};
+
+// `count` steps x <- K x + b on all lanes, recording the state after each step into the tile
+// when `record` (dense output). Inlined into the per-ISA clones below.
+template <int N, class Real>
+__attribute__((always_inline)) inline void run_steps(Lanes<N, Real>& L,
+                                                     const Real (&b)[N][Lanes<N, Real>::W],
+                                                     std::int64_t count, int& row, bool record,
+                                                     void (*flush)(Lanes<N, Real>&, int, void*),
+                                                     void* ctx) {
+  constexpr int W = Lanes<N, Real>::W;
+  for (std::int64_t i = 0; i < count; ++i) {
+    Real y[N][W];
+    for (int r = 0; r < N; ++r) {
+      for (int l = 0; l < W; ++l) {
+        Real acc = L.k[r * N][l] * L.x[0][l];
+        for (int j = 1; j < N; ++j) acc += L.k[r * N + j][l] * L.x[j][l];
+        y[r][l] = acc + b[r][l];
+      }
+    }
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) L.x[r][l] = y[r][l];
+    if (record) {
+      for (int r = 0; r < N; ++r)
+        for (int l = 0; l < W; ++l) L.tile[row][r][l] = y[r][l];
+      if (++row == kTileRows) {
+        flush(L, row, ctx);
+        row = 0;
+      }
+    }
+  }
+}
+
+// Where a block writes its rows.
+template <class Real>
+struct Sink {
+  Real* out;              // result base
+  std::int64_t stride;    // values per subject (times * N)
+  std::int64_t first;     // first subject of the block
+  int active;             // lanes that are real subjects
+  std::int64_t next_row;  // output row the tile starts at
+  bool finite[64];        // per lane
+};
+
+template <int N, class Real>
+void flush_tile(Lanes<N, Real>& L, int rows, void* ctx) {
+  auto& s = *static_cast<Sink<Real>*>(ctx);
+  constexpr int W = Lanes<N, Real>::W;
+  for (int l = 0; l < s.active; ++l) {
+    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
+    bool ok = true;
+    for (int t = 0; t < rows; ++t)
+      for (int r = 0; r < N; ++r) {
+        const Real v = L.tile[t][r][l];
+        ok &= (v - v) == Real(0);  // false for NaN and infinities
+        dst[t * N + r] = v;
+      }
+    s.finite[l] = s.finite[l] && ok;
+  }
+  (void)W;
+  s.next_row += rows;
+}
+
+// Steps one breakpoint range [first, end] recording rows at the output steps.
+template <int N, class Real>
+__attribute__((always_inline)) inline void run_range(Lanes<N, Real>& L, std::int64_t first,
+                                                     std::int64_t end, const std::int64_t* outs,
+                                                     std::size_t n_out, std::size_t& next,
+                                                     bool dense, int& row, Sink<Real>& sink) {
+  // First step of the breakpoint uses f (boluses, partial infusions), the rest c.
+  auto fl = &flush_tile<N, Real>;
+  if (dense) {
+    run_steps<N, Real>(L, L.f, 1, row, true, fl, &sink);
+    run_steps<N, Real>(L, L.c, end - first, row, true, fl, &sink);
+    next += static_cast<std::size_t>(end - first + 1);
+    return;
+  }
+  // Sparse output: run to each output step without recording, then record one row.
+  std::int64_t i = first;
+  while (i <= end) {
+    const std::int64_t target = next < n_out ? std::min(outs[next], end) : end;
+    if (i == first) {
+      run_steps<N, Real>(L, L.f, 1, row, false, fl, &sink);
+      ++i;
+    }
+    if (target >= i) run_steps<N, Real>(L, L.c, target - i + 1, row, false, fl, &sink);
+    i = target + 1;
+    if (next < n_out && target == outs[next]) {
+      for (int r = 0; r < N; ++r)
+        for (int l = 0; l < Lanes<N, Real>::W; ++l) L.tile[row][r][l] = L.x[r][l];
+      if (++row == kTileRows) {
+        flush_tile<N, Real>(L, row, &sink);
+        row = 0;
+      }
+      ++next;
+    }
+  }
+}
+
+template <int N, class Real>
+__attribute__((always_inline)) inline void block_body(const PreparedBatch& b, std::int64_t first,
+                                                      Real* out, SubjectStatus* status,
+                                                      std::vector<Transition<N>>& tr,
+                                                      Lanes<N, Real>& L) {
+  constexpr int W = Lanes<N, Real>::W;
+  const Problem& p = *b.problem;
+  const Schedule& s = b.schedule;
+  const int active = static_cast<int>(std::min<std::int64_t>(W, b.subjects - first));
+  for (int l = 0; l < active; ++l) {
+    Mat<N> a;
+    rate_matrix(p.model, p.parameters.row(first + l), a.data());
+    build_transition<N>(a, p.grid.dt, p.discretization, s.partial_lengths,
+                        tr[static_cast<std::size_t>(l)]);
+  }
+  for (int l = 0; l < W; ++l) {
+    // Idle lanes of the last block repeat its last subject (computed, never written).
+    const Transition<N>& t = tr[static_cast<std::size_t>(std::min(l, active - 1))];
+    for (int i = 0; i < N * N; ++i) L.k[i][l] = static_cast<Real>(t.k.data()[i]);
+    for (int r = 0; r < N; ++r)
+      L.x[r][l] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
+  }
+  const std::size_t n_out = b.out_steps.size();
+  const bool dense = n_out == static_cast<std::size_t>(s.steps + 1);
+  Sink<Real> sink{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, {}};
+  for (int l = 0; l < W; ++l) sink.finite[l] = true;
+  int row = 0;
+  std::size_t next = 0;
+  if (b.out_steps[0] == 0) {
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) L.tile[row][r][l] = L.x[r][l];
+    ++row;
+    ++next;
+  }
+  const std::int64_t last = b.out_steps.back();
+  for (std::int64_t k = 0; k < s.breakpoints() && next < n_out; ++k) {
+    const std::int64_t bfirst = s.bp_step[static_cast<std::size_t>(k)];
+    const std::int64_t bend = std::min(s.bp_last(k), last);
+    for (int l = 0; l < W; ++l) {
+      Real c[N], f[N];
+      breakpoint_inputs<N, Real>(s, tr[static_cast<std::size_t>(std::min(l, active - 1))], k, c, f);
+      for (int r = 0; r < N; ++r) L.c[r][l] = c[r], L.f[r][l] = f[r];
+    }
+    run_range<N, Real>(L, bfirst, bend, b.out_steps.data(), n_out, next, dense, row, sink);
+  }
+  if (row > 0) flush_tile<N, Real>(L, row, &sink);
+  for (int l = 0; l < active; ++l)
+    status[first + l] = sink.finite[l] ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+}
+
+// One block of subjects, compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the
+// best clone for the machine at run time (portable binaries, no -march=native).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PKSCAN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define PKSCAN_CLONES
+#endif
+
+PKSCAN_CLONES void block3_f64(const PreparedBatch& b, std::int64_t first, double* out,
+                              SubjectStatus* st, std::vector<Transition<3>>& tr,
+                              Lanes<3, double>& L) {
+  block_body<3, double>(b, first, out, st, tr, L);
+}
+PKSCAN_CLONES void block3_f32(const PreparedBatch& b, std::int64_t first, float* out,
+                              SubjectStatus* st, std::vector<Transition<3>>& tr,
+                              Lanes<3, float>& L) {
+  block_body<3, float>(b, first, out, st, tr, L);
+}
+
+inline void run_block(const PreparedBatch& b, std::int64_t first, double* out, SubjectStatus* st,
+                      std::vector<Transition<3>>& tr, Lanes<3, double>& L) {
+  block3_f64(b, first, out, st, tr, L);
+}
+inline void run_block(const PreparedBatch& b, std::int64_t first, float* out, SubjectStatus* st,
+                      std::vector<Transition<3>>& tr, Lanes<3, float>& L) {
+  block3_f32(b, first, out, st, tr, L);
+}
+
+class BatchedCpuBackend final : public Backend {
+ public:
+  Method method() const noexcept override { return Method::Batched; }
+  Device device() const noexcept override { return Device::Cpu; }
+  std::string unsupported_reason(const PreparedBatch& b) const override {
+    if (b.n != 3) return "method 'batched' is compiled for 3 compartments only";
+    return {};
+  }
+  void run(const PreparedBatch& b, ResultView<double> out) override { run_all(b, out); }
+  void run(const PreparedBatch& b, ResultView<float> out) override { run_all(b, out); }
+
+ private:
+  template <class Real>
+  static void run_all(const PreparedBatch& b, ResultView<Real> out) {
+    constexpr int W = lanes<Real>();
+    const std::int64_t stride = static_cast<std::int64_t>(b.out_steps.size()) * b.n;
+    if (b.subjects < W) {
+      // Too few subjects to fill a block: the per-subject reference loop, on threads.
+#pragma omp parallel for schedule(dynamic, 1) \
+    num_threads(std::max(1, std::min <int>(b.threads, static_cast <int>(b.subjects))))
+      for (std::int64_t s = 0; s < b.subjects; ++s)
+        reference_subject<Real>(b, s, out.amounts + s * stride, out.status + s);
+      return;
+    }
+    const std::int64_t blocks = (b.subjects + W - 1) / W;
+#pragma omp parallel num_threads(b.threads)
+    {
+      std::vector<Transition<3>> tr(W);
+      auto lanes_buf = std::make_unique<Lanes<3, Real>>();
+#pragma omp for schedule(dynamic, 4)
+      for (std::int64_t blk = 0; blk < blocks; ++blk)
+        run_block(b, blk * W, out.amounts, out.status, tr, *lanes_buf);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_batched_cpu_backend() {
+  return std::make_unique<BatchedCpuBackend>();
+}
+
+}  // namespace pkscan::detail

@@ -1,0 +1,222 @@
+// One agreement suite for every compute path: each (method, device) runs the same scenarios and
+// is compared with the reference scan of the same precision, plus float32 against float64.
+//
+// Tolerance table (relative to each value, with an absolute floor relative to the subject's
+// peak amount for values that decayed towards zero):
+//   batched cpu   float64 1e-12   (same arithmetic, FMA contraction in SIMD clones)
+//   power cpu     float64 1e-10   (products reordered by repeated squaring)
+//   batched cuda  float64 1e-12, power cuda float64 1e-10 (nvcc contracts into FMA)
+//   any path      float32 within 1e-5 of the float64 reference, relative to the peak
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <pkscan/pkscan.hpp>
+#include <random>
+#include <set>
+#include <string>
+
+#include "support/expect_close.hpp"
+
+namespace pkscan {
+namespace {
+
+struct Scenario {
+  std::string name;
+  std::int64_t subjects;
+  double dt;
+  std::int64_t steps;
+  Discretization disc;
+  int regimen;  // 0 bolus, 1 repeated oral, 2 infusions (partial steps), 3 everything
+  bool sparse;
+};
+
+struct Path {
+  Method method;
+  Device device;
+  double rtol;
+};
+
+std::string path_name(const Path& p) {
+  std::string m = to_string(p.method), d = to_string(p.device);
+  m[0] = static_cast<char>(std::toupper(m[0]));
+  d[0] = static_cast<char>(std::toupper(d[0]));
+  return m + "_" + d;
+}
+
+std::uint32_t seed() {
+  const char* s = std::getenv("PKSCAN_TEST_SEED");
+  return s ? static_cast<std::uint32_t>(std::strtoul(s, nullptr, 10)) : 7u;
+}
+
+Problem build(const Scenario& sc) {
+  Problem p;
+  p.discretization = sc.disc;
+  p.grid = {sc.dt, sc.steps};
+  p.parameters = ParameterBatch(ModelKind::ThreeCompartment, sc.subjects);
+  std::mt19937 rng(seed() + static_cast<std::uint32_t>(sc.subjects * 131 + sc.steps));
+  std::lognormal_distribution<double> bsv(0.0, 0.3);
+  for (std::int64_t s = 0; s < sc.subjects; ++s) {
+    const double f = bsv(rng);
+    p.parameters.set("ka", s, 0.8 * f);
+    p.parameters.set("k12", s, 0.3 * f);
+    p.parameters.set("k21", s, 0.1 / f);
+    p.parameters.set("ke", s, 0.15 * f);
+    p.parameters.set("v_central", s, 20.0 * f);
+    p.parameters.set("v_peripheral", s, 60.0);
+  }
+  auto dose = [](int cmt, double t, double amt, double rate, double every, std::int64_t repeat) {
+    DoseEvent d;
+    d.compartment = cmt;
+    d.time = t;
+    d.amount = amt;
+    d.rate = rate;
+    d.every = every;
+    d.repeat = repeat;
+    return d;
+  };
+  const double horizon = sc.dt * static_cast<double>(sc.steps);
+  const double every = sc.dt * std::max<std::int64_t>(1, sc.steps / 12);
+  switch (sc.regimen) {
+    case 0:
+      p.doses = {dose(1, 0.0, 500.0, 0, 0, 0)};
+      break;
+    case 1:
+      p.doses = {dose(0, 0.0, 100.0, 0, every, 11)};
+      break;
+    case 2:
+      p.doses = {dose(1, sc.dt * 3, 300.0, 300.0 / (sc.dt * 7.3), 0, 0),
+                 dose(1, sc.dt * 5, 50.0, 50.0 / (sc.dt * 0.4), 0, 0),
+                 dose(0, sc.dt * 2, 80.0, 80.0 / (sc.dt * 2.5), every, 5)};
+      break;
+    default:
+      p.doses = {dose(0, 0.0, 100.0, 0, every, 11),
+                 dose(1, sc.dt * 3, 300.0, 300.0 / (sc.dt * 7.3), every, 3),
+                 dose(2, horizon / 2, 40.0, 0, 0, 0)};
+      break;
+  }
+  if (sc.sparse) {
+    std::set<std::int64_t> out = {3};  // one early output inside the first breakpoints
+    for (std::int64_t i = 1; i <= 16; ++i) out.insert(i * sc.steps / 16);
+    p.output = OutputTimes::at_steps(std::vector<std::int64_t>(out.begin(), out.end()));
+  }
+  return p;
+}
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> all = [] {
+    std::vector<Scenario> v;
+    const struct {
+      const char* n;
+      std::int64_t s;
+    } sizes[] = {{"OneSubject", 1}, {"FewSubjects", 5}, {"ManySubjects", 203}};
+    const struct {
+      const char* n;
+      double dt;
+      std::int64_t steps;
+    } horizons[] = {{"Short", 0.25, 60}, {"Long", 0.5, 20000}};
+    const char* reg[] = {"Bolus", "Repeated", "Infusions", "Mixed"};
+    for (const auto& sz : sizes)
+      for (const auto& h : horizons)
+        for (int r = 0; r < 4; ++r)
+          for (Discretization d : {Discretization::Exact, Discretization::Euler})
+            for (bool sparse : {false, true}) {
+              if (sz.s == 203 && h.steps == 20000 && !sparse) continue;  // keep the suite quick
+              std::string name = std::string(sz.n) + "_" + h.n + "_" + reg[r] + "_" +
+                                 (d == Discretization::Exact ? "Exact" : "Euler") + "_" +
+                                 (sparse ? "Sparse" : "Dense");
+              v.push_back({name, sz.s, h.dt, h.steps, d, r, sparse});
+            }
+    return v;
+  }();
+  return all;
+}
+
+SimulateOptions opts(Method m, Device d, Precision p) {
+  SimulateOptions o;
+  o.method = m;
+  o.device = d;
+  o.precision = p;
+  o.threads = 2;
+  o.concentrations = false;
+  return o;
+}
+
+class BackendAgreement : public ::testing::TestWithParam<std::tuple<Path, Scenario>> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    const Path& path = std::get<0>(GetParam());
+    if (!is_backend_available(path.method, path.device, &why)) GTEST_SKIP() << why;
+  }
+};
+
+TEST_P(BackendAgreement, MatchesReferenceFloat64) {
+  const auto& [path, sc] = GetParam();
+  SCOPED_TRACE("seed " + std::to_string(seed()));
+  const Problem p = build(sc);
+  const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, Precision::Float64));
+  const SimulationResult got = simulate(p, opts(path.method, path.device, Precision::Float64));
+  EXPECT_EQ(got.summary().method, path.method);
+  EXPECT_EQ(got.summary().device, path.device);
+  ASSERT_EQ(got.times(), ref.times());
+  for (std::int64_t s = 0; s < ref.subjects(); ++s) {
+    double peak = 0.0;
+    for (std::int64_t i = 0; i < ref.times(); ++i)
+      for (int c = 0; c < 3; ++c) peak = std::max(peak, ref.amount(s, i, c));
+    int failures = 0;
+    for (std::int64_t i = 0; i < ref.times() && failures < 5; ++i)
+      for (int c = 0; c < 3; ++c) {
+        const auto ok = test::close_to(ref.amount(s, i, c), got.amount(s, i, c), path.rtol,
+                                       path.rtol * 1e-3 * peak);
+        if (!ok) ++failures;
+        EXPECT_TRUE(ok) << "subject " << s << " time index " << i << " compartment " << c;
+      }
+    EXPECT_EQ(got.status()[static_cast<std::size_t>(s)], ref.status()[static_cast<std::size_t>(s)]);
+  }
+}
+
+TEST_P(BackendAgreement, Float32WithinOneInTenToTheFiveOfFloat64) {
+  const auto& [path, sc] = GetParam();
+  const Problem p = build(sc);
+  const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, Precision::Float64));
+  const SimulationResult got = simulate(p, opts(path.method, path.device, Precision::Float32));
+  ASSERT_FALSE(got.amounts_f32().empty());
+  for (std::int64_t s = 0; s < ref.subjects(); ++s) {
+    double peak = 0.0;
+    for (std::int64_t i = 0; i < ref.times(); ++i)
+      for (int c = 0; c < 3; ++c) peak = std::max(peak, ref.amount(s, i, c));
+    double worst = 0.0;
+    for (std::int64_t i = 0; i < ref.times(); ++i)
+      for (int c = 0; c < 3; ++c)
+        worst = std::max(worst, std::fabs(ref.amount(s, i, c) - got.amount(s, i, c)));
+    EXPECT_LE(worst, 1e-5 * peak) << "subject " << s;
+  }
+}
+
+std::vector<Path> cpu_paths() {
+  return {{Method::Scan, Device::Cpu, 0.0},
+          {Method::Batched, Device::Cpu, 1e-12},
+          {Method::Power, Device::Cpu, 1e-10}};
+}
+
+std::vector<Path> gpu_paths() {
+  return {{Method::Batched, Device::Cuda, 1e-12}, {Method::Power, Device::Cuda, 1e-10}};
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::tuple<Path, Scenario>>& info) {
+  return path_name(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
+}
+
+// CPU and CUDA paths are separate instantiations so ctest can label the CUDA ones `gpu`.
+INSTANTIATE_TEST_SUITE_P(Cpu, BackendAgreement,
+                         ::testing::Combine(::testing::ValuesIn(cpu_paths()),
+                                            ::testing::ValuesIn(scenarios())),
+                         test_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, BackendAgreement,
+                         ::testing::Combine(::testing::ValuesIn(gpu_paths()),
+                                            ::testing::ValuesIn(scenarios())),
+                         test_name);
+
+}  // namespace
+}  // namespace pkscan
