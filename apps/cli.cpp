@@ -9,6 +9,8 @@
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 
+#include "bench.hpp"
+
 namespace pkscan::cli {
 
 namespace {
@@ -95,7 +97,8 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
     err << "pkscan: warning: " << sum.non_finite_subjects
         << " subjects have non-finite values (overflow); their rows hold nan or inf\n";
   if (!c.quiet)
-    out << "pkscan: wrote " << path << " (" << result.subjects() << " subjects x " << result.times()
+    out << "pkscan: wrote " << path << " (" << result.subjects()
+        << (result.subjects() == 1 ? " subject x " : " subjects x ") << result.times()
         << " times, method " << to_string(sum.method) << " on " << to_string(sum.device) << ")\n";
   return kExitOk;
 }
@@ -115,6 +118,26 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run->add_flag("--quiet,-q", c.quiet, "Print nothing on success");
   run->add_flag("--verbose,-v", c.verbose, "Report the compute path and timings on stderr");
   run->footer(kExitHelp);
+  BenchOptions bo;
+  std::string b_method = "auto", b_device = "auto", b_precision = "float64";
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Time the synthetic workload of shared/baselines/numpy_baseline.py; one JSON line");
+  bench->add_option("--n", bo.n, "Subjects")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  bench->add_option("--t", bo.t, "Time steps")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000000}));
+  bench->add_option("--method", b_method, "auto, scan, batched or power")
+      ->check(CLI::IsMember({"auto", "scan", "batched", "power"}));
+  bench->add_option("--device", b_device, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  bench->add_option("--precision", b_precision, "float64 or float32")
+      ->check(CLI::IsMember({"float64", "float32"}));
+  bench->add_option("--output", bo.output, "dense, final or sparse:K");
+  bench->add_option("--threads", bo.threads, "CPU threads (0 = all)")->check(CLI::Range(0, 4096));
+  bench->add_option("--repeat", bo.repeat, "Timed runs after one warm-up")
+      ->check(CLI::Range(1, 1000));
+  bench->add_option("--seed", bo.seed, "Seed of the between-subject variability");
+  bench->footer(kExitHelp);
   CLI::App* validate = app.add_subcommand("validate", "Check a run file; run nothing");
   validate->add_option("file", c.file, "Run file (YAML)")->required();
   validate->footer(kExitHelp);
@@ -145,6 +168,14 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   try {
     if (run->parsed()) return do_run(c, out, err);
+    if (bench->parsed()) {
+      c.file = "bench";
+      bo.method = method_from_string(b_method);
+      bo.device = device_from_string(b_device);
+      bo.precision = b_precision == "float32" ? Precision::Float32 : Precision::Float64;
+      run_bench(bo, out);
+      return kExitOk;
+    }
     return do_validate(c, out);
   } catch (const ConfigError& e) {
     err << "pkscan: error: " << one_line(e.what()) << "\n";

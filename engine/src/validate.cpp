@@ -57,14 +57,11 @@ void validate_problem(const Problem& p) {
     for (int c = 0; c < p.parameters.parameters(); ++c) {
       const ParameterInfo& info = m.parameters[static_cast<std::size_t>(c)];
       const double v = p.parameters.get(s, c);
+      const bool volume = info.role == ParameterRole::Volume;
+      if (std::isfinite(v) && (volume ? v > 0.0 : v >= 0.0)) continue;  // hot path: no strings
       const std::string what = subject_name(s) + " parameter " + info.name;
       if (std::isnan(v)) throw_domain(kWhere, what, "missing", "given (it has no default)");
-      if (info.role == ParameterRole::Volume) {
-        if (!std::isfinite(v) || v <= 0.0)
-          throw_domain(kWhere, what, format_value(v), "finite and > 0");
-      } else {
-        check_finite_nonneg(what, v);
-      }
+      throw_domain(kWhere, what, format_value(v), volume ? "finite and > 0" : "finite and >= 0");
     }
   }
 

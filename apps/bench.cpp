@@ -1,0 +1,138 @@
+#include "bench.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace pkscan::cli {
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Best and median seconds of a write-only parallel fill of `bytes` (the memory bandwidth the
+// output could reach at best), on the same threads, into a buffer touched beforehand.
+std::pair<double, double> fill_seconds(std::size_t bytes, int threads, int repeat) {
+  const std::size_t n = bytes / sizeof(double);
+  std::unique_ptr<double[]> buf(new double[std::max<std::size_t>(n, 1)]);
+  std::vector<double> times;
+  for (int r = 0; r <= repeat; ++r) {
+    const double t0 = now();
+#pragma omp parallel num_threads(threads)
+    {
+      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      const std::size_t lo = n * static_cast<std::size_t>(id) / static_cast<std::size_t>(nt);
+      const std::size_t hi = n * static_cast<std::size_t>(id + 1) / static_cast<std::size_t>(nt);
+      std::fill(buf.get() + lo, buf.get() + hi, static_cast<double>(r + 1));
+    }
+    if (r > 0) times.push_back(now() - t0);  // the first pass faults the pages in
+  }
+  volatile double sink = buf[n / 2];
+  (void)sink;
+  return {*std::min_element(times.begin(), times.end()), median(times)};
+}
+
+}  // namespace
+
+Problem bench_problem(const BenchOptions& o) {
+  Problem p;
+  p.discretization = Discretization::Euler;
+  p.grid = {1.0, o.t};
+  p.parameters = ParameterBatch(ModelKind::ThreeCompartment, o.n);
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<double> z(0.0, 1.0);
+  for (std::int64_t s = 0; s < o.n; ++s) {
+    const double f = std::exp(0.3 * z(rng));
+    p.parameters.set("ka", s, 0.10 * f);
+    p.parameters.set("k12", s, 0.05 * f);
+    p.parameters.set("k21", s, 0.03 / f);
+    p.parameters.set("ke", s, 0.02 * f);
+    p.parameters.set("v_central", s, 1.0);
+    p.parameters.set("v_peripheral", s, 1.0);
+  }
+  DoseEvent d;
+  d.compartment = 0;
+  d.amount = 100.0;
+  d.every = 24.0;
+  d.repeat = o.t / 24;
+  p.doses = {d};
+  if (o.output == "final") {
+    p.output = OutputTimes::at_steps({o.t});
+  } else if (o.output.rfind("sparse:", 0) == 0) {
+    const std::int64_t k = std::atoll(o.output.c_str() + 7);
+    if (k < 1 || k > o.t)
+      throw InvalidArgument("--output is " + o.output + ", but sparse:K needs 1 <= K <= --t");
+    std::vector<std::int64_t> steps;
+    for (std::int64_t i = 1; i <= k; ++i) steps.push_back(i * o.t / k);
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    p.output = OutputTimes::at_steps(steps);
+  } else if (o.output != "dense") {
+    throw InvalidArgument("--output is " + o.output + ", but must be dense, final or sparse:K");
+  }
+  return p;
+}
+
+void run_bench(const BenchOptions& o, std::ostream& out) {
+  if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
+  if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
+  const Problem p = bench_problem(o);
+  SimulateOptions so;
+  so.method = o.method;
+  so.device = o.device;
+  so.precision = o.precision;
+  so.threads = o.threads;
+  so.concentrations = false;
+  SimulationResult r;
+  simulate_into(p, so, r);  // warm-up: allocates and faults in the result
+  std::vector<double> times;
+  for (int i = 0; i < o.repeat; ++i) {
+    const double t0 = now();
+    simulate_into(p, so, r);
+    times.push_back(now() - t0);
+  }
+  const double best = *std::min_element(times.begin(), times.end());
+  const std::size_t scalar = o.precision == Precision::Float64 ? 8 : 4;
+  const std::size_t out_bytes =
+      static_cast<std::size_t>(r.subjects()) * static_cast<std::size_t>(r.times()) * 3 * scalar;
+  const int threads = r.summary().threads;
+  const auto fill = fill_seconds(
+      out_bytes,
+      std::max(1,
+               o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency())),
+      o.repeat);
+  std::ostringstream s;
+  s.precision(6);
+  s << "{\"method\":\"" << to_string(r.summary().method) << "\",\"device\":\""
+    << to_string(r.summary().device) << "\",\"precision\":\""
+    << (o.precision == Precision::Float64 ? "float64" : "float32") << "\",\"n\":" << o.n
+    << ",\"t\":" << o.t << ",\"output\":\"" << o.output << "\",\"output_times\":" << r.times()
+    << ",\"threads\":" << threads << ",\"repeat\":" << o.repeat << ",\"best_s\":" << best
+    << ",\"median_s\":" << median(times) << ",\"ns_per_subject_step\":"
+    << best * 1e9 / (static_cast<double>(o.n) * static_cast<double>(o.t))
+    << ",\"last_prepare_s\":" << r.summary().prepare_seconds
+    << ",\"last_scan_s\":" << r.summary().scan_seconds << ",\"output_bytes\":" << out_bytes
+    << ",\"output_gb_per_s\":" << static_cast<double>(out_bytes) / best / 1e9
+    << ",\"fill_best_s\":" << fill.first
+    << ",\"fill_gb_per_s\":" << static_cast<double>(out_bytes) / fill.first / 1e9
+    << ",\"output_over_fill\":" << fill.first / best
+    << ",\"non_finite_subjects\":" << r.summary().non_finite_subjects << "}\n";
+  out << s.str();
+}
+
+}  // namespace pkscan::cli

@@ -1,0 +1,32 @@
+#pragma once
+// `pkscan bench`: the synthetic workload of shared/baselines/numpy_baseline.py through the
+// library, timed, printed as one JSON line.
+#include <cstdint>
+#include <ostream>
+#include <pkscan/pkscan.hpp>
+#include <string>
+
+namespace pkscan::cli {
+
+struct BenchOptions {
+  std::int64_t n = 1000;
+  std::int64_t t = 1000;
+  Method method = Method::Auto;
+  Device device = Device::Auto;
+  Precision precision = Precision::Float64;
+  std::string output = "dense";  // dense | final | sparse:K
+  int threads = 0;
+  int repeat = 5;
+  std::uint32_t seed = 0;
+};
+
+// The benchmark problem: N subjects, T euler steps of dt = 1 with the baseline's per-step
+// fractions k01 = 0.10 f, k12 = 0.05 f, k21 = 0.03 / f, u = 0.02 f, f = exp(0.3 z), z ~ N(0, 1)
+// (seeded), 100 into the depot at t = 0 and every 24 steps. @throws InvalidArgument for a bad
+// output spec.
+Problem bench_problem(const BenchOptions& o);
+
+// Runs the benchmark and writes one JSON line to `out`. @throws pkscan::Error.
+void run_bench(const BenchOptions& o, std::ostream& out);
+
+}  // namespace pkscan::cli

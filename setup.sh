@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# First command of the README: installs the dependencies, builds the pkscan program and runs
+# the example run file. Safe to run again; later runs only rebuild what changed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+bash scripts/install-deps.sh
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build --target pkscan_cli -j"$(nproc)"
+
+mkdir -p results
+build/bin/pkscan run config/examples/three_compartment.yaml --output results/three_compartment.csv
+
+cat <<MSG
+
+pkscan is built: $(pwd)/build/bin/pkscan
+Example results: $(pwd)/results/three_compartment.csv ($(($(wc -l <results/three_compartment.csv) - 1)) rows)
+
+Run your own file (see docs/run-files.md; copy config/examples/three_compartment.yaml to start):
+  build/bin/pkscan validate my_run.yaml
+  build/bin/pkscan run my_run.yaml --output results/my_run.csv
+Run the tests:
+  bash test.sh
+MSG

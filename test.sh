@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Second command of the README (and the CI entry point, .ci/run): installs the dependencies,
+# builds everything with warnings as errors and runs every test. Exits non-zero on any failure.
+# Safe to run again; later runs only rebuild what changed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+bash scripts/install-deps.sh
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPKSCAN_BUILD_TESTS=ON -DPKSCAN_WERROR=ON
+cmake --build build -j"$(nproc)"
+ctest --test-dir build --output-on-failure --no-tests=error -j"$(nproc)"
