@@ -14,13 +14,15 @@
 
 namespace pkscan::detail {
 
-// A validated problem, flattened for the backends.
+// A validated problem, flattened for the backends. The schedule is owned by the Engine (cached
+// across calls with the same regimen and grid) and outlives the batch.
 struct PreparedBatch {
+  explicit PreparedBatch(const Schedule& s) : schedule(s) {}
   const Problem* problem = nullptr;
   const ModelInfo* model = nullptr;
   int n = 0;  // compartments
   std::int64_t subjects = 0;
-  Schedule schedule;
+  const Schedule& schedule;
   std::vector<std::int64_t> out_steps;  // sorted grid indices to report
   int threads = 1;                      // threads the backend may use
 };

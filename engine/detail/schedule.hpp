@@ -34,6 +34,10 @@ struct Schedule {
   std::vector<std::int64_t> bp_partial_begin;  // per breakpoint + 1: ranges into `partials`
   std::vector<PartialInfusion> partials;
   std::vector<double> partial_lengths;
+  // bp_run[k]: number of consecutive breakpoints starting at k that are identical to k (same
+  // length, rates, boluses and partial infusions), k itself included. A run of r identical
+  // breakpoints is the r-th power of one affine map, which the power path applies by squaring.
+  std::vector<std::int64_t> bp_run;
   std::int64_t breakpoints() const noexcept { return static_cast<std::int64_t>(bp_step.size()); }
   // Last step covered by breakpoint k.
   std::int64_t bp_last(std::int64_t k) const noexcept {

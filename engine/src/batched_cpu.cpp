@@ -8,9 +8,13 @@
 // agreement suite holds float64 to 1e-12 relative). Deterministic: a subject's result does not
 // depend on the thread count, the block it falls in, or its lane.
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "detail/backend.hpp"
@@ -77,8 +81,30 @@ struct Sink {
   std::int64_t first;     // first subject of the block
   int active;             // lanes that are real subjects
   std::int64_t next_row;  // output row the tile starts at
+  bool streaming;         // write with non-temporal stores (output much larger than caches)
   bool finite[64];        // per lane
 };
+
+// Stores one value bypassing the caches (MOVNTI: needs only the value's natural alignment, which
+// subject-major rows always have). No read-for-ownership of the destination line.
+inline void stream_store(double* p, double v) {
+#if defined(__x86_64__)
+  long long bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  _mm_stream_si64(reinterpret_cast<long long*>(p), bits);
+#else
+  *p = v;
+#endif
+}
+inline void stream_store(float* p, float v) {
+#if defined(__x86_64__)
+  int bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  _mm_stream_si32(reinterpret_cast<int*>(p), bits);
+#else
+  *p = v;
+#endif
+}
 
 template <int N, class Real>
 void flush_tile(Lanes<N, Real>& L, int rows, void* ctx) {
@@ -87,12 +113,21 @@ void flush_tile(Lanes<N, Real>& L, int rows, void* ctx) {
   for (int l = 0; l < s.active; ++l) {
     Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
     bool ok = true;
-    for (int t = 0; t < rows; ++t)
-      for (int r = 0; r < N; ++r) {
-        const Real v = L.tile[t][r][l];
-        ok &= (v - v) == Real(0);  // false for NaN and infinities
-        dst[t * N + r] = v;
-      }
+    if (s.streaming) {
+      for (int t = 0; t < rows; ++t)
+        for (int r = 0; r < N; ++r) {
+          const Real v = L.tile[t][r][l];
+          ok &= (v - v) == Real(0);  // false for NaN and infinities
+          stream_store(dst + t * N + r, v);
+        }
+    } else {
+      for (int t = 0; t < rows; ++t)
+        for (int r = 0; r < N; ++r) {
+          const Real v = L.tile[t][r][l];
+          ok &= (v - v) == Real(0);
+          dst[t * N + r] = v;
+        }
+    }
     s.finite[l] = s.finite[l] && ok;
   }
   (void)W;
@@ -159,7 +194,11 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
   }
   const std::size_t n_out = b.out_steps.size();
   const bool dense = n_out == static_cast<std::size_t>(s.steps + 1);
-  Sink<Real> sink{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, {}};
+  // Stream when the whole output is far larger than the caches (it will not be read soon).
+  const bool streaming =
+      static_cast<double>(b.subjects) * static_cast<double>(n_out) * N * sizeof(Real) >
+      64.0 * 1024 * 1024;
+  Sink<Real> sink{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}};
   for (int l = 0; l < W; ++l) sink.finite[l] = true;
   int row = 0;
   std::size_t next = 0;
@@ -181,6 +220,9 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
     run_range<N, Real>(L, bfirst, bend, b.out_steps.data(), n_out, next, dense, row, sink);
   }
   if (row > 0) flush_tile<N, Real>(L, row, &sink);
+#if defined(__x86_64__)
+  if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
+#endif
   for (int l = 0; l < active; ++l)
     status[first + l] = sink.finite[l] ? SubjectStatus::Ok : SubjectStatus::NonFinite;
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <pkscan/engine.hpp>
@@ -165,30 +166,82 @@ void check(const Problem& problem, const SimulateOptions& options) {
   if (!is_backend_available(options.method, options.device, &why)) throw BackendUnavailable(why);
 }
 
-SimulationResult simulate(const Problem& problem, const SimulateOptions& options) {
+struct Engine::Impl {
+  // Cached schedule and the inputs it was compiled from.
+  std::vector<DoseEvent> doses;
+  TimeGrid grid{0.0, -1};
+  int n = -1;
+  std::unique_ptr<detail::Schedule> schedule;
+  // Backends by (method, device), created on first use.
+  std::unique_ptr<detail::Backend> backends[4][3];
+
+  const detail::Schedule& schedule_for(const Problem& p, int compartments) {
+    auto same_dose = [](const DoseEvent& a, const DoseEvent& b) {
+      return a.compartment == b.compartment && a.time == b.time && a.amount == b.amount &&
+             a.rate == b.rate && a.duration == b.duration && a.every == b.every &&
+             a.repeat == b.repeat;
+    };
+    const bool hit = schedule && n == compartments && grid.dt == p.grid.dt &&
+                     grid.steps == p.grid.steps && doses.size() == p.doses.size() &&
+                     std::equal(doses.begin(), doses.end(), p.doses.begin(), same_dose);
+    if (!hit) {
+      schedule = std::make_unique<detail::Schedule>(
+          detail::compile_schedule(p.doses, p.grid, compartments));
+      doses = p.doses;
+      grid = p.grid;
+      n = compartments;
+    }
+    return *schedule;
+  }
+
+  detail::Backend& backend(Method m, Device d) {
+    auto& slot = backends[static_cast<int>(m)][static_cast<int>(d)];
+    if (!slot) slot = detail::make_backend(m, d);
+    return *slot;
+  }
+};
+
+Engine::Engine() : impl_(std::make_unique<Impl>()) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+SimulationResult Engine::simulate(const Problem& problem, const SimulateOptions& options) {
   SimulationResult r;
   simulate_into(problem, options, r);
   return r;
 }
 
+SimulationResult simulate(const Problem& problem, const SimulateOptions& options) {
+  Engine engine;
+  return engine.simulate(problem, options);
+}
+
 void simulate_into(const Problem& problem, const SimulateOptions& options, SimulationResult& r) {
+  Engine engine;
+  engine.simulate_into(problem, options, r);
+}
+
+void Engine::simulate_into(const Problem& problem, const SimulateOptions& options,
+                           SimulationResult& r) {
   check(problem, options);
   const auto t0 = std::chrono::steady_clock::now();
-  detail::PreparedBatch batch;
+  const ModelInfo& model = model_info(problem.model);
+  const int n = static_cast<int>(model.compartments.size());
+  detail::PreparedBatch batch(impl_->schedule_for(problem, n));
   batch.problem = &problem;
   batch.model = &model_info(problem.model);
   batch.n = static_cast<int>(batch.model->compartments.size());
   batch.subjects = problem.parameters.subjects();
-  batch.schedule = detail::compile_schedule(problem.doses, problem.grid, batch.n);
   batch.out_steps = detail::output_steps(problem.output, problem.grid);
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   batch.threads = options.threads > 0 ? options.threads : hw;
 
   const Path path = resolve_path(problem, options);
-  std::unique_ptr<detail::Backend> backend = detail::make_backend(path.method, path.device);
+  detail::Backend* backend = &impl_->backend(path.method, path.device);
   if (const std::string why = backend->unsupported_reason(batch); !why.empty()) {
     if (options.method != Method::Auto) throw BackendUnavailable(why);
-    backend = detail::make_backend(Method::Scan, Device::Cpu);  // partial backend: fall back
+    backend = &impl_->backend(Method::Scan, Device::Cpu);  // partial backend: fall back
   }
   ResultBuilder::make(problem, batch, options, r);
   const double prep = seconds_since(t0);

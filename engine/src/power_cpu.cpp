@@ -1,8 +1,10 @@
-// Parallel-power backend (CPU). Per subject, a table of P_j = K^(2^j) and Q_j = sum_{i<2^j} K^i
-// (built in double by repeated squaring: P_{j+1} = P_j P_j, Q_{j+1} = Q_j + P_j Q_j) turns m
-// steps with a constant input c into popcount(m) affine updates x <- P_j x + Q_j c. That gives
-// (a) sparse output: jump from one output time to the next in O(log gap) per breakpoint, and
-// (b) dense output of long horizons: the start state of every fixed-length time chunk is
+// Parallel-power backend (CPU). Runs of identical dosing periods (a regimen repeated every II)
+// are powers of one affine map and are applied by squaring it (schedule.bp_run). Per subject, a
+// table of P_j = K^(2^j) and Q_j = sum_{i<2^j} K^i (built in double by repeated squaring: P_{j+1} =
+// P_j P_j, Q_{j+1} = Q_j + P_j Q_j) turns m steps with a constant input c into popcount(m) affine
+// updates x <- P_j x + Q_j c. That gives (a) sparse output: jump from one output time to the next
+// in O(log gap) per breakpoint, and (b) dense output of long horizons: the start state of every
+// fixed-length time chunk is
 //     reached by jumps, then the chunks are scanned step by step in parallel (parallel over
 //     time and subjects; a blocked associative scan whose carry-in comes from the powers).
 //
@@ -91,15 +93,63 @@ std::int64_t breakpoint_of(const Schedule& s, std::int64_t step) {
   return static_cast<std::int64_t>(it - s.bp_step.begin()) - 1;
 }
 
-// Advances x from the state at step `from` to the state at step `to` (to >= from), by jumps.
+// Applies `count` repetitions of breakpoint k (a run of identical breakpoints, each `len` steps
+// long) to x. One repetition is the affine map F(x) = M x + v with M = K^len and
+// v = K^(len-1)-jump of f with input c; F^count is applied by squaring F: O(log count) products.
+template <int N, class Real>
+void apply_run(const Schedule& s, const PowerSubject<N, Real>& ps, std::int64_t k, std::int64_t len,
+               std::int64_t count, Real* x) {
+  Real c[N], f[N];
+  breakpoint_inputs<N, Real>(s, ps.tr, k, c, f);
+  bool zero = true;
+  for (int r = 0; r < N; ++r) zero = zero && c[r] == Real(0);
+  Real m[N * N], v[N];
+  for (int r = 0; r < N; ++r) v[r] = f[r];
+  ps.jump(v, c, zero, len - 1);
+  for (int j = 0; j < N; ++j) {
+    Real col[N];
+    for (int r = 0; r < N; ++r) col[r] = ps.k[r * N + j];
+    ps.jump(col, c, true, len - 1);
+    for (int r = 0; r < N; ++r) m[r * N + j] = col[r];
+  }
+  while (count > 0) {
+    if (count & 1) {
+      Real y[N];
+      affine_step<N, Real>(m, x, v, y);
+      for (int r = 0; r < N; ++r) x[r] = y[r];
+    }
+    count >>= 1;
+    if (count > 0) {
+      Real m2[N * N], v2[N];
+      affine_compose<N, Real>(m, v, m, v, m2, v2);
+      for (int i = 0; i < N * N; ++i) m[i] = m2[i];
+      for (int r = 0; r < N; ++r) v[r] = v2[r];
+    }
+  }
+}
+
+// Advances x from the state at step `from` to the state at step `to` (to >= from), by jumps
+// within breakpoints and by powers over runs of identical breakpoints.
 template <int N, class Real>
 void advance(const Schedule& s, const PowerSubject<N, Real>& ps, Real* x, std::int64_t from,
              std::int64_t to) {
   if (to <= from) return;
-  for (std::int64_t k = breakpoint_of(s, from + 1); k < s.breakpoints(); ++k) {
+  std::int64_t k = breakpoint_of(s, from + 1);
+  while (k < s.breakpoints()) {
     const std::int64_t bf = s.bp_step[static_cast<std::size_t>(k)];
     if (bf > to) break;
-    const std::int64_t s1 = std::min(s.bp_last(k), to);
+    const std::int64_t bl = s.bp_last(k);
+    if (bf > from) {
+      const std::int64_t len = bl - bf + 1;
+      const std::int64_t fit =
+          std::min<std::int64_t>(s.bp_run[static_cast<std::size_t>(k)], (to - bf + 1) / len);
+      if (fit >= 2) {
+        apply_run<N, Real>(s, ps, k, len, fit, x);
+        k += fit;
+        continue;
+      }
+    }
+    const std::int64_t s1 = std::min(bl, to);
     std::int64_t s0 = std::max(bf, from + 1);
     Real c[N], f[N];
     breakpoint_inputs<N, Real>(s, ps.tr, k, c, f);
@@ -114,6 +164,7 @@ void advance(const Schedule& s, const PowerSubject<N, Real>& ps, Real* x, std::i
       for (int r = 0; r < N; ++r) zero = zero && c[r] == Real(0);
       ps.jump(x, c, zero, s1 - s0 + 1);
     }
+    ++k;
   }
 }
 
@@ -163,7 +214,8 @@ class PowerCpuBackend final : public Backend {
     const bool dense = n_out == static_cast<std::size_t>(s.steps + 1);
     if (!dense) {
       // Sparse output: jump from output to output, subjects in parallel.
-#pragma omp parallel num_threads(b.threads)
+      const int threads = static_cast<int>(std::min<std::int64_t>(b.threads, b.subjects));
+#pragma omp parallel num_threads(threads) if (threads > 1)
       {
         PowerSubject<N, Real> ps;
 #pragma omp for schedule(dynamic, 16)

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace pkscan::detail {
 
@@ -34,101 +33,138 @@ Schedule compile_schedule(const std::vector<DoseEvent>& doses, const TimeGrid& g
   s.steps = grid.steps;
   s.initial.assign(static_cast<std::size_t>(n), 0.0);
   const double dt = grid.dt;
+  const std::size_t un = static_cast<std::size_t>(n);
 
-  std::map<std::int64_t, std::vector<double>> bolus;  // step -> bolus vector
+  // Everything that happens at a step, sorted by step (vectors and one sort: regimens with
+  // tens of thousands of repeated doses compile in milliseconds).
+  enum Kind : int { kStop = 0, kStart = 1, kPartial = 2, kBolus = 3, kMark = 4 };
+  struct Event {
+    std::int64_t step;
+    int kind;
+    int index;      // infusion id, or compartment for a bolus
+    double amount;  // bolus amount
+  };
+  std::vector<Event> events;
   std::vector<Infusion> infusions;
+  events.push_back({1, kMark, 0, 0.0});
   for (const DoseEvent& d : doses) {
     const std::int64_t first = grid_index(d.time, dt);
     const std::int64_t every = d.repeat > 0 ? grid_index(d.every, dt) : 0;
-    for (std::int64_t k = 0; k <= d.repeat; ++k) {
-      const std::int64_t at = first + k * every;
-      if (at > grid.steps) break;  // doses after the last grid time are ignored
-      if (!d.is_infusion()) {
-        if (at == 0) {
-          s.initial[static_cast<std::size_t>(d.compartment)] += d.amount;
-        } else {
-          auto& v = bolus[at];
-          v.resize(static_cast<std::size_t>(n), 0.0);
-          v[static_cast<std::size_t>(d.compartment)] += d.amount;
-        }
-        continue;
-      }
-      const double rate = d.rate > 0.0 ? d.rate : d.amount / d.duration;
+    double rate = 0.0, whole = 0.0, covered = 0.0;
+    if (d.is_infusion()) {
+      rate = d.rate > 0.0 ? d.rate : d.amount / d.duration;
       const double duration = d.rate > 0.0 ? d.amount / d.rate : d.duration;
       if (!(duration > 0.0) || !(rate > 0.0)) continue;  // zero amount: nothing enters
       const double q = duration / dt;
-      double whole = std::floor(q);
-      double covered = duration - whole * dt;
+      whole = std::floor(q);
+      covered = duration - whole * dt;
       const double nearest = std::nearbyint(q);
       if (std::fabs(q - nearest) <= kGridTolerance + 1e-13 * std::fabs(nearest)) {
         whole = nearest;  // ends on the grid (within rounding): no partial step
         covered = 0.0;
       }
-      Infusion inf{at, d.compartment, rate, static_cast<std::int64_t>(whole), covered};
-      if (inf.covered <= 0.0 || inf.covered >= dt) inf.covered = 0.0;
-      infusions.push_back(inf);
+      if (covered <= 0.0 || covered >= dt) covered = 0.0;
+    }
+    for (std::int64_t k = 0; k <= d.repeat; ++k) {
+      const std::int64_t at = first + k * every;
+      if (at > grid.steps) break;  // doses after the last grid time are ignored
+      if (!d.is_infusion()) {
+        if (at == 0)
+          s.initial[static_cast<std::size_t>(d.compartment)] += d.amount;
+        else
+          events.push_back({at, kBolus, d.compartment, d.amount});
+        continue;
+      }
+      const Infusion f{at, d.compartment, rate, static_cast<std::int64_t>(whole), covered};
+      const int id = static_cast<int>(infusions.size());
+      infusions.push_back(f);
+      if (f.full > 0) {
+        events.push_back({f.start + 1, kStart, id, 0.0});
+        events.push_back({f.start + f.full + 1, kStop, id, 0.0});
+      }
+      if (f.covered > 0.0) {
+        events.push_back({f.start + f.full + 1, kPartial, id, 0.0});
+        events.push_back({f.start + f.full + 2, kMark, 0, 0.0});
+      }
     }
   }
+  // Stable: events of one step keep their dose-line order, so sums are formed in input order.
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.step < b.step; });
 
-  // Sweep over the steps where anything changes: boluses, infusions starting full coverage,
-  // ending full coverage, partial steps and the step after a partial step.
-  std::map<std::int64_t, std::vector<int>> starts, stops, partial_at;
-  std::map<std::int64_t, bool> marks;
-  marks[1] = true;
-  for (const auto& kv : bolus) marks[kv.first] = true;
-  for (std::size_t i = 0; i < infusions.size(); ++i) {
-    const Infusion& f = infusions[i];
-    const int id = static_cast<int>(i);
-    if (f.full > 0) {
-      starts[f.start + 1].push_back(id);
-      stops[f.start + f.full + 1].push_back(id);
-      marks[f.start + 1] = true;
-      marks[f.start + f.full + 1] = true;
-    }
-    if (f.covered > 0.0) {
-      partial_at[f.start + f.full + 1].push_back(id);
-      marks[f.start + f.full + 1] = true;
-      marks[f.start + f.full + 2] = true;
-    }
-  }
-
-  const std::size_t un = static_cast<std::size_t>(n);
-  std::vector<int> active;  // infusions covering the whole of the current step, sorted by id
+  std::vector<int> active;  // infusions covering the whole current step, sorted by id
   s.bp_partial_begin.push_back(0);
-  for (const auto& kv : marks) {
-    const std::int64_t step = kv.first;
-    if (auto it = stops.find(step); it != stops.end())
-      for (int id : it->second) active.erase(std::find(active.begin(), active.end(), id));
-    if (auto it = starts.find(step); it != starts.end()) {
-      active.insert(active.end(), it->second.begin(), it->second.end());
-      std::sort(active.begin(), active.end());
+  std::size_t e = 0;
+  while (e < events.size()) {
+    const std::int64_t step = events[e].step;
+    if (step > grid.steps) break;
+    std::vector<double> bolus(un, 0.0);
+    std::size_t e_end = e;
+    while (e_end < events.size() && events[e_end].step == step) ++e_end;
+    for (std::size_t i = e; i < e_end; ++i) {
+      const Event& ev = events[i];
+      if (ev.kind == kStop) active.erase(std::find(active.begin(), active.end(), ev.index));
     }
-    if (step < 1 || step > grid.steps) continue;
-    s.bp_step.push_back(step);
-    // Rates are summed afresh from the active set (not as running +/- deltas), so a breakpoint
-    // with no active infusion has exactly zero rate.
-    std::vector<double> rate(un, 0.0);
-    for (int id : active) {
-      const Infusion& f = infusions[static_cast<std::size_t>(id)];
-      rate[static_cast<std::size_t>(f.compartment)] += f.rate;
+    bool added = false;
+    for (std::size_t i = e; i < e_end; ++i) {
+      const Event& ev = events[i];
+      if (ev.kind == kStart) active.push_back(ev.index), added = true;
+      if (ev.kind == kBolus) bolus[static_cast<std::size_t>(ev.index)] += ev.amount;
     }
-    s.bp_rate.insert(s.bp_rate.end(), rate.begin(), rate.end());
-    if (auto it = partial_at.find(step); it != partial_at.end()) {
-      for (int id : it->second) {
+    if (added) std::sort(active.begin(), active.end());
+    if (step >= 1) {
+      s.bp_step.push_back(step);
+      // Rates are summed afresh from the active set (not as running +/- deltas), so a
+      // breakpoint with no active infusion has exactly zero rate.
+      std::vector<double> rate(un, 0.0);
+      for (int id : active) {
         const Infusion& f = infusions[static_cast<std::size_t>(id)];
+        rate[static_cast<std::size_t>(f.compartment)] += f.rate;
+      }
+      s.bp_rate.insert(s.bp_rate.end(), rate.begin(), rate.end());
+      for (std::size_t i = e; i < e_end; ++i) {
+        if (events[i].kind != kPartial) continue;
+        const Infusion& f = infusions[static_cast<std::size_t>(events[i].index)];
         auto pos = std::find(s.partial_lengths.begin(), s.partial_lengths.end(), f.covered);
         const int idx = static_cast<int>(pos - s.partial_lengths.begin());
         if (pos == s.partial_lengths.end()) s.partial_lengths.push_back(f.covered);
         s.partials.push_back({f.compartment, f.rate, idx});
       }
+      s.bp_bolus.insert(s.bp_bolus.end(), bolus.begin(), bolus.end());
+      s.bp_partial_begin.push_back(static_cast<std::int64_t>(s.partials.size()));
     }
-    auto b = bolus.find(step);
-    if (b != bolus.end())
-      s.bp_bolus.insert(s.bp_bolus.end(), b->second.begin(), b->second.end());
-    else
-      s.bp_bolus.insert(s.bp_bolus.end(), un, 0.0);
-    s.bp_partial_begin.push_back(static_cast<std::int64_t>(s.partials.size()));
+    e = e_end;
   }
+
+  // Runs of identical breakpoints, from the back.
+  const std::int64_t nbp = s.breakpoints();
+  s.bp_run.assign(static_cast<std::size_t>(nbp), 1);
+  auto same = [&](std::int64_t a, std::int64_t b) {
+    if (s.bp_last(a) - s.bp_step[static_cast<std::size_t>(a)] !=
+        s.bp_last(b) - s.bp_step[static_cast<std::size_t>(b)])
+      return false;
+    for (std::size_t r = 0; r < un; ++r) {
+      if (s.bp_rate[static_cast<std::size_t>(a) * un + r] !=
+              s.bp_rate[static_cast<std::size_t>(b) * un + r] ||
+          s.bp_bolus[static_cast<std::size_t>(a) * un + r] !=
+              s.bp_bolus[static_cast<std::size_t>(b) * un + r])
+        return false;
+    }
+    const std::int64_t pa = s.bp_partial_begin[static_cast<std::size_t>(a)];
+    const std::int64_t pb = s.bp_partial_begin[static_cast<std::size_t>(b)];
+    const std::int64_t na = s.bp_partial_begin[static_cast<std::size_t>(a + 1)] - pa;
+    if (na != s.bp_partial_begin[static_cast<std::size_t>(b + 1)] - pb) return false;
+    for (std::int64_t i = 0; i < na; ++i) {
+      const PartialInfusion& x = s.partials[static_cast<std::size_t>(pa + i)];
+      const PartialInfusion& y = s.partials[static_cast<std::size_t>(pb + i)];
+      if (x.compartment != y.compartment || x.rate != y.rate || x.length_index != y.length_index)
+        return false;
+    }
+    return true;
+  };
+  for (std::int64_t k = nbp - 2; k >= 0; --k)
+    if (same(k, k + 1))
+      s.bp_run[static_cast<std::size_t>(k)] = s.bp_run[static_cast<std::size_t>(k + 1)] + 1;
   return s;
 }
 

@@ -3,6 +3,7 @@
 /// Entry points: check a problem, estimate its size, simulate it.
 
 #include <cstdint>
+#include <memory>
 #include <pkscan/options.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/types.hpp>
@@ -39,6 +40,29 @@ struct Path {
 };
 /// See Path.
 Path resolve_path(const Problem& problem, const SimulateOptions& options = {});
+
+/// Owns what is expensive to create and worth reusing across calls: the compiled dosing
+/// schedule (reused while the doses, grid and model stay the same, as in a fitting loop where
+/// only parameters change) and the compute backends with their buffers (CUDA device memory).
+/// Movable, not copyable. Not thread-safe: use one Engine per thread.
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  /// Simulates every subject; see pkscan::simulate. @throws as pkscan::simulate.
+  SimulationResult simulate(const Problem& problem, const SimulateOptions& options = {});
+  /// Simulates into `result`, reusing its storage; see pkscan::simulate_into.
+  void simulate_into(const Problem& problem, const SimulateOptions& options,
+                     SimulationResult& result);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Simulates every subject of `problem`. Thread-safe for concurrent calls on distinct problems.
 /// Numerical trouble in a subject is reported in SimulationResult::status(), not thrown.
