@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "detail/backend.hpp"
@@ -39,7 +41,7 @@ struct alignas(64) Lanes {
   Real x[N][W];
   Real c[N][W];
   Real f[N][W];
-  Real tile[kTileRows][N][W];
+  Real tile[W][kTileRows * N];  // lane-major: each subject's rows contiguous, as in the result
 };
 
 // `count` steps x <- K x + b on all lanes, recording the state after each step into the tile
@@ -64,7 +66,7 @@ __attribute__((always_inline)) inline void run_steps(Lanes<N, Real>& L,
       for (int l = 0; l < W; ++l) L.x[r][l] = y[r][l];
     if (record) {
       for (int r = 0; r < N; ++r)
-        for (int l = 0; l < W; ++l) L.tile[row][r][l] = y[r][l];
+        for (int l = 0; l < W; ++l) L.tile[l][row * N + r] = y[r][l];
       if (++row == kTileRows) {
         flush(L, row, ctx);
         row = 0;
@@ -85,52 +87,66 @@ struct Sink {
   bool finite[64];        // per lane
 };
 
-// Stores one value bypassing the caches (MOVNTI: needs only the value's natural alignment, which
-// subject-major rows always have). No read-for-ownership of the destination line.
-inline void stream_store(double* p, double v) {
+// Copies n values to dst bypassing the caches (no read-for-ownership of the destination lines):
+// scalar MOVNTI up to 16-byte alignment, then 16-byte non-temporal vector stores. Rows of the
+// subject-major result are only 4- or 8-byte aligned, hence the head.
+inline void stream_copy(double* dst, const double* src, int n) {
 #if defined(__x86_64__)
-  long long bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  _mm_stream_si64(reinterpret_cast<long long*>(p), bits);
+  int i = 0;
+  auto scalar = [&](int k) {
+    long long bits;
+    std::memcpy(&bits, src + k, sizeof bits);
+    _mm_stream_si64(reinterpret_cast<long long*>(dst + k), bits);
+  };
+  if (reinterpret_cast<std::uintptr_t>(dst) & 15) scalar(i++);
+  for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+  for (; i < n; ++i) scalar(i);
 #else
-  *p = v;
+  std::memcpy(dst, src, sizeof(double) * static_cast<std::size_t>(n));
 #endif
 }
-inline void stream_store(float* p, float v) {
+inline void stream_copy(float* dst, const float* src, int n) {
 #if defined(__x86_64__)
-  int bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  _mm_stream_si32(reinterpret_cast<int*>(p), bits);
+  int i = 0;
+  auto scalar = [&](int k) {
+    int bits;
+    std::memcpy(&bits, src + k, sizeof bits);
+    _mm_stream_si32(reinterpret_cast<int*>(dst + k), bits);
+  };
+  while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 15)) scalar(i++);
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+  for (; i < n; ++i) scalar(i);
 #else
-  *p = v;
+  std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(n));
 #endif
+}
+
+// True when all n values are finite: a branch-free test of the exponent bits.
+template <class Real>
+inline bool all_finite(const Real* v, int n) {
+  using Bits = std::conditional_t<sizeof(Real) == 8, std::uint64_t, std::uint32_t>;
+  constexpr Bits exp_mask = sizeof(Real) == 8 ? Bits(0x7ff0000000000000ull) : Bits(0x7f800000u);
+  Bits bad = 0;
+  for (int i = 0; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, v + i, sizeof b);
+    bad |= static_cast<Bits>((b & exp_mask) == exp_mask);
+  }
+  return bad == 0;
 }
 
 template <int N, class Real>
 void flush_tile(Lanes<N, Real>& L, int rows, void* ctx) {
   auto& s = *static_cast<Sink<Real>*>(ctx);
-  constexpr int W = Lanes<N, Real>::W;
   for (int l = 0; l < s.active; ++l) {
     Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
-    bool ok = true;
-    if (s.streaming) {
-      for (int t = 0; t < rows; ++t)
-        for (int r = 0; r < N; ++r) {
-          const Real v = L.tile[t][r][l];
-          ok &= (v - v) == Real(0);  // false for NaN and infinities
-          stream_store(dst + t * N + r, v);
-        }
-    } else {
-      for (int t = 0; t < rows; ++t)
-        for (int r = 0; r < N; ++r) {
-          const Real v = L.tile[t][r][l];
-          ok &= (v - v) == Real(0);
-          dst[t * N + r] = v;
-        }
-    }
-    s.finite[l] = s.finite[l] && ok;
+    const Real* src = L.tile[l];
+    s.finite[l] = s.finite[l] && all_finite(src, rows * N);
+    if (s.streaming)
+      stream_copy(dst, src, rows * N);
+    else
+      std::memcpy(dst, src, sizeof(Real) * static_cast<std::size_t>(rows * N));
   }
-  (void)W;
   s.next_row += rows;
 }
 
@@ -160,7 +176,7 @@ __attribute__((always_inline)) inline void run_range(Lanes<N, Real>& L, std::int
     i = target + 1;
     if (next < n_out && target == outs[next]) {
       for (int r = 0; r < N; ++r)
-        for (int l = 0; l < Lanes<N, Real>::W; ++l) L.tile[row][r][l] = L.x[r][l];
+        for (int l = 0; l < Lanes<N, Real>::W; ++l) L.tile[l][row * N + r] = L.x[r][l];
       if (++row == kTileRows) {
         flush_tile<N, Real>(L, row, &sink);
         row = 0;
@@ -204,7 +220,7 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
   std::size_t next = 0;
   if (b.out_steps[0] == 0) {
     for (int r = 0; r < N; ++r)
-      for (int l = 0; l < W; ++l) L.tile[row][r][l] = L.x[r][l];
+      for (int l = 0; l < W; ++l) L.tile[l][row * N + r] = L.x[r][l];
     ++row;
     ++next;
   }

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Runs pkscan's CPU benchmark grid and the NumPy baseline in the same run, writes the raw JSON
+lines to bench/results/cpu-<date>.json and a markdown table with ratios to docs/performance.md.
+
+Usage (from the repository root, after `bash setup.sh`):
+    /usr/bin/python3 bench/run_bench.py [--pkscan build/bin/pkscan] [--quick]
+
+The NumPy baseline is ../shared/baselines/numpy_baseline.py (or $PKSCAN_NUMPY_BASELINE); it
+needs python3-numpy (installed by scripts/install-deps.sh). Every ratio in the table is between
+two measurements taken by this script in one run on this machine.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_json(cmd):
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def pk(args, exe):
+    return run_json([exe, "bench"] + [str(a) for a in args])
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pkscan", default=os.path.join(ROOT, "build", "bin", "pkscan"))
+    ap.add_argument("--baseline", default=os.environ.get(
+        "PKSCAN_NUMPY_BASELINE", os.path.join(ROOT, "..", "shared", "baselines", "numpy_baseline.py")))
+    ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with NumPy for the baseline")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test, not the recorded figures)")
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))
+    args = ap.parse_args()
+
+    n_big = 10_000 if args.quick else 100_000
+    t_long = 100_000 if args.quick else 1_000_000
+    exe = args.pkscan
+    rows = []
+    raw = {"date": datetime.date.today().isoformat(), "cpu": cpu_model(), "cores": os.cpu_count(), "cells": []}
+
+    def record(name, res):
+        raw["cells"].append({"cell": name, "result": res})
+        return res
+
+    # 1. Dense float64 output, N x 1000 steps, against the best NumPy variant.
+    dense = record("batched dense f64", pk(["--n", n_big, "--t", 1000, "--method", "batched", "--device", "cpu",
+                                             "--output", "dense", "--repeat", 5], exe))
+    scan = record("scan dense f64", pk(["--n", n_big, "--t", 1000, "--method", "scan", "--device", "cpu",
+                                         "--output", "dense", "--repeat", 2], exe))
+    numpy = record("numpy baseline f64", run_json([args.python, args.baseline, "--n", str(n_big), "--t", "1000",
+                                                  "--dtype", "float64", "--repeat", "2",
+                                                  "--variants", "loop,einsum,matmul,unrolled,doubling"]))
+    variants = numpy["variants"]
+    for v in variants.values():  # the loop variant is timed on a subset: use its per-step cost
+        v["total_s"] = v.get("est_total_s", v["best_s"])
+    best_name = min(variants, key=lambda k: variants[k]["total_s"])
+    best_np = variants[best_name]["total_s"]
+    rows.append((f"batched cpu, dense f64, N={n_big:g}, T=1e3, doses every 24 steps",
+                 f"{dense['best_s']:.4f} s ({dense['ns_per_subject_step']:.2f} ns/subject-step)",
+                 f"NumPy best variant `{best_name}`: {best_np:.3f} s",
+                 f"**{best_np / dense['best_s']:.1f}x** faster", ">= 10x"))
+    rows.append((f"batched cpu, dense f64 output bandwidth, N={n_big:g}, T=1e3",
+                 f"{dense['output_gb_per_s']:.2f} GB/s",
+                 f"write-only fill of the same {dense['output_bytes'] / 1e9:.2f} GB: {dense['fill_gb_per_s']:.2f} GB/s",
+                 f"**{100 * dense['output_over_fill']:.0f}%** of fill", ">= 60%"))
+    rows.append((f"batched cpu vs reference scan, dense f64, N={n_big:g}, T=1e3",
+                 f"{dense['best_s']:.4f} s", f"scan: {scan['best_s']:.3f} s",
+                 f"{scan['best_s'] / dense['best_s']:.1f}x faster", "-"))
+
+    # 2. Final state only: 2 threads against 1.
+    one = record("batched final 1 thread", pk(["--n", n_big, "--t", 1000, "--method", "batched", "--device", "cpu",
+                                                "--output", "final", "--threads", 1, "--repeat", 7], exe))
+    two = record("batched final 2 threads", pk(["--n", n_big, "--t", 1000, "--method", "batched", "--device", "cpu",
+                                                 "--output", "final", "--threads", 2, "--repeat", 7], exe))
+    rows.append((f"batched cpu, final state only, N={n_big:g}, T=1e3: 2 threads vs 1",
+                 f"{two['best_s']:.4f} s", f"1 thread: {one['best_s']:.4f} s",
+                 f"**{one['best_s'] / two['best_s']:.2f}x**", ">= 1.7x"))
+
+    # 3. Power, one subject, a long horizon, 16 sparse outputs, against the reference scan.
+    pw = record("power sparse:16", pk(["--n", 1, "--t", t_long, "--method", "power", "--device", "cpu",
+                                       "--output", "sparse:16", "--repeat", 50], exe))
+    sc = record("scan sparse:16", pk(["--n", 1, "--t", t_long, "--method", "scan", "--device", "cpu",
+                                      "--output", "sparse:16", "--repeat", 5], exe))
+    rows.append((f"power cpu, N=1, T={t_long:g}, 16 sparse outputs (warm engine)",
+                 f"{pw['best_s'] * 1e6:.1f} us", f"reference scan: {sc['best_s'] * 1e3:.2f} ms",
+                 f"**{sc['best_s'] / pw['best_s']:.0f}x** faster", ">= 100x"))
+    rows.append((f"power cpu, N=1, T={t_long:g}, 16 sparse outputs, first call (schedule compile included)",
+                 f"{pw['first_call_s'] * 1e3:.2f} ms", f"reference scan first call: {sc['first_call_s'] * 1e3:.2f} ms",
+                 f"{sc['first_call_s'] / pw['first_call_s']:.1f}x", "-"))
+
+    # 4. float32 dense, for reference.
+    f32 = record("batched dense f32", pk(["--n", n_big, "--t", 1000, "--method", "batched", "--device", "cpu",
+                                           "--precision", "float32", "--output", "dense", "--repeat", 5], exe))
+    rows.append((f"batched cpu, dense f32, N={n_big:g}, T=1e3",
+                 f"{f32['best_s']:.4f} s ({f32['output_gb_per_s']:.2f} GB/s)",
+                 f"fill: {f32['fill_gb_per_s']:.2f} GB/s", f"{100 * f32['output_over_fill']:.0f}% of fill", "-"))
+
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    raw_path = os.path.join(ROOT, "bench", "results", f"cpu-{raw['date']}{'-quick' if args.quick else ''}.json")
+    with open(raw_path, "w") as f:
+        json.dump(raw, f, indent=1)
+
+    table = ["| cell | pkscan | compared with | ratio | target |", "| --- | --- | --- | --- | --- |"]
+    table += ["| " + " | ".join(r) + " |" for r in rows]
+    block = "\n".join([
+        f"Measured {raw['date']} on {raw['cpu']} ({raw['cores']} cores), by `bench/run_bench.py`"
+        f"{' --quick' if args.quick else ''}; raw JSON in `{os.path.relpath(raw_path, ROOT)}`.",
+        "", *table, ""])
+    begin, end = "<!-- cpu-table:begin -->", "<!-- cpu-table:end -->"
+    doc = open(args.doc).read() if os.path.exists(args.doc) else f"# Performance\n\n{begin}\n{end}\n"
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin) + len(begin)] + "\n" + block + doc[doc.index(end):]
+    with open(args.doc, "w") as f:
+        f.write(doc)
+    print(block)
+
+
+if __name__ == "__main__":
+    main()
