@@ -303,7 +303,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     sources.push_back({col, kv.second.key, v});
   }
   for (std::size_t c = 0; c < model.parameters.size(); ++c) {
-    if (!seen[c] && std::isnan(model.parameters[c].default_value))
+    if (!seen[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
       L.fail(params_e.value, "missing parameter '" + model.parameters[c].name +
                                  "' in subjects.parameters (required by model " + model.name + ")");
   }
@@ -417,6 +417,16 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     } else {
       p.parameters.set_all(pi.name, L.finite(src.value, what, rule, volume));
     }
+  }
+  // Micro constants or clearances, per subject (the first subject that breaks a rule is named).
+  for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
+    const std::string msg = check_parameters(model, p.parameters.row(s));
+    if (!msg.empty())
+      L.fail(params_e.value,
+             "subjects.parameters: " +
+                 (p.parameters.subjects() > 1 ? "subject " + std::to_string(s + 1) + ": "
+                                              : std::string()) +
+                 msg);
   }
 
   // doses

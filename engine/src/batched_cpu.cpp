@@ -251,39 +251,47 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
 #define PKSCAN_CLONES
 #endif
 
-PKSCAN_CLONES void block3_f64(const PreparedBatch& b, std::int64_t first, double* out,
-                              SubjectStatus* st, std::vector<Transition<3>>& tr,
-                              Lanes<3, double>& L) {
-  block_body<3, double>(b, first, out, st, tr, L);
-}
-PKSCAN_CLONES void block3_f32(const PreparedBatch& b, std::int64_t first, float* out,
-                              SubjectStatus* st, std::vector<Transition<3>>& tr,
-                              Lanes<3, float>& L) {
-  block_body<3, float>(b, first, out, st, tr, L);
-}
-
-inline void run_block(const PreparedBatch& b, std::int64_t first, double* out, SubjectStatus* st,
-                      std::vector<Transition<3>>& tr, Lanes<3, double>& L) {
-  block3_f64(b, first, out, st, tr, L);
-}
-inline void run_block(const PreparedBatch& b, std::int64_t first, float* out, SubjectStatus* st,
-                      std::vector<Transition<3>>& tr, Lanes<3, float>& L) {
-  block3_f32(b, first, out, st, tr, L);
-}
+#define PKSCAN_BLOCK(N, Real, name)                                                               \
+  PKSCAN_CLONES void name(const PreparedBatch& b, std::int64_t first, Real* out,                  \
+                          SubjectStatus* st, std::vector<Transition<N>>& tr, Lanes<N, Real>& L) { \
+    block_body<N, Real>(b, first, out, st, tr, L);                                                \
+  }                                                                                               \
+  inline void run_block(const PreparedBatch& b, std::int64_t first, Real* out, SubjectStatus* st, \
+                        std::vector<Transition<N>>& tr, Lanes<N, Real>& L) {                      \
+    name(b, first, out, st, tr, L);                                                               \
+  }
+PKSCAN_BLOCK(2, double, block2_f64)
+PKSCAN_BLOCK(2, float, block2_f32)
+PKSCAN_BLOCK(3, double, block3_f64)
+PKSCAN_BLOCK(3, float, block3_f32)
+PKSCAN_BLOCK(4, double, block4_f64)
+PKSCAN_BLOCK(4, float, block4_f32)
+#undef PKSCAN_BLOCK
 
 class BatchedCpuBackend final : public Backend {
  public:
   Method method() const noexcept override { return Method::Batched; }
   Device device() const noexcept override { return Device::Cpu; }
   std::string unsupported_reason(const PreparedBatch& b) const override {
-    if (b.n != 3) return "method 'batched' is compiled for 3 compartments only";
+    if (b.n < 2 || b.n > 4) return "method 'batched' is compiled for 2 to 4 compartments";
     return {};
   }
-  void run(const PreparedBatch& b, ResultView<double> out) override { run_all(b, out); }
-  void run(const PreparedBatch& b, ResultView<float> out) override { run_all(b, out); }
+  void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
+  void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
 
  private:
   template <class Real>
+  static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
+    switch (b.n) {
+      case 2:
+        return run_all<2, Real>(b, out);
+      case 3:
+        return run_all<3, Real>(b, out);
+      default:
+        return run_all<4, Real>(b, out);
+    }
+  }
+  template <int N, class Real>
   static void run_all(const PreparedBatch& b, ResultView<Real> out) {
     constexpr int W = lanes<Real>();
     const std::int64_t stride = static_cast<std::int64_t>(b.out_steps.size()) * b.n;
@@ -298,8 +306,8 @@ class BatchedCpuBackend final : public Backend {
     const std::int64_t blocks = (b.subjects + W - 1) / W;
 #pragma omp parallel num_threads(b.threads)
     {
-      std::vector<Transition<3>> tr(W);
-      auto lanes_buf = std::make_unique<Lanes<3, Real>>();
+      std::vector<Transition<N>> tr(W);
+      auto lanes_buf = std::make_unique<Lanes<N, Real>>();
 #pragma omp for schedule(dynamic, 4)
       for (std::int64_t blk = 0; blk < blocks; ++blk)
         run_block(b, blk * W, out.amounts, out.status, tr, *lanes_buf);

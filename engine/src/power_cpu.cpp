@@ -199,11 +199,24 @@ class PowerCpuBackend final : public Backend {
   Method method() const noexcept override { return Method::Power; }
   Device device() const noexcept override { return Device::Cpu; }
   std::string unsupported_reason(const PreparedBatch& b) const override {
-    if (b.n != 3) return "method 'power' is compiled for 3 compartments only";
+    if (b.n < 2 || b.n > 4) return "method 'power' is compiled for 2 to 4 compartments";
     return {};
   }
-  void run(const PreparedBatch& b, ResultView<double> out) override { run_all<3, double>(b, out); }
-  void run(const PreparedBatch& b, ResultView<float> out) override { run_all<3, float>(b, out); }
+  void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
+  void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
+
+ private:
+  template <class Real>
+  static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
+    switch (b.n) {
+      case 2:
+        return run_all<2, Real>(b, out);
+      case 3:
+        return run_all<3, Real>(b, out);
+      default:
+        return run_all<4, Real>(b, out);
+    }
+  }
 
  private:
   template <int N, class Real>

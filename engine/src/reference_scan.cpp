@@ -99,6 +99,8 @@ SubjectStatus reference_scan_matrix(const Mat<N>& a, double dt, Discretization d
   template SubjectStatus reference_scan_matrix<N, Real>(const Mat<N>&, double, Discretization, \
                                                         const Schedule&,                       \
                                                         const std::vector<std::int64_t>&, Real*);
+PKSCAN_INSTANTIATE_REFERENCE(2, double)
+PKSCAN_INSTANTIATE_REFERENCE(2, float)
 PKSCAN_INSTANTIATE_REFERENCE(3, double)
 PKSCAN_INSTANTIATE_REFERENCE(3, float)
 PKSCAN_INSTANTIATE_REFERENCE(4, double)
@@ -109,8 +111,14 @@ template <class Real>
 void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* out,
                        SubjectStatus* status) {
   switch (batch.n) {
+    case 2:
+      reference_subject_n<2, Real>(batch, subject, out, status);
+      return;
     case 3:
       reference_subject_n<3, Real>(batch, subject, out, status);
+      return;
+    case 4:
+      reference_subject_n<4, Real>(batch, subject, out, status);
       return;
     default:
       throw InvalidArgument("simulate: models with " + std::to_string(batch.n) +

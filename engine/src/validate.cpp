@@ -54,15 +54,8 @@ void validate_problem(const Problem& p) {
 
   // Parameters.
   for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
-    for (int c = 0; c < p.parameters.parameters(); ++c) {
-      const ParameterInfo& info = m.parameters[static_cast<std::size_t>(c)];
-      const double v = p.parameters.get(s, c);
-      const bool volume = info.role == ParameterRole::Volume;
-      if (std::isfinite(v) && (volume ? v > 0.0 : v >= 0.0)) continue;  // hot path: no strings
-      const std::string what = subject_name(s) + " parameter " + info.name;
-      if (std::isnan(v)) throw_domain(kWhere, what, "missing", "given (it has no default)");
-      throw_domain(kWhere, what, format_value(v), volume ? "finite and > 0" : "finite and >= 0");
-    }
+    const std::string msg = check_parameters(m, p.parameters.row(s));  // empty: no allocation
+    if (!msg.empty()) throw DomainError(std::string(kWhere) + ": " + subject_name(s) + " " + msg);
   }
 
   // Doses.

@@ -29,6 +29,7 @@ struct Scenario {
   Discretization disc;
   int regimen;  // 0 bolus, 1 repeated oral, 2 infusions (partial steps), 3 everything
   bool sparse;
+  ModelKind model = ModelKind::ThreeCompartment;
 };
 
 struct Path {
@@ -51,19 +52,28 @@ std::uint32_t seed() {
 
 Problem build(const Scenario& sc) {
   Problem p;
+  p.model = sc.model;
   p.discretization = sc.disc;
   p.grid = {sc.dt, sc.steps};
-  p.parameters = ParameterBatch(ModelKind::ThreeCompartment, sc.subjects);
+  p.parameters = ParameterBatch(sc.model, sc.subjects);
   std::mt19937 rng(seed() + static_cast<std::uint32_t>(sc.subjects * 131 + sc.steps));
   std::lognormal_distribution<double> bsv(0.0, 0.3);
   for (std::int64_t s = 0; s < sc.subjects; ++s) {
     const double f = bsv(rng);
     p.parameters.set("ka", s, 0.8 * f);
-    p.parameters.set("k12", s, 0.3 * f);
-    p.parameters.set("k21", s, 0.1 / f);
     p.parameters.set("ke", s, 0.15 * f);
     p.parameters.set("v_central", s, 20.0 * f);
-    p.parameters.set("v_peripheral", s, 60.0);
+    if (sc.model != ModelKind::TwoCompartment) {
+      p.parameters.set("k12", s, 0.3 * f);
+      p.parameters.set("k21", s, 0.1 / f);
+    }
+    if (sc.model == ModelKind::ThreeCompartment) p.parameters.set("v_peripheral", s, 60.0);
+    if (sc.model == ModelKind::FourCompartment) {
+      p.parameters.set("k13", s, 0.05 * f);
+      p.parameters.set("k31", s, 0.02);
+      p.parameters.set("v_peripheral1", s, 60.0);
+      p.parameters.set("v_peripheral2", s, 200.0);
+    }
   }
   auto dose = [](int cmt, double t, double amt, double rate, double every, std::int64_t repeat) {
     DoseEvent d;
@@ -92,7 +102,7 @@ Problem build(const Scenario& sc) {
     default:
       p.doses = {dose(0, 0.0, 100.0, 0, every, 11),
                  dose(1, sc.dt * 3, 300.0, 300.0 / (sc.dt * 7.3), every, 3),
-                 dose(2, horizon / 2, 40.0, 0, 0, 0)};
+                 dose(sc.model == ModelKind::TwoCompartment ? 1 : 2, horizon / 2, 40.0, 0, 0, 0)};
       break;
   }
   if (sc.sparse) {
@@ -127,6 +137,15 @@ const std::vector<Scenario>& scenarios() {
                                  (sparse ? "Sparse" : "Dense");
               v.push_back({name, sz.s, h.dt, h.steps, d, r, sparse});
             }
+    // The other built-in models on a few scenarios.
+    for (ModelKind m : {ModelKind::TwoCompartment, ModelKind::FourCompartment})
+      for (bool sparse : {false, true}) {
+        const std::string mn = m == ModelKind::TwoCompartment ? "TwoCpt" : "FourCpt";
+        v.push_back({mn + "_ManySubjects_Mixed_Exact_" + (sparse ? "Sparse" : "Dense"), 29, 0.25,
+                     400, Discretization::Exact, 3, sparse, m});
+        v.push_back({mn + "_OneSubject_Infusions_Euler_" + (sparse ? "Sparse" : "Dense"), 1, 0.25,
+                     400, Discretization::Euler, 2, sparse, m});
+      }
     return v;
   }();
   return all;
@@ -163,10 +182,10 @@ TEST_P(BackendAgreement, MatchesReferenceFloat64) {
   for (std::int64_t s = 0; s < ref.subjects(); ++s) {
     double peak = 0.0;
     for (std::int64_t i = 0; i < ref.times(); ++i)
-      for (int c = 0; c < 3; ++c) peak = std::max(peak, ref.amount(s, i, c));
+      for (int c = 0; c < ref.compartments(); ++c) peak = std::max(peak, ref.amount(s, i, c));
     int failures = 0;
     for (std::int64_t i = 0; i < ref.times() && failures < 5; ++i)
-      for (int c = 0; c < 3; ++c) {
+      for (int c = 0; c < ref.compartments(); ++c) {
         const auto ok = test::close_to(ref.amount(s, i, c), got.amount(s, i, c), path.rtol,
                                        path.rtol * 1e-3 * peak);
         if (!ok) ++failures;
@@ -185,10 +204,10 @@ TEST_P(BackendAgreement, Float32WithinOneInTenToTheFiveOfFloat64) {
   for (std::int64_t s = 0; s < ref.subjects(); ++s) {
     double peak = 0.0;
     for (std::int64_t i = 0; i < ref.times(); ++i)
-      for (int c = 0; c < 3; ++c) peak = std::max(peak, ref.amount(s, i, c));
+      for (int c = 0; c < ref.compartments(); ++c) peak = std::max(peak, ref.amount(s, i, c));
     double worst = 0.0;
     for (std::int64_t i = 0; i < ref.times(); ++i)
-      for (int c = 0; c < 3; ++c)
+      for (int c = 0; c < ref.compartments(); ++c)
         worst = std::max(worst, std::fabs(ref.amount(s, i, c) - got.amount(s, i, c)));
     EXPECT_LE(worst, 1e-5 * peak) << "subject " << s;
   }

@@ -496,11 +496,11 @@ const std::vector<BadInput>& cases() {
        "7:18",
        {"engine.device", "gpu", "auto, cpu, cuda"}},
       {"BadModelName",
-       "model: two_compartment\n" BASE,
+       "model: five_compartment\n" BASE,
        {},
        2,
        "1:8",
-       {"model", "two_compartment", "three_compartment"}},
+       {"model", "five_compartment", "two_compartment, three_compartment, four_compartment"}},
 
       // ---- Unavailable method or device (exit 3) ----------------------------------------------
       {"MethodPowerUnavailable",

@@ -15,13 +15,17 @@ namespace pkscan {
 
 /// The built-in models. More linear models follow through the same n-compartment machinery.
 enum class ModelKind {
-  ThreeCompartment,  ///< depot -> central <-> peripheral, elimination from central
+  TwoCompartment,    ///< depot -> central, elimination from central (NONMEM ADVAN2)
+  ThreeCompartment,  ///< depot -> central <-> peripheral, elimination from central (ADVAN4)
+  FourCompartment,   ///< depot -> central <-> peripheral1, central <-> peripheral2 (ADVAN12)
 };
 
 /// What kind of quantity a parameter is; decides its validation rule.
 enum class ParameterRole {
-  Rate,    ///< first-order rate constant, finite and >= 0
-  Volume,  ///< compartment volume, finite and > 0
+  Rate,             ///< first-order rate constant or clearance, finite and >= 0
+  Volume,           ///< compartment volume, finite and > 0
+  Bioavailability,  ///< f_<compartment>: fraction of each dose that enters, finite and >= 0
+  Lag,              ///< lag_<compartment>: dose delay, finite and >= 0
 };
 
 /// One model parameter.
@@ -32,6 +36,14 @@ struct ParameterInfo {
   double default_value;  ///< used when the parameter is not given; NaN = required
 };
 
+/// Two ways of giving the same rate constants: micro constants (ke; k12, k21) or clearances
+/// (cl; q), converted with the volumes (ke = cl / v_central, k12 = q / v_central,
+/// k21 = q / v_peripheral). Each subject gives exactly one of the two.
+struct ParameterAlternative {
+  std::vector<int> micro;      ///< columns of the micro constants
+  std::vector<int> clearance;  ///< columns of the clearances
+};
+
 /// Static description of a model.
 struct ModelInfo {
   ModelKind kind;                         ///< the model
@@ -39,6 +51,12 @@ struct ModelInfo {
   std::vector<std::string> compartments;  ///< compartment names, in state order
   std::vector<ParameterInfo> parameters;  ///< parameters, in ParameterBatch column order
   std::vector<int> volume_parameter;      ///< per compartment: index of its volume parameter
+  std::vector<int> f_parameter;           ///< per compartment: index of f_<compartment>
+  std::vector<int> lag_parameter;         ///< per compartment: index of lag_<compartment>
+  std::vector<ParameterAlternative> alternatives;  ///< micro constants or clearances
+  std::vector<char> in_alternative;                ///< per parameter: 1 when part of an alternative
+  int default_dose_compartment = 0;         ///< NONMEM's default dose compartment (CMT 1), 0-based
+  int default_observation_compartment = 1;  ///< central, 0-based
 };
 
 /// Description of a built-in model. Never throws.
@@ -59,9 +77,18 @@ int parameter_index(const ModelInfo& model, std::string_view name) noexcept;
 /// Index of a compartment by name, or -1.
 int compartment_index(const ModelInfo& model, std::string_view name) noexcept;
 
-/// Fills the row-major n x n rate matrix A (x' = A x) of one subject from its parameters.
+/// Fills the row-major n x n rate matrix A (x' = A x) of one subject from its parameters,
+/// using the micro constants when given (not NaN) and the clearances otherwise.
 /// @param params one subject's parameters, in ModelInfo::parameters order
 /// @param a output, n*n doubles, row-major
 void rate_matrix(ModelKind kind, const double* params, double* a) noexcept;
+
+/// Checks one subject's parameters against the model's rules (ranges by role; exactly one of
+/// micro constants or clearances). Returns an empty string when valid, else what is wrong
+/// ("parameter ke is -1, but must be finite and >= 0"; "give ke or cl, not both").
+std::string check_parameters(const ModelInfo& model, const double* params);
+
+/// True when every f_* is 1 and every lag_* is 0 (doses enter as given).
+bool default_bioavailability_and_lag(const ModelInfo& model, const double* params) noexcept;
 
 }  // namespace pkscan
