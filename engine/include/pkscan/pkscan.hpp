@@ -4,8 +4,10 @@
 
 #include <pkscan/backend.hpp>
 #include <pkscan/build_config.hpp>
+#include <pkscan/dataset.hpp>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/events.hpp>
 #include <pkscan/models/model_kind.hpp>
 #include <pkscan/models/three_cpt.hpp>
 #include <pkscan/options.hpp>
