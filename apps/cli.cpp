@@ -52,11 +52,39 @@ std::string describe(const config::RunSpec& spec) {
 
 int do_validate(const Command& c, std::ostream& out) {
   const config::RunSpec spec = config::load_run_file(c.file);
+  if (spec.dataset) {
+    std::int64_t records = 0;
+    for (const DatasetSubject& s : spec.dataset->subjects)
+      records += static_cast<std::int64_t>(s.records.size());
+    out << c.file << ": ok: dataset " << spec.dataset->file << ", " << spec.dataset->subjects.size()
+        << (spec.dataset->subjects.size() == 1 ? " subject, " : " subjects, ") << records
+        << " records, " << spec.dataset->observation_count() << " observations"
+        << (spec.output_path.empty() ? " (no output.path: give --output to run it)"
+                                     : ", output " + spec.output_path)
+        << "\n";
+    return kExitOk;
+  }
   out << c.file << ": ok: " << describe(spec)
       << (spec.output_path.empty() ? " (no output.path: give --output to run it)"
                                    : ", output " + spec.output_path)
       << "\n";
   return kExitOk;
+}
+
+// The success line on stdout (unless --quiet), the path that ran with --verbose, and a warning
+// for subjects whose values overflowed.
+void report(const RunSummary& sum, const std::string& what, const std::string& path,
+            const Command& c, std::ostream& out, std::ostream& err) {
+  if (c.verbose)
+    err << "pkscan: ran method " << to_string(sum.method) << " on " << to_string(sum.device) << " ("
+        << sum.threads << (sum.threads == 1 ? " thread" : " threads") << "), prepare "
+        << sum.prepare_seconds << " s, scan " << sum.scan_seconds << " s\n";
+  if (sum.non_finite_subjects > 0)
+    err << "pkscan: warning: " << sum.non_finite_subjects
+        << " subjects have non-finite values (overflow); their rows hold nan or inf\n";
+  if (!c.quiet)
+    out << "pkscan: wrote " << path << " (" << what << ", method " << to_string(sum.method)
+        << " on " << to_string(sum.device) << ")\n";
 }
 
 int do_run(const Command& c, std::ostream& out, std::ostream& err) {
@@ -84,22 +112,22 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
       throw InvalidArgument(std::string("--output: ") + e.what());
     }
   }
+  if (spec.dataset) {
+    const DatasetResult result =
+        simulate_dataset(*spec.dataset, spec.problem.model, spec.problem.parameters, spec.options);
+    config::write_dataset_csv(result, *spec.dataset, model_info(spec.problem.model), path);
+    report(result.summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
+    return kExitOk;
+  }
   SimulateOptions options = spec.options;
   options.concentrations = false;  // the CSV writer divides by volumes as it writes
   const SimulationResult result = simulate(spec.problem, options);
   config::write_csv(result, model_info(spec.problem.model), path);
-  const RunSummary& sum = result.summary();
-  if (c.verbose)
-    err << "pkscan: ran method " << to_string(sum.method) << " on " << to_string(sum.device) << " ("
-        << sum.threads << (sum.threads == 1 ? " thread" : " threads") << "), prepare "
-        << sum.prepare_seconds << " s, scan " << sum.scan_seconds << " s\n";
-  if (sum.non_finite_subjects > 0)
-    err << "pkscan: warning: " << sum.non_finite_subjects
-        << " subjects have non-finite values (overflow); their rows hold nan or inf\n";
-  if (!c.quiet)
-    out << "pkscan: wrote " << path << " (" << result.subjects()
-        << (result.subjects() == 1 ? " subject x " : " subjects x ") << result.times()
-        << " times, method " << to_string(sum.method) << " on " << to_string(sum.device) << ")\n";
+  report(result.summary(),
+         std::to_string(result.subjects()) +
+             (result.subjects() == 1 ? " subject x " : " subjects x ") +
+             std::to_string(result.times()) + " times",
+         path, c, out, err);
   return kExitOk;
 }
 

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <pkscan/config/load.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/events.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -153,6 +155,121 @@ struct ParamSource {
   YAML::Node value;
 };
 
+// A run on a NONMEM dataset: `subjects: {dataset: FILE, parameters: {...}}`, `output: {path}`.
+void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& top, RunSpec& spec,
+                       const YAML::Node& engine_node) {
+  Problem& p = spec.problem;
+  const ModelInfo& model = model_info(p.model);
+  for (const char* key : {"time", "doses"}) {
+    if (auto it = top.find(key); it != top.end())
+      L.fail(it->second.key, std::string(key) +
+                                 " is not used with subjects.dataset (times and doses come from "
+                                 "the dataset); remove it");
+  }
+  if (auto it = top.find("discretization");
+      it != top.end() && p.discretization != Discretization::Exact)
+    L.fail(it->second.value,
+           "discretization is euler, but a dataset run needs discretization: exact (event times "
+           "are arbitrary)");
+  const Loader::Entry& subj_e = top.at("subjects");
+  auto subj = L.entries(subj_e.value, "subjects", {"dataset", "parameters", "count"});
+  if (auto it = subj.find("count"); it != subj.end())
+    L.fail(it->second.key,
+           "subjects.count is not used with subjects.dataset (the dataset's IDs are the subjects); "
+           "remove it");
+  const YAML::Node dnode = subj.at("dataset").value;
+  const std::string dpath =
+      L.scalar_string(dnode, "subjects.dataset", "the path of a NONMEM-format CSV file");
+  // Relative paths are relative to the run file's folder.
+  std::string resolved = dpath;
+  if (!dpath.empty() && dpath[0] != '/') {
+    const std::size_t slash = L.file_.rfind('/');
+    if (slash != std::string::npos) resolved = L.file_.substr(0, slash + 1) + dpath;
+  }
+  std::vector<std::pair<std::string, std::string>> names;
+  for (const ParameterInfo& pi : model.parameters) {
+    names.emplace_back(pi.name, pi.name);
+    if (!pi.alias.empty()) names.emplace_back(pi.alias, pi.name);
+  }
+  auto data = std::make_shared<Dataset>(
+      read_dataset(resolved, names, static_cast<int>(model.compartments.size())));
+  const std::int64_t count = static_cast<std::int64_t>(data->subjects.size());
+  p.parameters = ParameterBatch(p.model, count);
+  std::vector<char> given(model.parameters.size(), 0);
+  for (const std::string& c : data->parameter_columns)
+    given[static_cast<std::size_t>(parameter_index(model, c))] = 1;
+  if (auto it = subj.find("parameters"); it != subj.end()) {
+    std::vector<std::string> plain;
+    for (const ParameterInfo& pi : model.parameters) {
+      plain.push_back(pi.name);
+      if (!pi.alias.empty()) plain.push_back(pi.alias);
+    }
+    auto params = L.entries(it->second.value, "subjects.parameters", plain);
+    for (auto& kv : params) {
+      const int col = parameter_index(model, kv.first);
+      const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
+      const bool volume = pi.role == ParameterRole::Volume;
+      const char* rule = volume ? "finite and > 0" : "finite and >= 0";
+      const std::string what = "subjects.parameters." + kv.first;
+      const YAML::Node& v = kv.second.value;
+      given[static_cast<std::size_t>(col)] = 1;
+      if (v.IsSequence()) {
+        if (static_cast<std::int64_t>(v.size()) != count)
+          L.fail(v, what + " has " + std::to_string(v.size()) + " values, but the dataset has " +
+                        std::to_string(count) +
+                        " subjects (IDs); give one value per subject, in dataset order");
+        for (std::size_t i = 0; i < v.size(); ++i)
+          p.parameters.set(pi.name, static_cast<std::int64_t>(i),
+                           L.finite(v[i], what + "[" + std::to_string(i + 1) + "]", rule, volume));
+      } else {
+        p.parameters.set_all(pi.name, L.finite(v, what, rule, volume));
+      }
+    }
+  }
+  for (std::size_t c = 0; c < model.parameters.size(); ++c) {
+    if (!given[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
+      L.fail(dnode,
+             "missing parameter '" + model.parameters[c].name +
+                 "': give it in subjects.parameters or as a dataset column (required by model " +
+                 model.name + ")");
+  }
+  if (auto it = top.find("output"); it != top.end()) {
+    auto out = L.entries(it->second.value, "output", {"path", "times"});
+    spec.output_line = it->second.key.Mark().line + 1;
+    spec.output_column = it->second.key.Mark().column + 1;
+    if (auto t = out.find("times"); t != out.end())
+      L.fail(t->second.key,
+             "output.times is not used with subjects.dataset (one row per observation record); "
+             "remove it");
+    if (auto pth = out.find("path"); pth != out.end()) {
+      spec.output_path =
+          L.scalar_string(pth->second.value, "output.path", "a file path ending in .csv");
+      const std::string& op = spec.output_path;
+      if (op.size() < 5 || op.compare(op.size() - 4, 4, ".csv") != 0)
+        L.fail(pth->second.value, "output.path is \"" + op + "\", but must end in .csv");
+      spec.output_path_line = pth->second.value.Mark().line + 1;
+      spec.output_path_column = pth->second.value.Mark().column + 1;
+    }
+  }
+  if (spec.options.device == Device::Cuda) {
+    const YAML::Mark m = engine_node.IsDefined() ? engine_node.Mark() : YAML::Mark::null_mark();
+    std::string where = L.file_;
+    if (!m.is_null())
+      where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    throw BackendUnavailable(
+        where + ": engine.device: device 'cuda' has no path for datasets yet; use cpu or auto");
+  }
+  // Per-record parameter checks (values from the dataset): reported at the dataset's line.
+  try {
+    check_dataset(*data, p.model, p.parameters, spec.options);
+  } catch (const DomainError& e) {
+    std::string msg = e.what();
+    if (msg.rfind("simulate_dataset: ", 0) == 0) msg = msg.substr(18);
+    throw ConfigError("", 0, 0, msg);
+  }
+  spec.dataset = std::move(data);
+}
+
 }  // namespace
 
 RunSpec parse_run_config(const std::string& text, const std::string& file) {
@@ -202,17 +319,6 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
       L.fail(it->second.value, "discretization is \"" + d + "\", but must be exact or euler");
   }
 
-  // time
-  auto& time_e = require(top, "time", root, "the run file");
-  auto time = L.entries(time_e.value, "time", {"dt", "steps"});
-  const YAML::Node dt_node = require(time, "dt", time_e.value, "time").value;
-  p.grid.dt = L.finite(dt_node, "time.dt", "finite and > 0", true);
-  const YAML::Node steps_node = require(time, "steps", time_e.value, "time").value;
-  p.grid.steps = L.integer(steps_node, "time.steps", 1, 1'000'000'000);
-  if (!std::isfinite(p.grid.time(p.grid.steps)))
-    L.fail(steps_node, "time.steps * time.dt is not finite; use fewer steps or a smaller dt");
-  const double t_end = p.grid.time(p.grid.steps);
-
   // precision and engine (needed for the size check below)
   if (auto it = top.find("precision"); it != top.end()) {
     const std::string s = L.scalar_string(it->second.value, "precision", "float64 or float32");
@@ -250,6 +356,24 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
       }
     }
   }
+
+  // subjects.dataset: a NONMEM dataset replaces the grid, the doses and the output times.
+  if (auto it = top.find("subjects");
+      it != top.end() && it->second.value.IsMap() && it->second.value["dataset"]) {
+    parse_dataset_run(L, top, spec, engine_node);
+    return spec;
+  }
+
+  // time
+  auto& time_e = require(top, "time", root, "the run file");
+  auto time = L.entries(time_e.value, "time", {"dt", "steps"});
+  const YAML::Node dt_node = require(time, "dt", time_e.value, "time").value;
+  p.grid.dt = L.finite(dt_node, "time.dt", "finite and > 0", true);
+  const YAML::Node steps_node = require(time, "steps", time_e.value, "time").value;
+  p.grid.steps = L.integer(steps_node, "time.steps", 1, 1'000'000'000);
+  if (!std::isfinite(p.grid.time(p.grid.steps)))
+    L.fail(steps_node, "time.steps * time.dt is not finite; use fewer steps or a smaller dt");
+  const double t_end = p.grid.time(p.grid.steps);
 
   // subjects
   auto& subj_e = require(top, "subjects", root, "the run file");

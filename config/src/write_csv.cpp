@@ -1,4 +1,5 @@
 #include <charconv>
+#include <cmath>
 #include <pkscan/config/output.hpp>
 #include <pkscan/models/model_kind.hpp>
 #include <string>
@@ -55,6 +56,54 @@ void write_csv(const SimulationResult& result, const ModelInfo& model, const std
     write_rows(result, result.amounts_f64(), out);
   else
     write_rows(result, result.amounts_f32(), out);
+  out.commit();
+}
+
+namespace {
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+}  // namespace
+
+void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
+                       const std::string& path) {
+  AtomicFile out(path);
+  std::string header = "id,time";
+  for (const std::string& c : model.compartments) header += ",amount_" + c;
+  for (const std::string& c : model.compartments) header += ",conc_" + c;
+  header += ",dv,pred";
+  for (const std::string& c : data.covariate_columns) header += "," + csv_field(c);
+  header += '\n';
+  out.write(header.data(), header.size());
+  const int n = r.compartments;
+  std::string line;
+  char num[64];
+  auto put_num = [&](double v) {
+    line += ',';
+    line.append(num, static_cast<std::size_t>(std::to_chars(num, num + sizeof num, v).ptr - num));
+  };
+  for (std::int64_t i = 0; i < r.rows(); ++i) {
+    const std::size_t ui = static_cast<std::size_t>(i);
+    const DatasetSubject& subj = data.subjects[static_cast<std::size_t>(r.subject[ui])];
+    const DatasetRecord& rec = subj.records[static_cast<std::size_t>(r.record[ui])];
+    line = csv_field(subj.id);
+    put_num(r.time[ui]);
+    for (int c = 0; c < n; ++c)
+      put_num(r.amounts[ui * static_cast<std::size_t>(n) + static_cast<std::size_t>(c)]);
+    for (int c = 0; c < n; ++c)
+      put_num(r.concentrations[ui * static_cast<std::size_t>(n) + static_cast<std::size_t>(c)]);
+    if (std::isnan(rec.dv))
+      line += ',';
+    else
+      put_num(rec.dv);
+    put_num(r.prediction[ui]);
+    for (const std::string& cov : rec.covariates) line += "," + csv_field(cov);
+    line += '\n';
+    out.write(line.data(), line.size());
+  }
   out.commit();
 }
 

@@ -411,11 +411,10 @@ void run_subjects(const SubjectContext& c, const std::vector<std::int64_t>& firs
 
 }  // namespace
 
-DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
-                               const ParameterBatch& parameters, const SimulateOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+SubjectContext make_context(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+                            const SimulateOptions& options) {
   const ModelInfo& m = model_info(model);
-  const int n = static_cast<int>(m.compartments.size());
   const std::int64_t subjects = static_cast<std::int64_t>(data.subjects.size());
   if (parameters.model() != model || parameters.subjects() != subjects)
     throw InvalidArgument(
@@ -424,7 +423,7 @@ DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
         std::to_string(subjects) + " (one per dataset subject) of model " + m.name);
   if (options.device == Device::Cuda)
     throw BackendUnavailable(
-        "device 'cuda' has no path for datasets (event lists) yet; use device: cpu");
+        "device 'cuda' has no path for datasets (event lists) yet; use device: cpu or auto");
   SubjectContext c{&data, &m, model, &parameters, {}};
   for (const std::string& name : data.parameter_columns) {
     const int col = parameter_index(m, name);
@@ -433,20 +432,39 @@ DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
                             m.name);
     c.column_of.push_back(col);
   }
-  // Validate every record's parameters and compartments before simulating.
-  DatasetResult res;
-  res.compartments = n;
-  std::vector<std::int64_t> first_row(static_cast<std::size_t>(subjects));
+  const int n = static_cast<int>(m.compartments.size());
   for (std::int64_t s = 0; s < subjects; ++s) {
     record_parameters(c, s, true);
-    first_row[static_cast<std::size_t>(s)] = res.rows();
-    const auto& recs = data.subjects[static_cast<std::size_t>(s)].records;
-    for (std::size_t j = 0; j < recs.size(); ++j) {
-      const DatasetRecord& r = recs[j];
+    for (const DatasetRecord& r : data.subjects[static_cast<std::size_t>(s)].records)
       if (r.cmt > n)
         fail_record(c, s, r,
                     "CMT is " + std::to_string(r.cmt) + ", but the model has " + std::to_string(n) +
                         " compartments");
+  }
+  return c;
+}
+}  // namespace
+
+void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+                   const SimulateOptions& options) {
+  make_context(data, model, parameters, options);
+}
+
+DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
+                               const ParameterBatch& parameters, const SimulateOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelInfo& m = model_info(model);
+  const int n = static_cast<int>(m.compartments.size());
+  const std::int64_t subjects = static_cast<std::int64_t>(data.subjects.size());
+  const SubjectContext c = make_context(data, model, parameters, options);
+  DatasetResult res;
+  res.compartments = n;
+  std::vector<std::int64_t> first_row(static_cast<std::size_t>(subjects));
+  for (std::int64_t s = 0; s < subjects; ++s) {
+    first_row[static_cast<std::size_t>(s)] = res.rows();
+    const auto& recs = data.subjects[static_cast<std::size_t>(s)].records;
+    for (std::size_t j = 0; j < recs.size(); ++j) {
+      const DatasetRecord& r = recs[j];
       if (r.evid != 0) continue;
       res.subject.push_back(s);
       res.record.push_back(static_cast<std::int64_t>(j));

@@ -36,6 +36,11 @@ struct DatasetResult {
   std::int64_t rows() const noexcept { return static_cast<std::int64_t>(time.size()); }
 };
 
+/// Checks what simulate_dataset() would reject (batch shape, every record's parameters,
+/// compartments, device) without simulating. @throws as simulate_dataset.
+void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+                   const SimulateOptions& options = {});
+
 /// Simulates every subject of `data` with exact event times (expm(A delta) per interval).
 /// @param parameters one row per dataset subject (in dataset order): values of the parameters
 ///        that are not dataset columns, or fall-backs for missing ('.') dataset cells. Dataset

@@ -3,6 +3,8 @@
 /// Run files (YAML) to a pkscan Problem. This is the only part of pkscan that sees yaml-cpp.
 /// The contract is shared/spec/run-config.md; docs/run-files.md documents every key.
 
+#include <memory>
+#include <pkscan/dataset.hpp>
 #include <pkscan/engine.hpp>
 #include <string>
 
@@ -16,6 +18,9 @@ struct RunSpec {
   std::string output_path;   ///< output.path ("" when not given)
   int output_path_line = 0;  ///< 1-based location of output.path, 0 if absent
   int output_path_column = 0;
+  /// The NONMEM dataset of a `subjects: {dataset: ...}` run (null for grid runs). Then
+  /// problem.parameters has one row per dataset subject and problem.grid/doses/output are unused.
+  std::shared_ptr<const Dataset> dataset;
   int output_line = 0;  ///< 1-based location of the `output` key, 0 if absent
   int output_column = 0;
 };

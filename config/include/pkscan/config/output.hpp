@@ -2,6 +2,8 @@
 /// @file output.hpp
 /// Writing results: CSV in the contract's layout, written atomically.
 
+#include <pkscan/dataset.hpp>
+#include <pkscan/events.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/types.hpp>
 #include <string>
@@ -39,5 +41,13 @@ class AtomicFile {
 /// `model`), one row per subject and output time, numbers in shortest round-trip form.
 /// @throws Error on I/O failure; the target is then untouched.
 void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path);
+
+/// Writes the rows of a dataset run: `id,time,amount_<c>...,conc_<c>...,dv,pred,<covariates>`,
+/// one row per observation record in dataset order; id is the dataset's ID, pred the
+/// concentration of the observed compartment, a missing DV an empty field; covariates as
+/// written in the dataset (quoted when they hold a comma or a quote).
+/// @throws Error on I/O failure; the target is then untouched.
+void write_dataset_csv(const DatasetResult& result, const Dataset& data, const ModelInfo& model,
+                       const std::string& path);
 
 }  // namespace pkscan::config
