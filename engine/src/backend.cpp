@@ -76,13 +76,8 @@ bool is_backend_available(Method method, Device device, std::string* why) {
       return false;
     }
   }
-  if (device == Device::Cuda) {
-    // The CUDA paths join in a later step of this build.
-    if (why)
-      *why = "method '" + to_string(method) +
-             "' on device 'cuda' is not compiled into this pkscan build";
-    return false;
-  }
+  // Device::Cuda here: compiled in (cuda_device_count() > 0 needs PKSCAN_HAS_CUDA) and a device
+  // is usable; methods batched, power and auto run there.
   return true;
 }
 
@@ -91,10 +86,22 @@ namespace detail {
 std::unique_ptr<Backend> make_reference_scan_backend();
 std::unique_ptr<Backend> make_batched_cpu_backend();
 std::unique_ptr<Backend> make_power_cpu_backend();
+#if PKSCAN_HAS_CUDA
+std::unique_ptr<Backend> make_cuda_batched_backend();  // cuda/cuda_backend.cpp
+std::unique_ptr<Backend> make_cuda_power_backend();
+#endif
 
 std::unique_ptr<Backend> make_backend(Method method, Device device) {
   std::string why;
   if (!is_backend_available(method, device, &why)) throw BackendUnavailable(why);
+#if PKSCAN_HAS_CUDA
+  if (device == Device::Cuda) {
+    if (method == Method::Power) return make_cuda_power_backend();
+    if (method == Method::Batched || method == Method::Auto) return make_cuda_batched_backend();
+    throw BackendUnavailable("method '" + to_string(method) +
+                             "' runs on the CPU only (use device: cpu or auto)");
+  }
+#endif
   switch (method) {
     case Method::Auto:
     case Method::Scan:
