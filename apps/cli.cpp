@@ -115,14 +115,14 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   if (spec.dataset) {
     const DatasetResult result =
         simulate_dataset(*spec.dataset, spec.problem.model, spec.problem.parameters, spec.options);
-    config::write_dataset_csv(result, *spec.dataset, model_info(spec.problem.model), path);
+    config::write_dataset_csv(result, *spec.dataset, spec.problem.parameters.info(), path);
     report(result.summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
     return kExitOk;
   }
   SimulateOptions options = spec.options;
   options.concentrations = false;  // the CSV writer divides by volumes as it writes
   const SimulationResult result = simulate(spec.problem, options);
-  config::write_csv(result, model_info(spec.problem.model), path);
+  config::write_csv(result, spec.problem.parameters.info(), path);
   report(result.summary(),
          std::to_string(result.subjects()) +
              (result.subjects() == 1 ? " subject x " : " subjects x ") +

@@ -412,7 +412,7 @@ class CudaBackend final : public Backend {
 #pragma omp for schedule(static)
       for (std::int64_t j = 0; j < m; ++j) {
         Mat<N> a;
-        rate_matrix(pr.model, pr.parameters.row(first + j), a.data());
+        rate_matrix(pr.parameters.info(), pr.parameters.row(first + j), a.data());
         build_transition<N>(a, pr.grid.dt, pr.discretization, s.partial_lengths, tr);
         for (int e = 0; e < N * N; ++e) {
           k[e * m + j] = tr.k.data()[e];

@@ -157,9 +157,10 @@ struct ParamSource {
 
 // A run on a NONMEM dataset: `subjects: {dataset: FILE, parameters: {...}}`, `output: {path}`.
 void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& top, RunSpec& spec,
+                       const std::shared_ptr<const ModelInfo>& model_ptr,
                        const YAML::Node& engine_node) {
   Problem& p = spec.problem;
-  const ModelInfo& model = model_info(p.model);
+  const ModelInfo& model = *model_ptr;
   for (const char* key : {"time", "doses"}) {
     if (auto it = top.find(key); it != top.end())
       L.fail(it->second.key, std::string(key) +
@@ -194,7 +195,7 @@ void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& to
   auto data = std::make_shared<Dataset>(
       read_dataset(resolved, names, static_cast<int>(model.compartments.size())));
   const std::int64_t count = static_cast<std::int64_t>(data->subjects.size());
-  p.parameters = ParameterBatch(p.model, count);
+  p.parameters = ParameterBatch(model_ptr, count);
   std::vector<char> given(model.parameters.size(), 0);
   for (const std::string& c : data->parameter_columns)
     given[static_cast<std::size_t>(parameter_index(model, c))] = 1;
@@ -299,15 +300,82 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
 
   // model
   Problem& p = spec.problem;
+  std::shared_ptr<const ModelInfo> model_ptr = ParameterBatch(p.model, 0).info_ptr();
   if (auto it = top.find("model"); it != top.end()) {
-    const std::string name = L.scalar_string(it->second.value, "model", "one of " + model_names());
-    try {
-      p.model = model_from_string(name);
-    } catch (const InvalidArgument&) {
-      L.fail(it->second.value, "model is \"" + name + "\", but must be one of " + model_names());
+    const YAML::Node& mv = it->second.value;
+    if (mv.IsMap()) {
+      // model: {linear: {compartments: [...], flows: [...], eliminations: [...], observe: name}}
+      auto outer = L.entries(mv, "model", {"linear"});
+      const YAML::Node lin = outer.at("linear").value;
+      auto e = L.entries(lin, "model.linear", {"compartments", "flows", "eliminations", "observe"});
+      auto names_of = [&](const YAML::Node& seq, const std::string& what) {
+        std::vector<std::string> v;
+        if (!seq.IsSequence() || seq.size() == 0)
+          L.fail(seq, what + " must be a non-empty list of compartment names");
+        for (std::size_t i = 0; i < seq.size(); ++i)
+          v.push_back(L.scalar_string(seq[i], what + "[" + std::to_string(i + 1) + "]",
+                                      "a compartment name"));
+        return v;
+      };
+      auto cit = e.find("compartments");
+      if (cit == e.end()) L.fail(lin, "missing key 'compartments' in model.linear");
+      const std::vector<std::string> comps =
+          names_of(cit->second.value, "model.linear.compartments");
+      std::vector<FlowSpec> flows;
+      auto read_flows = [&](const char* key, bool elimination) {
+        auto f = e.find(key);
+        if (f == e.end()) return;
+        const YAML::Node& seq = f->second.value;
+        if (!seq.IsSequence()) L.fail(seq, std::string("model.linear.") + key + " must be a list");
+        for (std::size_t i = 0; i < seq.size(); ++i) {
+          const std::string ctx =
+              std::string("model.linear.") + key + "[" + std::to_string(i + 1) + "]";
+          auto fe = elimination ? L.entries(seq[i], ctx, {"from", "rate"})
+                                : L.entries(seq[i], ctx, {"from", "to", "rate"});
+          for (const char* need : elimination ? std::vector<const char*>{"from", "rate"}
+                                              : std::vector<const char*>{"from", "to", "rate"})
+            if (fe.find(need) == fe.end())
+              L.fail(seq[i], "missing key '" + std::string(need) + "' in " + ctx);
+          FlowSpec spec_flow;
+          spec_flow.from =
+              L.scalar_string(fe.at("from").value, ctx + ".from", "a compartment name");
+          if (!elimination)
+            spec_flow.to = L.scalar_string(fe.at("to").value, ctx + ".to", "a compartment name");
+          spec_flow.parameter =
+              L.scalar_string(fe.at("rate").value, ctx + ".rate", "a parameter name");
+          flows.push_back(spec_flow);
+        }
+      };
+      read_flows("flows", false);
+      read_flows("eliminations", true);
+      std::string observe;
+      if (auto o = e.find("observe"); o != e.end())
+        observe = L.scalar_string(o->second.value, "model.linear.observe", "a compartment name");
+      try {
+        model_ptr = make_linear_model(comps, flows, observe);
+      } catch (const InvalidArgument& ex) {
+        std::string msg = ex.what();
+        if (msg.rfind("linear model: ", 0) == 0) msg = msg.substr(14);
+        L.fail(lin, "model.linear: " + msg);
+      }
+      p.model = ModelKind::Linear;
+    } else {
+      const std::string name =
+          L.scalar_string(mv, "model", "one of " + model_names() + ", or {linear: ...}");
+      if (name == "linear")
+        L.fail(mv,
+               "model linear needs its compartments and flows: model: {linear: {compartments: "
+               "[...], flows: [...], eliminations: [...]}}");
+      try {
+        p.model = model_from_string(name);
+      } catch (const InvalidArgument&) {
+        L.fail(mv, "model is \"" + name + "\", but must be one of " + model_names() +
+                       ", or {linear: ...}");
+      }
+      model_ptr = ParameterBatch(p.model, 0).info_ptr();
     }
   }
-  const ModelInfo& model = model_info(p.model);
+  const ModelInfo& model = *model_ptr;
 
   if (auto it = top.find("discretization"); it != top.end()) {
     const std::string d = L.scalar_string(it->second.value, "discretization", "exact or euler");
@@ -360,7 +428,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   // subjects.dataset: a NONMEM dataset replaces the grid, the doses and the output times.
   if (auto it = top.find("subjects");
       it != top.end() && it->second.value.IsMap() && it->second.value["dataset"]) {
-    parse_dataset_run(L, top, spec, engine_node);
+    parse_dataset_run(L, top, spec, model_ptr, engine_node);
     return spec;
   }
 
@@ -500,7 +568,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     const std::uint64_t per_subject = result_bytes(
         [&] {
           Problem one = sizing;
-          one.parameters = ParameterBatch(p.model, 1);
+          one.parameters = ParameterBatch(model_ptr, 1);
           return one;
         }(),
         so);
@@ -524,7 +592,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     }
   }
 
-  p.parameters = ParameterBatch(p.model, count);
+  p.parameters = ParameterBatch(model_ptr, count);
   for (const ParamSource& src : sources) {
     const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(src.column)];
     const bool volume = pi.role == ParameterRole::Volume;
@@ -620,7 +688,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     const int n = static_cast<int>(model.compartments.size());
     std::vector<double> a(static_cast<std::size_t>(n * n));
     for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
-      rate_matrix(p.model, p.parameters.row(s), a.data());
+      rate_matrix(model, p.parameters.row(s), a.data());
       for (int r = 0; r < n; ++r) {
         const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * p.grid.dt;
         if (k < 0.0)

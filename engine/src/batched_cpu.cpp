@@ -197,7 +197,7 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
   const int active = static_cast<int>(std::min<std::int64_t>(W, b.subjects - first));
   for (int l = 0; l < active; ++l) {
     Mat<N> a;
-    rate_matrix(p.model, p.parameters.row(first + l), a.data());
+    rate_matrix(*b.model, p.parameters.row(first + l), a.data());
     build_transition<N>(a, p.grid.dt, p.discretization, s.partial_lengths,
                         tr[static_cast<std::size_t>(l)]);
   }

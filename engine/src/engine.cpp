@@ -87,7 +87,7 @@ class ResultBuilder {
 namespace {
 
 std::uint64_t bytes_for(const Problem& p, const SimulateOptions& o, std::uint64_t n_out) {
-  const std::uint64_t n = model_info(p.model).compartments.size();
+  const std::uint64_t n = p.parameters.info().compartments.size();
   const std::uint64_t subjects =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.parameters.subjects()));
   const std::uint64_t scalar = o.precision == Precision::Float64 ? 8 : 4;
@@ -226,11 +226,11 @@ void Engine::simulate_into(const Problem& problem, const SimulateOptions& option
                            SimulationResult& r) {
   check(problem, options);
   const auto t0 = std::chrono::steady_clock::now();
-  const ModelInfo& model = model_info(problem.model);
+  const ModelInfo& model = problem.parameters.info();
   const int n = static_cast<int>(model.compartments.size());
   detail::PreparedBatch batch(impl_->schedule_for(problem, n));
   batch.problem = &problem;
-  batch.model = &model_info(problem.model);
+  batch.model = &model;
   batch.n = static_cast<int>(batch.model->compartments.size());
   batch.subjects = problem.parameters.subjects();
   batch.out_steps = detail::output_steps(problem.output, problem.grid);

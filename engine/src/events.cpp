@@ -203,7 +203,7 @@ struct Solver {
       return prop;
     }
     Mat<N> a;
-    rate_matrix(c.kind, p(j), a.data());
+    rate_matrix(*c.model, p(j), a.data());
     prop.reset(a);
     prop_record = j;
     return prop;
@@ -414,7 +414,7 @@ void run_subjects(const SubjectContext& c, const std::vector<std::int64_t>& firs
 namespace {
 SubjectContext make_context(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
                             const SimulateOptions& options) {
-  const ModelInfo& m = model_info(model);
+  const ModelInfo& m = parameters.info();
   const std::int64_t subjects = static_cast<std::int64_t>(data.subjects.size());
   if (parameters.model() != model || parameters.subjects() != subjects)
     throw InvalidArgument(
@@ -453,7 +453,7 @@ void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& p
 DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
                                const ParameterBatch& parameters, const SimulateOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const ModelInfo& m = model_info(model);
+  const ModelInfo& m = parameters.info();
   const int n = static_cast<int>(m.compartments.size());
   const std::int64_t subjects = static_cast<std::int64_t>(data.subjects.size());
   const SubjectContext c = make_context(data, model, parameters, options);
@@ -480,14 +480,23 @@ DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
   const int threads = method == Method::Scan ? 1 : (options.threads > 0 ? options.threads : hw);
   const auto t1 = std::chrono::steady_clock::now();
   switch (n) {
+    case 1:
+      run_subjects<1>(c, first_row, threads, res.amounts.data(), res.status.data());
+      break;
     case 2:
       run_subjects<2>(c, first_row, threads, res.amounts.data(), res.status.data());
       break;
     case 3:
       run_subjects<3>(c, first_row, threads, res.amounts.data(), res.status.data());
       break;
-    default:
+    case 4:
       run_subjects<4>(c, first_row, threads, res.amounts.data(), res.status.data());
+      break;
+    case 5:
+      run_subjects<5>(c, first_row, threads, res.amounts.data(), res.status.data());
+      break;
+    default:
+      run_subjects<6>(c, first_row, threads, res.amounts.data(), res.status.data());
       break;
   }
   const auto t2 = std::chrono::steady_clock::now();

@@ -40,7 +40,7 @@ struct PowerSubject {
   void build(const PreparedBatch& b, std::int64_t subject) {
     const Problem& pr = *b.problem;
     Mat<N> a;
-    rate_matrix(pr.model, pr.parameters.row(subject), a.data());
+    rate_matrix(*b.model, pr.parameters.row(subject), a.data());
     build_transition<N>(a, pr.grid.dt, pr.discretization, b.schedule.partial_lengths, tr);
     for (int i = 0; i < N * N; ++i) k[i] = static_cast<Real>(tr.k.data()[i]);
     levels = 1;

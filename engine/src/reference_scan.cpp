@@ -52,7 +52,7 @@ void reference_subject_n(const PreparedBatch& batch, std::int64_t subject, Real*
                          SubjectStatus* status) {
   const Problem& p = *batch.problem;
   Mat<N> a;
-  rate_matrix(p.model, p.parameters.row(subject), a.data());  // row-major, as Mat<N>
+  rate_matrix(*batch.model, p.parameters.row(subject), a.data());  // row-major, as Mat<N>
   *status = reference_scan_matrix<N, Real>(a, p.grid.dt, p.discretization, batch.schedule,
                                            batch.out_steps, out);
 }
@@ -99,6 +99,12 @@ SubjectStatus reference_scan_matrix(const Mat<N>& a, double dt, Discretization d
   template SubjectStatus reference_scan_matrix<N, Real>(const Mat<N>&, double, Discretization, \
                                                         const Schedule&,                       \
                                                         const std::vector<std::int64_t>&, Real*);
+PKSCAN_INSTANTIATE_REFERENCE(1, double)
+PKSCAN_INSTANTIATE_REFERENCE(1, float)
+PKSCAN_INSTANTIATE_REFERENCE(5, double)
+PKSCAN_INSTANTIATE_REFERENCE(5, float)
+PKSCAN_INSTANTIATE_REFERENCE(6, double)
+PKSCAN_INSTANTIATE_REFERENCE(6, float)
 PKSCAN_INSTANTIATE_REFERENCE(2, double)
 PKSCAN_INSTANTIATE_REFERENCE(2, float)
 PKSCAN_INSTANTIATE_REFERENCE(3, double)
@@ -111,6 +117,9 @@ template <class Real>
 void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* out,
                        SubjectStatus* status) {
   switch (batch.n) {
+    case 1:
+      reference_subject_n<1, Real>(batch, subject, out, status);
+      return;
     case 2:
       reference_subject_n<2, Real>(batch, subject, out, status);
       return;
@@ -119,6 +128,12 @@ void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* o
       return;
     case 4:
       reference_subject_n<4, Real>(batch, subject, out, status);
+      return;
+    case 5:
+      reference_subject_n<5, Real>(batch, subject, out, status);
+      return;
+    case 6:
+      reference_subject_n<6, Real>(batch, subject, out, status);
       return;
     default:
       throw InvalidArgument("simulate: models with " + std::to_string(batch.n) +

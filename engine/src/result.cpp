@@ -4,11 +4,20 @@
 
 namespace pkscan {
 
+std::shared_ptr<const ModelInfo> ParameterBatch::builtin(ModelKind kind) {
+  // Non-owning: the built-in descriptions are static.
+  return std::shared_ptr<const ModelInfo>(std::shared_ptr<const ModelInfo>(), &model_info(kind));
+}
+
 ParameterBatch::ParameterBatch(ModelKind model, std::int64_t subjects)
-    : model_(model),
+    : ParameterBatch(builtin(model), subjects) {}
+
+ParameterBatch::ParameterBatch(std::shared_ptr<const ModelInfo> model, std::int64_t subjects)
+    : model_(model->kind),
+      info_(std::move(model)),
       subjects_(subjects < 0 ? 0 : subjects),
-      columns_(static_cast<int>(model_info(model).parameters.size())) {
-  const ModelInfo& info = model_info(model);
+      columns_(static_cast<int>(info_->parameters.size())) {
+  const ModelInfo& info = *info_;
   values_.resize(static_cast<std::size_t>(subjects_ * columns_));
   for (std::int64_t s = 0; s < subjects_; ++s)
     for (int c = 0; c < columns_; ++c)
@@ -17,17 +26,17 @@ ParameterBatch::ParameterBatch(ModelKind model, std::int64_t subjects)
 }
 
 namespace {
-int column_or_throw(ModelKind model, const std::string& name) {
-  const int c = parameter_index(model_info(model), name);
+int column_or_throw(const ModelInfo& model, const std::string& name) {
+  const int c = parameter_index(model, name);
   if (c < 0)
     throw InvalidArgument("ParameterBatch: parameter \"" + name + "\" is not a parameter of " +
-                          to_string(model));
+                          model.name);
   return c;
 }
 }  // namespace
 
 void ParameterBatch::set(const std::string& name, std::int64_t subject, double value) {
-  const int c = column_or_throw(model_, name);
+  const int c = column_or_throw(*info_, name);
   if (subject < 0 || subject >= subjects_)
     throw InvalidArgument("ParameterBatch: subject index (0-based) is " + std::to_string(subject) +
                           ", but must be in [0, " + std::to_string(subjects_) + ")");
@@ -35,7 +44,7 @@ void ParameterBatch::set(const std::string& name, std::int64_t subject, double v
 }
 
 void ParameterBatch::set_all(const std::string& name, double value) {
-  const int c = column_or_throw(model_, name);
+  const int c = column_or_throw(*info_, name);
   for (std::int64_t s = 0; s < subjects_; ++s)
     values_[static_cast<std::size_t>(s * columns_ + c)] = value;
 }

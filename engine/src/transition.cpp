@@ -42,9 +42,12 @@ void build_transition(const Mat<N>& a, double dt, Discretization disc,
   template void exact_transition<N>(const Mat<N>&, double, Mat<N>&, Mat<N>&); \
   template void build_transition<N>(const Mat<N>&, double, Discretization,    \
                                     const std::vector<double>&, Transition<N>&);
+PKSCAN_INSTANTIATE_TRANSITION(1)
 PKSCAN_INSTANTIATE_TRANSITION(2)
 PKSCAN_INSTANTIATE_TRANSITION(3)
 PKSCAN_INSTANTIATE_TRANSITION(4)
+PKSCAN_INSTANTIATE_TRANSITION(5)
+PKSCAN_INSTANTIATE_TRANSITION(6)
 #undef PKSCAN_INSTANTIATE_TRANSITION
 
 }  // namespace pkscan::detail

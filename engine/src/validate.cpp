@@ -35,7 +35,7 @@ __attribute__((noinline, cold)) void throw_invalid(const std::string& where,
 }
 
 void validate_problem(const Problem& p) {
-  const ModelInfo& m = model_info(p.model);
+  const ModelInfo& m = p.parameters.info();
   const int n = static_cast<int>(m.compartments.size());
   if (p.parameters.model() != p.model)
     throw_invalid(kWhere, "the parameter batch's model", to_string(p.parameters.model()),
@@ -110,7 +110,7 @@ void validate_problem(const Problem& p) {
   if (p.discretization == Discretization::Euler) {
     std::vector<double> a(static_cast<std::size_t>(n * n));
     for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
-      rate_matrix(p.model, p.parameters.row(s), a.data());
+      rate_matrix(m, p.parameters.row(s), a.data());
       for (int r = 0; r < n; ++r) {
         const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * p.grid.dt;
         if (k < 0.0)

@@ -1,4 +1,5 @@
 // Built-in model registry: an enum and a switch, no string-keyed registry of code.
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <pkscan/error.hpp>
@@ -105,6 +106,12 @@ double micro_or(const double* p, int micro, int clearance, int volume) {
 }  // namespace
 
 const ModelInfo& model_info(ModelKind kind) noexcept {
+  static const ModelInfo linear = [] {
+    ModelInfo m;
+    m.kind = ModelKind::Linear;
+    m.name = "linear";
+    return m;
+  }();
   static const ModelInfo two = make_two_compartment();
   static const ModelInfo three = make_three_compartment();
   static const ModelInfo four = make_four_compartment();
@@ -115,8 +122,80 @@ const ModelInfo& model_info(ModelKind kind) noexcept {
       return three;
     case ModelKind::FourCompartment:
       return four;
+    case ModelKind::Linear:
+      return linear;
   }
   return three;
+}
+
+std::shared_ptr<const ModelInfo> make_linear_model(const std::vector<std::string>& compartments,
+                                                   const std::vector<FlowSpec>& flows,
+                                                   const std::string& observe) {
+  auto m = std::make_shared<ModelInfo>();
+  m->kind = ModelKind::Linear;
+  m->name = "linear";
+  const int n = static_cast<int>(compartments.size());
+  if (n < 1 || n > kMaxLinearCompartments)
+    throw InvalidArgument("linear model: compartments has " + std::to_string(n) +
+                          " names, but must have 1 to " + std::to_string(kMaxLinearCompartments));
+  auto valid_name = [](const std::string& s) {
+    if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+    for (char ch : s)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) return false;
+    return true;
+  };
+  for (int i = 0; i < n; ++i) {
+    const std::string& c = compartments[static_cast<std::size_t>(i)];
+    if (!valid_name(c))
+      throw InvalidArgument("linear model: compartment name \"" + c +
+                            "\" is not a name (letters, digits and _, not starting with a digit)");
+    for (int j = 0; j < i; ++j)
+      if (compartments[static_cast<std::size_t>(j)] == c)
+        throw InvalidArgument("linear model: compartment \"" + c + "\" is declared twice");
+  }
+  m->compartments = compartments;
+  auto index = [&](const std::string& name, const char* what) {
+    for (int i = 0; i < n; ++i)
+      if (compartments[static_cast<std::size_t>(i)] == name) return i;
+    throw InvalidArgument(std::string("linear model: flow ") + what + " \"" + name +
+                          "\" is not a declared compartment");
+  };
+  for (const FlowSpec& f : flows) {
+    const int from = index(f.from, "from");
+    const int to = f.to.empty() ? -1 : index(f.to, "to");
+    if (to == from) throw InvalidArgument("linear model: a flow from \"" + f.from + "\" to itself");
+    if (!valid_name(f.parameter))
+      throw InvalidArgument("linear model: flow rate \"" + f.parameter +
+                            "\" is not a parameter name");
+    for (const std::string& c : compartments)
+      if (f.parameter == "v_" + c || f.parameter == "f_" + c || f.parameter == "lag_" + c)
+        throw InvalidArgument("linear model: flow rate \"" + f.parameter +
+                              "\" clashes with the volume, f_ or lag_ parameter of a compartment");
+    int col = parameter_index(*m, f.parameter);
+    if (col < 0) col = add(*m, f.parameter, "", ParameterRole::Rate, kRequired);
+    for (const Flow& g : m->flows)
+      if (g.from == from && g.to == to)
+        throw InvalidArgument("linear model: two flows from \"" + f.from + "\" to \"" +
+                              (f.to.empty() ? std::string("elimination") : f.to) + "\"");
+    m->flows.push_back({from, to, col});
+  }
+  for (const std::string& c : compartments)
+    m->volume_parameter.push_back(add(*m, "v_" + c, "", ParameterRole::Volume, 1.0));
+  add_dose_parameters(*m);
+  m->default_dose_compartment = 0;
+  if (!observe.empty()) {
+    m->default_observation_compartment = -1;
+    for (int i = 0; i < n; ++i)
+      if (compartments[static_cast<std::size_t>(i)] == observe)
+        m->default_observation_compartment = i;
+    if (m->default_observation_compartment < 0)
+      throw InvalidArgument("linear model: observe \"" + observe +
+                            "\" is not a declared compartment");
+  } else {
+    const int central = compartment_index(*m, "central");
+    m->default_observation_compartment = central >= 0 ? central : 0;
+  }
+  return m;
 }
 
 std::string to_string(ModelKind kind) { return model_info(kind).name; }
@@ -146,6 +225,20 @@ int compartment_index(const ModelInfo& model, std::string_view name) noexcept {
   return -1;
 }
 
+void rate_matrix(const ModelInfo& model, const double* p, double* a) noexcept {
+  if (model.kind != ModelKind::Linear) {
+    rate_matrix(model.kind, p, a);
+    return;
+  }
+  const std::size_t n = model.compartments.size();
+  for (std::size_t i = 0; i < n * n; ++i) a[i] = 0.0;
+  for (const Flow& f : model.flows) {
+    const double k = p[f.parameter];
+    a[static_cast<std::size_t>(f.from) * n + static_cast<std::size_t>(f.from)] -= k;
+    if (f.to >= 0) a[static_cast<std::size_t>(f.to) * n + static_cast<std::size_t>(f.from)] += k;
+  }
+}
+
 void rate_matrix(ModelKind kind, const double* p, double* a) noexcept {
   const ModelInfo& m = model_info(kind);
   const std::size_t n = m.compartments.size();
@@ -169,6 +262,8 @@ void rate_matrix(ModelKind kind, const double* p, double* a) noexcept {
         for (int c = 0; c < 3; ++c) a[r * 3 + c] = m3(r, c);
       return;
     }
+    case ModelKind::Linear:
+      return;  // needs the ModelInfo: rate_matrix(const ModelInfo&, ...)
     case ModelKind::FourCompartment: {
       // columns: ka 0, k12 1, k21 2, k13 3, k31 4, ke 5, v_depot 6, v_central 7, v_peripheral1 8,
       // v_peripheral2 9, cl 10, q 11, q2 12

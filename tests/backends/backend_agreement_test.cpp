@@ -55,7 +55,18 @@ Problem build(const Scenario& sc) {
   p.model = sc.model;
   p.discretization = sc.disc;
   p.grid = {sc.dt, sc.steps};
-  p.parameters = ParameterBatch(sc.model, sc.subjects);
+  if (sc.model == ModelKind::Linear) {
+    // A declared model: gut -> central -> (periph <->), plus a second elimination from periph.
+    p.parameters = ParameterBatch(
+        make_linear_model({"gut", "central", "periph"}, {{"gut", "central", "ka"},
+                                                         {"central", "periph", "k12"},
+                                                         {"periph", "central", "k21"},
+                                                         {"central", "", "ke"},
+                                                         {"periph", "", "kp"}}),
+        sc.subjects);
+  } else {
+    p.parameters = ParameterBatch(sc.model, sc.subjects);
+  }
   std::mt19937 rng(seed() + static_cast<std::uint32_t>(sc.subjects * 131 + sc.steps));
   std::lognormal_distribution<double> bsv(0.0, 0.3);
   for (std::int64_t s = 0; s < sc.subjects; ++s) {
@@ -68,6 +79,7 @@ Problem build(const Scenario& sc) {
       p.parameters.set("k21", s, 0.1 / f);
     }
     if (sc.model == ModelKind::ThreeCompartment) p.parameters.set("v_peripheral", s, 60.0);
+    if (sc.model == ModelKind::Linear) p.parameters.set("kp", s, 0.01 * f);
     if (sc.model == ModelKind::FourCompartment) {
       p.parameters.set("k13", s, 0.05 * f);
       p.parameters.set("k31", s, 0.02);
@@ -138,9 +150,11 @@ const std::vector<Scenario>& scenarios() {
               v.push_back({name, sz.s, h.dt, h.steps, d, r, sparse});
             }
     // The other built-in models on a few scenarios.
-    for (ModelKind m : {ModelKind::TwoCompartment, ModelKind::FourCompartment})
+    for (ModelKind m : {ModelKind::TwoCompartment, ModelKind::FourCompartment, ModelKind::Linear})
       for (bool sparse : {false, true}) {
-        const std::string mn = m == ModelKind::TwoCompartment ? "TwoCpt" : "FourCpt";
+        const std::string mn = m == ModelKind::TwoCompartment    ? "TwoCpt"
+                               : m == ModelKind::FourCompartment ? "FourCpt"
+                                                                 : "Linear";
         v.push_back({mn + "_ManySubjects_Mixed_Exact_" + (sparse ? "Sparse" : "Dense"), 29, 0.25,
                      400, Discretization::Exact, 3, sparse, m});
         v.push_back({mn + "_OneSubject_Infusions_Euler_" + (sparse ? "Sparse" : "Dense"), 1, 0.25,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <pkscan/pkscan.hpp>
 #include <string>
 
@@ -126,6 +127,125 @@ TEST(Parameterization, MixingMicroConstantsAndClearancesIsAnError) {
     ADD_FAILURE() << "no exception";
   } catch (const DomainError& e) {
     EXPECT_NE(std::string(e.what()).find("k12 and k21"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pkscan
+
+namespace pkscan {
+namespace {
+
+// The same table through `linear` models declared flow by flow (the second route).
+std::shared_ptr<const ModelInfo> linear_disposition(int peripherals) {
+  std::vector<std::string> comps = {"depot", "central"};
+  std::vector<FlowSpec> flows = {{"depot", "central", "ka"}, {"central", "", "ke"}};
+  if (peripherals >= 1) {
+    comps.push_back("p1");
+    flows.push_back({"central", "p1", "k12"});
+    flows.push_back({"p1", "central", "k21"});
+  }
+  if (peripherals >= 2) {
+    comps.push_back("p2");
+    flows.push_back({"central", "p2", "k13"});
+    flows.push_back({"p2", "central", "k31"});
+  }
+  return make_linear_model(comps, flows);
+}
+
+double linear_conc_at_23(int peripherals, Route route) {
+  Problem p;
+  p.model = ModelKind::Linear;
+  p.grid = {0.5, 46};
+  p.parameters = ParameterBatch(linear_disposition(peripherals), 1);
+  p.parameters.set_all("ka", 0.5);
+  p.parameters.set_all("ke", 10.0 / 50.0);
+  p.parameters.set_all("v_central", 50.0);
+  if (peripherals >= 1) {
+    p.parameters.set_all("k12", 5.0 / 50.0);
+    p.parameters.set_all("k21", 5.0 / 100.0);
+  }
+  if (peripherals >= 2) {
+    p.parameters.set_all("k13", 3.0 / 50.0);
+    p.parameters.set_all("k31", 3.0 / 150.0);
+  }
+  DoseEvent d;
+  d.compartment = route == kOral ? 0 : 1;
+  d.amount = 100.0;
+  d.every = 12.0;
+  d.repeat = 10;
+  if (route == kInfusion) d.duration = 1.0;
+  p.doses = {d};
+  p.output = OutputTimes::at_steps({46});
+  return simulate(p).concentration(0, 0, 1);
+}
+
+TEST(PkpdsimLinear, EveryRowThroughALinearModel) {
+  const struct {
+    int peripherals;
+    Route route;
+    double exact;
+  } rows[] = {{0, kBolus, 0.24171}, {0, kInfusion, 0.26758}, {0, kOral, 0.38919},
+              {1, kBolus, 0.21218}, {1, kInfusion, 0.22484}, {1, kOral, 0.30176},
+              {2, kBolus, 0.16874}, {2, kInfusion, 0.17686}, {2, kOral, 0.23627}};
+  for (const auto& r : rows)
+    EXPECT_NEAR(linear_conc_at_23(r.peripherals, r.route), r.exact, 0.5e-5)
+        << r.peripherals << " peripherals, route " << r.route;
+}
+
+// A chain of n compartments with equal rates k (each flows to the next, the last eliminates):
+// after a bolus D into the first, compartment j holds D (k t)^j / j! exp(-k t) (Erlang).
+TEST(LinearModel, TransitChainsMatchTheErlangClosedForm) {
+  for (int n : {1, 5, 6}) {
+    std::vector<std::string> comps;
+    std::vector<FlowSpec> flows;
+    for (int j = 0; j < n; ++j) comps.push_back("c" + std::to_string(j));
+    for (int j = 0; j + 1 < n; ++j) flows.push_back({comps[j], comps[j + 1], "k"});
+    flows.push_back({comps[static_cast<std::size_t>(n - 1)], "", "k"});
+    Problem p;
+    p.model = ModelKind::Linear;
+    p.grid = {0.1, 200};
+    p.parameters = ParameterBatch(make_linear_model(comps, flows), 3);
+    p.parameters.set_all("k", 0.7);
+    DoseEvent d;
+    d.amount = 100.0;
+    p.doses = {d};
+    const SimulationResult r = simulate(p);  // auto: batched and power are compiled for 2-4
+    EXPECT_EQ(r.compartments(), n);
+    for (std::int64_t i = 0; i < r.times(); i += 7) {
+      const double t = r.output_times()[static_cast<std::size_t>(i)];
+      double fact = 1.0;
+      for (int j = 0; j < n; ++j) {
+        if (j > 0) fact *= j;
+        const double want = 100.0 * std::pow(0.7 * t, j) / fact * std::exp(-0.7 * t);
+        EXPECT_NEAR(r.amount(2, i, j), want, 1e-12 * 100.0)
+            << "n=" << n << " t=" << t << " j=" << j;
+      }
+    }
+    SimulateOptions batched;
+    batched.method = Method::Batched;
+    batched.device = Device::Cpu;
+    if (n > 4) {
+      EXPECT_THROW(simulate(p, batched), BackendUnavailable);
+    }
+  }
+}
+
+TEST(LinearModel, BadDeclarationsAreInvalidArguments) {
+  EXPECT_THROW(make_linear_model({}, {}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "a"}, {}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "b"}, {{"a", "c", "k"}}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "b"}, {{"a", "a", "k"}}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "b"}, {{"a", "b", "v_b"}}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "b"}, {{"a", "b", "k"}, {"a", "b", "k2"}}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"1a"}, {}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "b", "c", "d", "e", "f", "g"}, {}), InvalidArgument);
+  try {
+    make_linear_model({"gut", "central"}, {{"gut", "centrl", "ka"}});
+    ADD_FAILURE();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"centrl\" is not a declared compartment"),
+              std::string::npos);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <pkscan/models/model_kind.hpp>
 #include <string>
 #include <vector>
@@ -65,8 +66,14 @@ struct OutputTimes {
 class ParameterBatch {
  public:
   ParameterBatch() = default;
-  /// A batch of `subjects` rows for `model`, filled with the model's defaults.
+  /// A batch of `subjects` rows for a built-in `model`, filled with the model's defaults.
   ParameterBatch(ModelKind model, std::int64_t subjects);
+  /// A batch for any model description (a `linear` model from make_linear_model).
+  ParameterBatch(std::shared_ptr<const ModelInfo> model, std::int64_t subjects);
+  /// The model's description (compartments, parameters, rate matrix rules).
+  const ModelInfo& info() const noexcept { return *info_; }
+  /// The same, shared.
+  const std::shared_ptr<const ModelInfo>& info_ptr() const noexcept { return info_; }
   /// The model whose parameters these are.
   ModelKind model() const noexcept { return model_; }
   /// Number of subjects.
@@ -91,7 +98,9 @@ class ParameterBatch {
 
  private:
   ModelKind model_ = ModelKind::ThreeCompartment;
+  std::shared_ptr<const ModelInfo> info_ = builtin(ModelKind::ThreeCompartment);
   std::int64_t subjects_ = 0;
+  static std::shared_ptr<const ModelInfo> builtin(ModelKind kind);
   int columns_ = 0;
   std::vector<double> values_;
 };

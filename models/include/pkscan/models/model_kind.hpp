@@ -7,6 +7,7 @@
 /// in 1/time and volumes in any volume unit; pkscan is unit-agnostic (see types.hpp).
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,7 @@ enum class ModelKind {
   TwoCompartment,    ///< depot -> central, elimination from central (NONMEM ADVAN2)
   ThreeCompartment,  ///< depot -> central <-> peripheral, elimination from central (ADVAN4)
   FourCompartment,   ///< depot -> central <-> peripheral1, central <-> peripheral2 (ADVAN12)
+  Linear,  ///< compartments and first-order flows declared by the user (make_linear_model)
 };
 
 /// What kind of quantity a parameter is; decides its validation rule.
@@ -44,7 +46,15 @@ struct ParameterAlternative {
   std::vector<int> clearance;  ///< columns of the clearances
 };
 
-/// Static description of a model.
+/// A first-order flow of a linear model: amount moves from `from` to `to` at rate
+/// parameter * amount(from); `to` == -1 is elimination out of the system.
+struct Flow {
+  int from;       ///< source compartment, 0-based
+  int to;         ///< destination compartment, 0-based, or -1 for elimination
+  int parameter;  ///< column of its rate constant
+};
+
+/// Description of a model (static for the built-ins; built by make_linear_model for `linear`).
 struct ModelInfo {
   ModelKind kind;                         ///< the model
   std::string name;                       ///< run-file name ("three_compartment")
@@ -57,10 +67,35 @@ struct ModelInfo {
   std::vector<char> in_alternative;                ///< per parameter: 1 when part of an alternative
   int default_dose_compartment = 0;         ///< NONMEM's default dose compartment (CMT 1), 0-based
   int default_observation_compartment = 1;  ///< central, 0-based
+  std::vector<Flow> flows;                  ///< ModelKind::Linear: the flows that make up A
 };
 
-/// Description of a built-in model. Never throws.
+/// Largest number of compartments of a `linear` model.
+inline constexpr int kMaxLinearCompartments = 6;
+
+/// One flow of a user-declared linear model, by names.
+struct FlowSpec {
+  std::string from;       ///< source compartment
+  std::string to;         ///< destination compartment; empty for elimination
+  std::string parameter;  ///< name of its rate constant (a new parameter of the model)
+};
+
+/// Builds a `linear` model: compartments in state order, flows between them and eliminations
+/// (FlowSpec with empty `to`). Its parameters are the flows' rate constants (in order of first
+/// appearance; one parameter may serve several flows), then v_<compartment> (default 1), then
+/// f_<compartment> and lag_<compartment>. Doses without a compartment go to the first;
+/// observations are of `observe` (default: "central" if there is one, else the first).
+/// @throws InvalidArgument naming the offending compartment, flow or parameter.
+std::shared_ptr<const ModelInfo> make_linear_model(const std::vector<std::string>& compartments,
+                                                   const std::vector<FlowSpec>& flows,
+                                                   const std::string& observe = "");
+
+/// Description of a built-in model (for ModelKind::Linear: an empty model; use the ModelInfo
+/// from make_linear_model). Never throws.
 const ModelInfo& model_info(ModelKind kind) noexcept;
+
+/// Fills the row-major n x n rate matrix of any model (built-in or linear).
+void rate_matrix(const ModelInfo& model, const double* params, double* a) noexcept;
 
 /// Run-file name of a model ("three_compartment").
 std::string to_string(ModelKind kind);
