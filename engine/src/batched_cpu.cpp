@@ -27,7 +27,7 @@ namespace pkscan::detail {
 
 namespace {
 
-constexpr int kTileRows = 32;  // output rows gathered per lane before a write-out
+constexpr int kTileRows = 64;  // output rows gathered per lane before a write-out
 
 template <class Real>
 constexpr int lanes() {
@@ -85,6 +85,11 @@ struct Sink {
   std::int64_t next_row;  // output row the tile starts at
   bool streaming;         // write with non-temporal stores (output much larger than caches)
   bool finite[64];        // per lane
+  // Streaming writes whole 64-byte lines only: the values of a lane that do not fill a line yet
+  // wait here for the next flush (a partial line written non-temporally is slow).
+  static constexpr int kLine = 64 / static_cast<int>(sizeof(Real));
+  Real carry[64][kLine];
+  int carry_n[64];
 };
 
 // Copies n values to dst bypassing the caches (no read-for-ownership of the destination lines):
@@ -135,19 +140,72 @@ inline bool all_finite(const Real* v, int n) {
   return bad == 0;
 }
 
+// Appends the tile's `n` values for lane l to the lane's output at `dst` (where its written
+// output ends; the lane's carry, s.carry_n[l] values, belongs just before it). Only whole
+// 64-byte-aligned lines are stored, non-temporally; the values of an unfinished line wait in the
+// carry. The first line of each subject is usually unaligned: it is written with ordinary
+// stores. No staging copy: whole lines are stored straight from the tile.
+template <class Real>
+void stream_lane(Sink<Real>& s, int l, Real* dst, const Real* src, int n) {
+  constexpr int kLine = Sink<Real>::kLine;
+  int c = s.carry_n[l];
+  Real* line_start = dst - c;  // the carry's destination
+  int i = 0;
+  if (reinterpret_cast<std::uintptr_t>(line_start) & 63) {
+    // Unaligned head (first flush of the subject; carry is empty): ordinary stores up to the
+    // first line boundary.
+    while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 63)) {
+      dst[i] = src[i];
+      ++i;
+    }
+    if (i == n) return;
+    line_start = dst + i;
+    c = 0;
+  } else if (c > 0) {
+    // Complete the carried line with the tile's first values and stream it.
+    if (c + n < kLine) {
+      for (int k = 0; k < n; ++k) s.carry[l][c + k] = src[k];
+      s.carry_n[l] = c + n;
+      return;
+    }
+    alignas(64) Real line[kLine];
+    for (int k = 0; k < c; ++k) line[k] = s.carry[l][k];
+    for (int k = c; k < kLine; ++k) line[k] = src[k - c];
+    stream_copy(line_start, line, kLine);
+    i = kLine - c;
+    line_start += kLine;
+  }
+  const int whole = (n - i) / kLine * kLine;
+  stream_copy(line_start, src + i, whole);  // destination 64-byte aligned
+  i += whole;
+  s.carry_n[l] = n - i;
+  for (int k = 0; k < n - i; ++k) s.carry[l][k] = src[i + k];
+}
+
 template <int N, class Real>
 void flush_tile(Lanes<N, Real>& L, int rows, void* ctx) {
   auto& s = *static_cast<Sink<Real>*>(ctx);
   for (int l = 0; l < s.active; ++l) {
-    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
     const Real* src = L.tile[l];
     s.finite[l] = s.finite[l] && all_finite(src, rows * N);
+    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
     if (s.streaming)
-      stream_copy(dst, src, rows * N);
+      stream_lane(s, l, dst, src, rows * N);
     else
       std::memcpy(dst, src, sizeof(Real) * static_cast<std::size_t>(rows * N));
   }
   s.next_row += rows;
+}
+
+// Writes what the lanes still carry (ordinary stores), at the end of a block.
+template <class Real, int N>
+void finish_lanes(Sink<Real>& s) {
+  if (!s.streaming) return;
+  for (int l = 0; l < s.active; ++l) {
+    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N - s.carry_n[l];
+    for (int k = 0; k < s.carry_n[l]; ++k) dst[k] = s.carry[l][k];
+    s.carry_n[l] = 0;
+  }
 }
 
 // Steps one breakpoint range [first, end] recording rows at the output steps.
@@ -214,8 +272,9 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
   const bool streaming =
       static_cast<double>(b.subjects) * static_cast<double>(n_out) * N * sizeof(Real) >
       64.0 * 1024 * 1024;
-  Sink<Real> sink{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}};
-  for (int l = 0; l < W; ++l) sink.finite[l] = true;
+  Sink<Real> sink{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}, {},
+                  {}};
+  for (int l = 0; l < W; ++l) sink.finite[l] = true, sink.carry_n[l] = 0;
   int row = 0;
   std::size_t next = 0;
   if (b.out_steps[0] == 0) {
@@ -236,6 +295,7 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
     run_range<N, Real>(L, bfirst, bend, b.out_steps.data(), n_out, next, dense, row, sink);
   }
   if (row > 0) flush_tile<N, Real>(L, row, &sink);
+  finish_lanes<Real, N>(sink);
 #if defined(__x86_64__)
   if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
 #endif
