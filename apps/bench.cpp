@@ -88,9 +88,125 @@ Problem bench_problem(const BenchOptions& o) {
   return p;
 }
 
+Dataset bench_dataset(const BenchOptions& o, bool irregular, ParameterBatch& params) {
+  Dataset d;
+  d.file = irregular ? "bench:irregular" : "bench:regular";
+  std::mt19937_64 rng(o.seed + 17);
+  std::uniform_real_distribution<double> jitter(-1.0, 1.0);
+  const double horizon = 6.0 * o.doses;
+  std::uniform_real_distribution<double> when(0.0, horizon);
+  std::normal_distribution<double> z(0.0, 1.0);
+  params = ParameterBatch(ModelKind::ThreeCompartment, o.n);
+  d.subjects.resize(static_cast<std::size_t>(o.n));
+  for (std::int64_t s = 0; s < o.n; ++s) {
+    const double f = std::exp(0.3 * z(rng));
+    params.set("ka", s, 1.0 * f);
+    params.set("k12", s, 0.3 * f);
+    params.set("k21", s, 0.1 / f);
+    params.set("ke", s, 0.15 * f);
+    params.set("v_central", s, 20.0 * f);
+    params.set("v_peripheral", s, 60.0);
+    DatasetSubject& subj = d.subjects[static_cast<std::size_t>(s)];
+    subj.id = std::to_string(s + 1);
+    for (int k = 0; k < o.doses; ++k) {
+      DatasetRecord r;
+      r.time = std::max(0.0, 6.0 * k + (irregular && k > 0 ? jitter(rng) : 0.0));
+      r.evid = 1;
+      r.amt = 100.0;
+      r.cmt = 1;
+      r.mdv = true;
+      subj.records.push_back(r);
+    }
+    for (int k = 0; k < o.observations; ++k) {
+      DatasetRecord r;
+      r.time = irregular ? when(rng) : 4.0 * k;
+      r.evid = 0;
+      r.cmt = 2;
+      subj.records.push_back(r);
+    }
+    std::stable_sort(
+        subj.records.begin(), subj.records.end(),
+        [](const DatasetRecord& a, const DatasetRecord& b) { return a.time < b.time; });
+  }
+  return d;
+}
+
+namespace {
+void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
+  SimulateOptions so;
+  so.method = o.method;
+  so.device = o.device;
+  so.threads = o.threads;
+  std::vector<double> times;
+  RunSummary sum;
+  std::int64_t rows = 0;
+  double first_call = 0.0;
+  if (o.dataset == "grid") {
+    // The same work on a regular grid: doses every 6 h, outputs every 4 h, dt = 1 h.
+    Problem p;
+    p.grid = {1.0, 6 * o.doses};
+    ParameterBatch params;
+    bench_dataset(o, false, params);
+    p.parameters = params;
+    DoseEvent d;
+    d.amount = 100.0;
+    d.every = 6.0;
+    d.repeat = o.doses - 1;
+    p.doses = {d};
+    std::vector<std::int64_t> steps;
+    for (int k = 0; k < o.observations && 4 * k <= p.grid.steps; ++k) steps.push_back(4 * k);
+    p.output = OutputTimes::at_steps(steps);
+    Engine engine;
+    SimulationResult r;
+    const double t0 = now();
+    engine.simulate_into(p, so, r);
+    first_call = now() - t0;
+    for (int i = 0; i < o.repeat; ++i) {
+      const double t1 = now();
+      engine.simulate_into(p, so, r);
+      times.push_back(now() - t1);
+    }
+    sum = r.summary();
+    rows = r.subjects() * r.times();
+  } else if (o.dataset == "irregular" || o.dataset == "regular") {
+    ParameterBatch params;
+    const Dataset d = bench_dataset(o, o.dataset == "irregular", params);
+    DatasetResult r;  // reused across calls, as the grid workload reuses its result
+    const double t0 = now();
+    simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r);
+    first_call = now() - t0;
+    for (int i = 0; i < o.repeat; ++i) {
+      const double t1 = now();
+      simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r);
+      times.push_back(now() - t1);
+    }
+    sum = r.summary;
+    rows = r.rows();
+  } else {
+    throw InvalidArgument("--dataset is " + o.dataset + ", but must be irregular, regular or grid");
+  }
+  const double best = *std::min_element(times.begin(), times.end());
+  std::ostringstream s;
+  s.precision(6);
+  s << "{\"workload\":\"" << o.dataset << "\",\"method\":\"" << to_string(sum.method)
+    << "\",\"device\":\"" << to_string(sum.device) << "\",\"n\":" << o.n << ",\"doses\":" << o.doses
+    << ",\"observations\":" << o.observations << ",\"rows\":" << rows
+    << ",\"threads\":" << sum.threads << ",\"repeat\":" << o.repeat << ",\"best_s\":" << best
+    << ",\"median_s\":" << median(times) << ",\"first_call_s\":" << first_call
+    << ",\"us_per_subject\":" << best * 1e6 / static_cast<double>(o.n) << "}\n";
+  out << s.str();
+}
+}  // namespace
+
 void run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
   if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
+  if (!o.dataset.empty()) {
+    if (o.doses < 1 || o.observations < 1)
+      throw InvalidArgument("--doses and --observations must be >= 1");
+    run_dataset_bench(o, out);
+    return;
+  }
   const Problem p = bench_problem(o);
   SimulateOptions so;
   so.method = o.method;

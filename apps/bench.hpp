@@ -18,7 +18,18 @@ struct BenchOptions {
   int threads = 0;
   int repeat = 5;
   std::uint32_t seed = 0;
+  /// "" (the NumPy workload), or a dosing-records workload: "irregular" / "regular" (the exact
+  /// event engine on a dataset with that many doses and observations per subject) or "grid"
+  /// (the same doses and output times on a 1-hour grid through the grid engine).
+  std::string dataset;
+  int doses = 20;         ///< doses per subject (dataset workloads), every 6 h
+  int observations = 30;  ///< observations per subject (dataset workloads)
 };
+
+/// The dataset workload: N subjects, `doses` oral doses every 6 h (jittered by up to +-1 h when
+/// irregular) and `observations` observation records (uniform random times when irregular,
+/// every 4 h when regular), three-compartment parameters with between-subject variability.
+Dataset bench_dataset(const BenchOptions& o, bool irregular, ParameterBatch& params);
 
 // The benchmark problem: N subjects, T euler steps of dt = 1 with the baseline's per-step
 // fractions k01 = 0.10 f, k12 = 0.05 f, k21 = 0.03 / f, u = 0.02 f, f = exp(0.3 z), z ~ N(0, 1)

@@ -165,6 +165,14 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench->add_option("--repeat", bo.repeat, "Timed runs after one warm-up")
       ->check(CLI::Range(1, 1000));
   bench->add_option("--seed", bo.seed, "Seed of the between-subject variability");
+  bench
+      ->add_option("--dataset", bo.dataset,
+                   "Dosing-records workload instead: irregular, regular (event engine) or grid")
+      ->check(CLI::IsMember({"irregular", "regular", "grid"}));
+  bench->add_option("--doses", bo.doses, "Doses per subject (--dataset)")
+      ->check(CLI::Range(1, 100000));
+  bench->add_option("--observations", bo.observations, "Observations per subject (--dataset)")
+      ->check(CLI::Range(1, 100000));
   bench->footer(kExitHelp);
   CLI::App* validate = app.add_subcommand("validate", "Check a run file; run nothing");
   validate->add_option("file", c.file, "Run file (YAML)")->required();

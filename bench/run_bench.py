@@ -49,7 +49,14 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with NumPy for the baseline")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test, not the recorded figures)")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))
+    ap.add_argument("--cells", default="cpu,dataset",
+                    help="which tables to measure: cpu (the NumPy workload), dataset (dosing records)")
     args = ap.parse_args()
+    cells = set(args.cells.split(","))
+    if "dataset" in cells:
+        dataset_table(args)
+    if "cpu" not in cells:
+        return
 
     n_big = 10_000 if args.quick else 100_000
     t_long = 100_000 if args.quick else 1_000_000
@@ -127,6 +134,44 @@ def main():
         "", *table, ""])
     begin, end = "<!-- cpu-table:begin -->", "<!-- cpu-table:end -->"
     doc = open(args.doc).read() if os.path.exists(args.doc) else f"# Performance\n\n{begin}\n{end}\n"
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin) + len(begin)] + "\n" + block + doc[doc.index(end):]
+    with open(args.doc, "w") as f:
+        f.write(doc)
+    print(block)
+
+
+def dataset_table(args):
+    """1e5 subjects x (20 doses + 30 observations): irregular times through the exact event
+    engine against the same doses and output times on a regular grid (grid engine), both on the
+    batched CPU path, in one run."""
+    n = 10_000 if args.quick else 100_000
+    exe = args.pkscan
+    common = ["--n", n, "--method", "batched", "--device", "cpu", "--repeat", 5, "--doses", 20, "--observations", 30]
+    grid = pk(["--dataset", "grid"] + common, exe)
+    irr = pk(["--dataset", "irregular"] + common, exe)
+    reg = pk(["--dataset", "regular"] + common, exe)
+    date = datetime.date.today().isoformat()
+    raw = {"date": date, "cpu": cpu_model(), "cores": os.cpu_count(),
+           "cells": [{"cell": "grid", "result": grid}, {"cell": "irregular", "result": irr},
+                     {"cell": "regular dataset", "result": reg}]}
+    raw_path = os.path.join(ROOT, "bench", "results", f"dataset-{date}{'-quick' if args.quick else ''}.json")
+    with open(raw_path, "w") as f:
+        json.dump(raw, f, indent=1)
+    rows = [
+        (f"irregular dataset, N={n:g}, 20 doses + 30 observations each (event engine)",
+         f"{irr['best_s']:.3f} s ({irr['us_per_subject']:.2f} us/subject)",
+         f"same doses and outputs on a 1 h grid (grid engine): {grid['best_s']:.3f} s",
+         f"**{irr['best_s'] / grid['best_s']:.2f}x** the grid time", "<= 3x"),
+        (f"regular-time dataset, N={n:g} (event engine)", f"{reg['best_s']:.3f} s",
+         f"grid engine: {grid['best_s']:.3f} s", f"{reg['best_s'] / grid['best_s']:.2f}x", "-"),
+    ]
+    table = ["| cell | pkscan | compared with | ratio | target |", "| --- | --- | --- | --- | --- |"]
+    table += ["| " + " | ".join(r) + " |" for r in rows]
+    block = "\n".join([f"Measured {date} on {cpu_model()} ({os.cpu_count()} cores), by `bench/run_bench.py "
+                       f"--cells dataset`; raw JSON in `{os.path.relpath(raw_path, ROOT)}`.", "", *table, ""])
+    begin, end = "<!-- dataset-table:begin -->", "<!-- dataset-table:end -->"
+    doc = open(args.doc).read()
     if begin in doc and end in doc:
         doc = doc[:doc.index(begin) + len(begin)] + "\n" + block + doc[doc.index(end):]
     with open(args.doc, "w") as f:

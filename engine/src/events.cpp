@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <exception>
 #include <limits>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
@@ -79,8 +81,10 @@ class Propagator {
       Vec<N> e, s;
       for (int i = 0; i < N; ++i) {
         const double l = lambda_(i);
-        e(i) = std::exp(l * d);
-        s(i) = l == 0.0 ? d : std::expm1(l * d) / l;
+        const double x = l * d;
+        e(i) = std::exp(x);
+        // exp(x) - 1 is accurate to ~1e-14 relative for |x| >= 0.01; expm1 below that.
+        s(i) = l == 0.0 ? d : (std::fabs(x) < 0.01 ? std::expm1(x) : e(i) - 1.0) / l;
       }
       k = (v_ * e.asDiagonal() * vinv_).cwiseProduct(mask_);
       g = (v_ * s.asDiagonal() * vinv_).cwiseProduct(mask_);
@@ -158,63 +162,91 @@ struct SubjectContext {
 }
 
 // Effective parameters of every record of subject s (subject values overridden by dataset cells).
-std::vector<double> record_parameters(const SubjectContext& c, std::int64_t s, bool validate) {
+// Effective parameters of the records of subject s: `rows` holds each new parameter row once
+// (a record whose values equal the previous record's shares its row), `row_of[j]` the row of
+// record j. Buffers are reused across subjects; a row is validated once.
+void record_parameters(const SubjectContext& c, std::int64_t s, bool validate,
+                       std::vector<double>& rows, std::vector<int>& row_of) {
   const auto& recs = c.data->subjects[static_cast<std::size_t>(s)].records;
-  const int np = c.params->parameters();
-  std::vector<double> out(recs.size() * static_cast<std::size_t>(np));
+  const std::size_t unp = static_cast<std::size_t>(c.params->parameters());
+  rows.clear();
+  row_of.assign(recs.size(), 0);
+  std::vector<double>& out = rows;
   for (std::size_t j = 0; j < recs.size(); ++j) {
-    double* p = out.data() + j * static_cast<std::size_t>(np);
-    for (int k = 0; k < np; ++k) p[k] = c.params->get(s, k);
+    if (j > 0 && c.column_of.empty()) continue;  // every record has the subject's values
+    const std::size_t at = out.size();
+    out.resize(at + unp);
+    double* p = out.data() + at;
+    std::memcpy(p, c.params->row(s), sizeof(double) * unp);
     for (std::size_t col = 0; col < c.column_of.size(); ++col) {
       const double v = recs[j].parameters[col];
       if (!std::isnan(v)) p[c.column_of[col]] = v;
     }
+    const int row = static_cast<int>(at / unp);
+    if (row > 0 && std::memcmp(p, p - unp, sizeof(double) * unp) == 0) {
+      out.resize(at);  // same as the previous row
+      row_of[j] = row - 1;
+      continue;
+    }
+    row_of[j] = row;
     if (validate) {
       const std::string msg = check_parameters(*c.model, p);
       if (!msg.empty()) fail_record(c, s, recs[j], msg);
     }
   }
-  return out;
 }
 
 template <int N>
 struct Solver {
   const SubjectContext& c;
-  std::int64_t s;
-  const std::vector<DatasetRecord>& recs;
-  std::vector<double> params;  // per record
+  std::int64_t s = 0;
+  const std::vector<DatasetRecord>* recs_ = nullptr;
+  // Buffers reused across the subjects a thread simulates (no allocation once warm).
+  std::vector<double> params;  // distinct parameter rows
+  std::vector<int> row_of;     // per record: its row in `params`
+  std::vector<Event> ev;
+  std::vector<Running> running;
   int np;
   Propagator<N> prop;
-  std::int64_t prop_record = -1;  // record whose parameters `prop` holds
+  int prop_row = -1;       // parameter row `prop` was built from
+  std::size_t cursor = 0;  // first record at or after the current interval end
 
-  Solver(const SubjectContext& ctx, std::int64_t subject)
-      : c(ctx),
-        s(subject),
-        recs(ctx.data->subjects[static_cast<std::size_t>(subject)].records),
-        params(record_parameters(ctx, subject, false)),
-        np(ctx.params->parameters()) {}
+  explicit Solver(const SubjectContext& ctx) : c(ctx), np(ctx.params->parameters()) {}
 
-  const double* p(std::int64_t j) const { return params.data() + j * np; }
+  void start(std::int64_t subject) {
+    s = subject;
+    recs_ = &c.data->subjects[static_cast<std::size_t>(subject)].records;
+    record_parameters(c, subject, false, params, row_of);
+    prop_row = -1;
+    cursor = 0;
+    ev.clear();
+    running.clear();
+  }
+  const std::vector<DatasetRecord>& recs() const { return *recs_; }
 
-  // The propagator for the parameters of record j (re-decomposed only when they change).
+  const double* p(std::int64_t j) const {
+    return params.data() + static_cast<std::size_t>(row_of[static_cast<std::size_t>(j)]) *
+                               static_cast<std::size_t>(np);
+  }
+
+  // The propagator for the parameters of record j (re-decomposed only when its row changes).
   Propagator<N>& use(std::int64_t j) {
-    if (prop_record >= 0 && std::equal(p(j), p(j) + np, p(prop_record))) {
-      prop_record = j;
-      return prop;
-    }
+    const int row = row_of[static_cast<std::size_t>(j)];
+    if (row == prop_row) return prop;
     Mat<N> a;
     rate_matrix(*c.model, p(j), a.data());
     prop.reset(a);
-    prop_record = j;
+    prop_row = row;
     return prop;
   }
 
   // The record whose parameters govern the interval ending at t: the first at or after t.
-  std::int64_t governing(double t) const {
-    auto it = std::lower_bound(recs.begin(), recs.end(), t,
-                               [](const DatasetRecord& r, double v) { return r.time < v; });
-    if (it == recs.end()) return static_cast<std::int64_t>(recs.size()) - 1;
-    return it - recs.begin();
+  // Interval ends only increase within a subject, so a cursor replaces a search.
+  std::int64_t governing(double t) {
+    const std::vector<DatasetRecord>& rs = *recs_;
+    while (cursor < rs.size() && rs[cursor].time < t) ++cursor;
+    if (cursor == rs.size()) return static_cast<std::int64_t>(rs.size()) - 1;
+    return static_cast<std::int64_t>(cursor);
   }
 
   // Steady state just before a dose given every ii (the dose at this time not included).
@@ -260,8 +292,8 @@ struct Solver {
   }
 
   // Simulates the subject; writes rows (N amounts each) for its observations into out.
-  bool run(double* out, std::int64_t first_row) {
-    std::vector<Event> ev;
+  bool run(DatasetResult* out, std::int64_t first_row) {
+    const std::vector<DatasetRecord>& recs = *recs_;
     std::int64_t next_id = 0;
     std::int64_t row = first_row;
     double last_obs = -std::numeric_limits<double>::infinity();
@@ -269,7 +301,9 @@ struct Solver {
     for (std::size_t j = 0; j < recs.size(); ++j) {
       const DatasetRecord& r = recs[j];
       const std::int64_t seq = static_cast<std::int64_t>(j);
-      ev.push_back({r.time, 2, seq, 0, kBoundary});
+      // Every record time bounds an interval (its parameters govern the interval ending there);
+      // observations, doses and resets are events already, other records need a marker.
+      if (r.evid == 2) ev.push_back({r.time, 2, seq, 0, kBoundary});
       if (r.evid == 0) {
         Event o{r.time, 2, seq, 3, kObserve};
         o.row = row++;
@@ -310,7 +344,6 @@ struct Solver {
     std::sort(ev.begin(), ev.end(), before);
 
     Vec<N> x = Vec<N>::Zero();
-    std::vector<Running> running;
     // Stops of infusions started by a steady state before the first event (min-heap on time).
     std::priority_queue<std::pair<double, std::int64_t>,
                         std::vector<std::pair<double, std::int64_t>>, std::greater<>>
@@ -382,11 +415,24 @@ struct Solver {
           break;
         }
         case kObserve: {
-          double* o = out + e.row * N;
+          // The whole output row: amounts, concentrations with the volumes in force at this
+          // record, the observed compartment's concentration, and the row's index columns.
+          const std::size_t row_i = static_cast<std::size_t>(e.row);
+          const DatasetRecord& rec = recs[static_cast<std::size_t>(e.seq)];
+          const double* pr = p(e.seq);
+          const int cmt = rec.cmt > 0 ? rec.cmt - 1 : m.default_observation_compartment;
+          double* o = out->amounts.data() + row_i * N;
+          double* co = out->concentrations.data() + row_i * N;
           for (int r = 0; r < N; ++r) {
             o[r] = x(r);
+            co[r] = x(r) / pr[m.volume_parameter[static_cast<std::size_t>(r)]];
             finite = finite && std::isfinite(x(r));
           }
+          out->prediction[row_i] = co[cmt];
+          out->subject[row_i] = s;
+          out->record[row_i] = e.seq;
+          out->time[row_i] = rec.time;
+          out->compartment[row_i] = cmt;
           break;
         }
         case kBoundary:
@@ -399,13 +445,18 @@ struct Solver {
 
 template <int N>
 void run_subjects(const SubjectContext& c, const std::vector<std::int64_t>& first_row, int threads,
-                  double* out, SubjectStatus* status) {
+                  DatasetResult* out, SubjectStatus* status) {
   const std::int64_t n = static_cast<std::int64_t>(c.data->subjects.size());
-#pragma omp parallel for schedule(dynamic, 16) num_threads(threads) if (threads > 1)
-  for (std::int64_t s = 0; s < n; ++s) {
-    Solver<N> solver(c, s);
-    status[s] = solver.run(out, first_row[static_cast<std::size_t>(s)]) ? SubjectStatus::Ok
-                                                                        : SubjectStatus::NonFinite;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    Solver<N> solver(c);
+#pragma omp for schedule(dynamic, 16)
+    for (std::int64_t s = 0; s < n; ++s) {
+      solver.start(s);
+      status[s] = solver.run(out, first_row[static_cast<std::size_t>(s)])
+                      ? SubjectStatus::Ok
+                      : SubjectStatus::NonFinite;
+    }
   }
 }
 
@@ -433,14 +484,35 @@ SubjectContext make_context(const Dataset& data, ModelKind model, const Paramete
     c.column_of.push_back(col);
   }
   const int n = static_cast<int>(m.compartments.size());
-  for (std::int64_t s = 0; s < subjects; ++s) {
-    record_parameters(c, s, true);
-    for (const DatasetRecord& r : data.subjects[static_cast<std::size_t>(s)].records)
-      if (r.cmt > n)
-        fail_record(c, s, r,
-                    "CMT is " + std::to_string(r.cmt) + ", but the model has " + std::to_string(n) +
-                        " compartments");
+  // Subjects are checked in parallel; the error of the first failing subject is thrown.
+  std::int64_t first_bad = subjects;
+  std::exception_ptr first_error;
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#pragma omp parallel num_threads(threads) if (threads > 1 && subjects > 1000)
+  {
+    std::vector<double> buffer;
+    std::vector<int> rows;
+#pragma omp for schedule(dynamic, 256)
+    for (std::int64_t s = 0; s < subjects; ++s) {
+      try {
+        record_parameters(c, s, true, buffer, rows);
+        for (const DatasetRecord& r : data.subjects[static_cast<std::size_t>(s)].records)
+          if (r.cmt > n)
+            fail_record(c, s, r,
+                        "CMT is " + std::to_string(r.cmt) + ", but the model has " +
+                            std::to_string(n) + " compartments");
+      } catch (...) {  // no exception may leave an OpenMP region
+#pragma omp critical(pkscan_dataset_check)
+        if (s < first_bad) {
+          first_bad = s;
+          first_error = std::current_exception();
+        }
+      }
+    }
   }
+  if (first_error) std::rethrow_exception(first_error);
   return c;
 }
 }  // namespace
@@ -452,28 +524,37 @@ void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& p
 
 DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
                                const ParameterBatch& parameters, const SimulateOptions& options) {
+  DatasetResult res;
+  simulate_dataset_into(data, model, parameters, options, res);
+  return res;
+}
+
+void simulate_dataset_into(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+                           const SimulateOptions& options, DatasetResult& res) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelInfo& m = parameters.info();
   const int n = static_cast<int>(m.compartments.size());
   const std::int64_t subjects = static_cast<std::int64_t>(data.subjects.size());
   const SubjectContext c = make_context(data, model, parameters, options);
-  DatasetResult res;
   res.compartments = n;
+  res.summary = RunSummary{};
+  // Rows: one per observation record; each subject's first row, then the subjects fill their
+  // own rows in parallel.
   std::vector<std::int64_t> first_row(static_cast<std::size_t>(subjects));
+  std::int64_t rows_total = 0;
   for (std::int64_t s = 0; s < subjects; ++s) {
-    first_row[static_cast<std::size_t>(s)] = res.rows();
-    const auto& recs = data.subjects[static_cast<std::size_t>(s)].records;
-    for (std::size_t j = 0; j < recs.size(); ++j) {
-      const DatasetRecord& r = recs[j];
-      if (r.evid != 0) continue;
-      res.subject.push_back(s);
-      res.record.push_back(static_cast<std::int64_t>(j));
-      res.time.push_back(r.time);
-      res.compartment.push_back(r.cmt > 0 ? r.cmt - 1 : m.default_observation_compartment);
-    }
+    first_row[static_cast<std::size_t>(s)] = rows_total;
+    for (const DatasetRecord& r : data.subjects[static_cast<std::size_t>(s)].records)
+      rows_total += r.evid == 0;
   }
-  const std::size_t rows = static_cast<std::size_t>(res.rows());
-  res.amounts.assign(rows * static_cast<std::size_t>(n), 0.0);
+  const std::size_t rows = static_cast<std::size_t>(rows_total);
+  res.subject.resize(rows);
+  res.record.resize(rows);
+  res.time.resize(rows);
+  res.compartment.resize(rows);
+  res.amounts.resize(rows * static_cast<std::size_t>(n));  // every row is written once
+  res.concentrations.resize(rows * static_cast<std::size_t>(n));
+  res.prediction.resize(rows);
   res.status.assign(static_cast<std::size_t>(subjects), SubjectStatus::Ok);
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const Method method = options.method == Method::Auto ? Method::Batched : options.method;
@@ -481,54 +562,31 @@ DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
   const auto t1 = std::chrono::steady_clock::now();
   switch (n) {
     case 1:
-      run_subjects<1>(c, first_row, threads, res.amounts.data(), res.status.data());
+      run_subjects<1>(c, first_row, threads, &res, res.status.data());
       break;
     case 2:
-      run_subjects<2>(c, first_row, threads, res.amounts.data(), res.status.data());
+      run_subjects<2>(c, first_row, threads, &res, res.status.data());
       break;
     case 3:
-      run_subjects<3>(c, first_row, threads, res.amounts.data(), res.status.data());
+      run_subjects<3>(c, first_row, threads, &res, res.status.data());
       break;
     case 4:
-      run_subjects<4>(c, first_row, threads, res.amounts.data(), res.status.data());
+      run_subjects<4>(c, first_row, threads, &res, res.status.data());
       break;
     case 5:
-      run_subjects<5>(c, first_row, threads, res.amounts.data(), res.status.data());
+      run_subjects<5>(c, first_row, threads, &res, res.status.data());
       break;
     default:
-      run_subjects<6>(c, first_row, threads, res.amounts.data(), res.status.data());
+      run_subjects<6>(c, first_row, threads, &res, res.status.data());
       break;
   }
   const auto t2 = std::chrono::steady_clock::now();
-  // Concentrations: amounts divided by the volume in force at the observation (its record).
-  res.concentrations.resize(res.amounts.size());
-  res.prediction.resize(rows);
-  for (std::size_t i = 0; i < rows; ++i) {
-    const std::int64_t s = res.subject[i];
-    const DatasetRecord& r =
-        data.subjects[static_cast<std::size_t>(s)].records[static_cast<std::size_t>(res.record[i])];
-    std::vector<double> p(static_cast<std::size_t>(parameters.parameters()));
-    for (int k = 0; k < parameters.parameters(); ++k)
-      p[static_cast<std::size_t>(k)] = parameters.get(s, k);
-    for (std::size_t col = 0; col < c.column_of.size(); ++col)
-      if (!std::isnan(r.parameters[col]))
-        p[static_cast<std::size_t>(c.column_of[col])] = r.parameters[col];
-    for (int cc = 0; cc < n; ++cc) {
-      const double v =
-          p[static_cast<std::size_t>(m.volume_parameter[static_cast<std::size_t>(cc)])];
-      res.concentrations[i * static_cast<std::size_t>(n) + static_cast<std::size_t>(cc)] =
-          res.amounts[i * static_cast<std::size_t>(n) + static_cast<std::size_t>(cc)] / v;
-    }
-    res.prediction[i] = res.concentrations[i * static_cast<std::size_t>(n) +
-                                           static_cast<std::size_t>(res.compartment[i])];
-  }
   res.summary.method = method;
   res.summary.device = Device::Cpu;
   res.summary.threads = threads;
   res.summary.prepare_seconds = std::chrono::duration<double>(t1 - t0).count();
   res.summary.scan_seconds = std::chrono::duration<double>(t2 - t1).count();
   for (SubjectStatus st : res.status) res.summary.non_finite_subjects += st != SubjectStatus::Ok;
-  return res;
 }
 
 }  // namespace pkscan

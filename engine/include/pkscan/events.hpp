@@ -55,4 +55,9 @@ DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
                                const ParameterBatch& parameters,
                                const SimulateOptions& options = {});
 
+/// Same as simulate_dataset(), writing into `result` and reusing its storage (repeated calls on
+/// datasets of the same size allocate nothing for the result).
+void simulate_dataset_into(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+                           const SimulateOptions& options, DatasetResult& result);
+
 }  // namespace pkscan
