@@ -598,6 +598,19 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     const bool volume = pi.role == ParameterRole::Volume;
     const char* rule = volume ? "finite and > 0" : "finite and >= 0";
     const std::string what = "subjects.parameters." + src.key.Scalar();
+    if (pi.role == ParameterRole::Bioavailability || pi.role == ParameterRole::Lag) {
+      // A grid run gives every subject the same doses: only the defaults make sense here.
+      auto is_default = [&](const YAML::Node& v) {
+        return v.IsScalar() && v.Tag() != "!" && L.number(v, what) == pi.default_value;
+      };
+      bool ok = src.value.IsSequence() ? true : is_default(src.value);
+      for (std::size_t i = 0; src.value.IsSequence() && i < src.value.size(); ++i)
+        ok = ok && is_default(src.value[i]);
+      if (!ok)
+        L.fail(src.value, what + " must be " + format_value(pi.default_value) +
+                              " in a run on a time grid (every subject gets the same doses there); "
+                              "use subjects.dataset for per-subject bioavailability and lag");
+    }
     if (src.value.IsSequence()) {
       for (std::size_t i = 0; i < src.value.size(); ++i) {
         if (!src.value[i].IsScalar())

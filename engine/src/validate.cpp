@@ -56,6 +56,23 @@ void validate_problem(const Problem& p) {
   for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
     const std::string msg = check_parameters(m, p.parameters.row(s));  // empty: no allocation
     if (!msg.empty()) throw DomainError(std::string(kWhere) + ": " + subject_name(s) + " " + msg);
+    // A grid run gives every subject the same doses (one shared schedule): per-subject
+    // bioavailability and lag need per-subject event times (a dataset run).
+    if (!default_bioavailability_and_lag(m, p.parameters.row(s))) {
+      for (std::size_t c = 0; c < m.f_parameter.size(); ++c) {
+        const int fc = m.f_parameter[c], lc = m.lag_parameter[c];
+        const double f = p.parameters.get(s, fc), lag = p.parameters.get(s, lc);
+        if (f != 1.0 || lag != 0.0)
+          throw_domain(
+              kWhere,
+              subject_name(s) + " parameter " +
+                  m.parameters[static_cast<std::size_t>(f != 1.0 ? fc : lc)].name,
+              format_value(f != 1.0 ? f : lag),
+              std::string(f != 1.0 ? "1" : "0") +
+                  " on a time grid (every subject gets the same doses there); use a dataset run "
+                  "(subjects.dataset) for per-subject bioavailability and lag");
+      }
+    }
   }
 
   // Doses.

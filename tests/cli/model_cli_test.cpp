@@ -89,6 +89,12 @@ INSTANTIATE_TEST_SUITE_P(
             "model:\n  linear:\n    compartments: [a]\n    flow: []\n" + kRest,
             "4:5",
             {"unknown key 'flow'", "did you mean 'flows'"}},
+        Bad{"BioavailabilityOnAGrid",
+            "time: {dt: 1, steps: 4}\nsubjects:\n  parameters: {ka: 1, ke: 0.2, k12: 0.3, k21: "
+            "0.1, v_central: 10, "
+            "v_peripheral: 20, f_depot: 0.7}\noutput: {path: o.csv}\n",
+            "3:94",
+            {"f_depot must be 1", "subjects.dataset"}},
         Bad{"DoseIntoUndeclaredCompartment",
             "model:\n  linear:\n    compartments: [a, b]\n    flows:\n      - {from: a, to: b, "
             "rate: k}\n" +

@@ -135,3 +135,25 @@ TEST(Api, NamesRoundTrip) {
 
 }  // namespace
 }  // namespace pkscan
+
+namespace pkscan {
+namespace {
+
+TEST(Api, BioavailabilityAndLagOnAGridAreRejectedNotIgnored) {
+  Problem p = small_problem();
+  p.parameters.set("f_depot", 1, 0.5);
+  try {
+    simulate(p);
+    ADD_FAILURE() << "no exception";
+  } catch (const DomainError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("subject 2 parameter f_depot is 0.5"), std::string::npos) << m;
+    EXPECT_NE(m.find("subjects.dataset"), std::string::npos) << m;
+  }
+  p = small_problem();
+  p.parameters.set_all("lag_central", 0.25);
+  EXPECT_THROW(simulate(p), DomainError);
+}
+
+}  // namespace
+}  // namespace pkscan
