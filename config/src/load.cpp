@@ -197,8 +197,11 @@ void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& to
   const std::int64_t count = static_cast<std::int64_t>(data->subjects.size());
   p.parameters = ParameterBatch(model_ptr, count);
   std::vector<char> given(model.parameters.size(), 0);
-  for (const std::string& c : data->parameter_columns)
-    given[static_cast<std::size_t>(parameter_index(model, c))] = 1;
+  for (const std::string& c : data->parameter_columns) {
+    const int col = parameter_index(model, c);
+    if (col < 0) L.fail(dnode, "dataset column " + c + " does not name a parameter of the model");
+    given[static_cast<std::size_t>(col)] = 1;
+  }
   if (auto it = subj.find("parameters"); it != subj.end()) {
     std::vector<std::string> plain;
     for (const ParameterInfo& pi : model.parameters) {
@@ -206,9 +209,14 @@ void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& to
       if (!pi.alias.empty()) plain.push_back(pi.alias);
     }
     auto params = L.entries(it->second.value, "subjects.parameters", plain);
+    std::vector<char> seen(model.parameters.size(), 0);
     for (auto& kv : params) {
       const int col = parameter_index(model, kv.first);
       const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
+      if (seen[static_cast<std::size_t>(col)])
+        L.fail(kv.second.key, "parameter " + pi.name + " is given twice (as " + pi.name +
+                                  " and as its alias " + pi.alias + "); give one of them");
+      seen[static_cast<std::size_t>(col)] = 1;
       const bool volume = pi.role == ParameterRole::Volume;
       const char* rule = volume ? "finite and > 0" : "finite and >= 0";
       const std::string what = "subjects.parameters." + kv.first;
@@ -306,6 +314,8 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     if (mv.IsMap()) {
       // model: {linear: {compartments: [...], flows: [...], eliminations: [...], observe: name}}
       auto outer = L.entries(mv, "model", {"linear"});
+      if (outer.find("linear") == outer.end())
+        L.fail(mv, "model must be a model name (" + model_names() + ") or {linear: {...}}");
       const YAML::Node lin = outer.at("linear").value;
       auto e = L.entries(lin, "model.linear", {"compartments", "flows", "eliminations", "observe"});
       auto names_of = [&](const YAML::Node& seq, const std::string& what) {

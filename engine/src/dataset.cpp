@@ -243,7 +243,7 @@ class DatasetParser {
                 int compartments)
       : file_(file), compartments_(compartments) {
     for (const auto& [name, canonical] : parameter_names)
-      if (!name.empty()) parameters_.emplace(lower(name), lower(canonical));
+      if (!name.empty()) parameters_.emplace(lower(name), canonical);  // canonical as spelled
   }
 
   Dataset parse(const std::string& text) {

@@ -258,12 +258,17 @@ struct Solver {
     if (d.ii == 0.0) {  // constant infusion at steady state: 0 = A x + r
       Vec<N> r = Vec<N>::Zero();
       r(d.cmt) = d.rate;
-      x = pr.a().fullPivLu().solve(-r);
+      const auto lu_a = pr.a().fullPivLu();
+      // No equilibrium without elimination (A singular): the steady state does not exist.
+      if (!lu_a.isInvertible()) return Vec<N>::Constant(std::numeric_limits<double>::quiet_NaN());
+      x = lu_a.solve(-r);
       return x;
     }
     pr.step(d.ii, kii, gii);
     const Eigen::Matrix<double, N, N> i_minus_k = Eigen::Matrix<double, N, N>::Identity() - kii;
     const auto lu = i_minus_k.fullPivLu();
+    // Without elimination I - K(ii) is singular and the doses accumulate without bound.
+    if (!lu.isInvertible()) return Vec<N>::Constant(std::numeric_limits<double>::quiet_NaN());
     if (d.rate <= 0.0) {  // bolus: sum_{k>=1} K(k ii) b = K(ii) (I - K(ii))^-1 b
       Vec<N> b = Vec<N>::Zero();
       b(d.cmt) = d.amount;
@@ -317,6 +322,9 @@ struct Solver {
       const double* pj = p(static_cast<std::int64_t>(j));
       const double f = pj[m.f_parameter[static_cast<std::size_t>(cmt)]];
       const double lag = pj[m.lag_parameter[static_cast<std::size_t>(cmt)]];
+      // With a lag nothing happens at the record's own time, but its parameters still end an
+      // interval there.
+      if (lag != 0.0 && r.evid != 4) ev.push_back({r.time, 2, seq, 0, kBoundary});
       const double amount = f * r.amt;
       const bool infusion = r.rate > 0.0;
       // With a fixed RATE, F scales the amount and so the duration (NONMEM).
@@ -447,17 +455,29 @@ template <int N>
 void run_subjects(const SubjectContext& c, const std::vector<std::int64_t>& first_row, int threads,
                   DatasetResult* out, SubjectStatus* status) {
   const std::int64_t n = static_cast<std::int64_t>(c.data->subjects.size());
+  std::exception_ptr error;  // the first exception (out of memory); none may leave the region
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    Solver<N> solver(c);
+    try {
+      Solver<N> solver(c);
 #pragma omp for schedule(dynamic, 16)
-    for (std::int64_t s = 0; s < n; ++s) {
-      solver.start(s);
-      status[s] = solver.run(out, first_row[static_cast<std::size_t>(s)])
-                      ? SubjectStatus::Ok
-                      : SubjectStatus::NonFinite;
+      for (std::int64_t s = 0; s < n; ++s) {
+        try {
+          solver.start(s);
+          status[s] = solver.run(out, first_row[static_cast<std::size_t>(s)])
+                          ? SubjectStatus::Ok
+                          : SubjectStatus::NonFinite;
+        } catch (...) {
+#pragma omp critical(pkscan_events_error)
+          if (!error) error = std::current_exception();
+        }
+      }
+    } catch (...) {
+#pragma omp critical(pkscan_events_error)
+      if (!error) error = std::current_exception();
     }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace

@@ -98,6 +98,11 @@ const char* role_rule(ParameterRole role) {
 
 bool given(double v) { return !std::isnan(v); }
 
+std::string lower_case(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
 // Micro constant if given, else the clearance divided by the volume.
 double micro_or(const double* p, int micro, int clearance, int volume) {
   return given(p[micro]) ? p[micro] : p[clearance] / p[volume];
@@ -150,8 +155,10 @@ std::shared_ptr<const ModelInfo> make_linear_model(const std::vector<std::string
       throw InvalidArgument("linear model: compartment name \"" + c +
                             "\" is not a name (letters, digits and _, not starting with a digit)");
     for (int j = 0; j < i; ++j)
-      if (compartments[static_cast<std::size_t>(j)] == c)
-        throw InvalidArgument("linear model: compartment \"" + c + "\" is declared twice");
+      if (lower_case(compartments[static_cast<std::size_t>(j)]) == lower_case(c))
+        throw InvalidArgument(
+            "linear model: compartment \"" + c +
+            "\" is declared twice (names are compared ignoring case, as dataset columns are)");
   }
   m->compartments = compartments;
   auto index = [&](const std::string& name, const char* what) {
@@ -172,7 +179,19 @@ std::shared_ptr<const ModelInfo> make_linear_model(const std::vector<std::string
         throw InvalidArgument("linear model: flow rate \"" + f.parameter +
                               "\" clashes with the volume, f_ or lag_ parameter of a compartment");
     int col = parameter_index(*m, f.parameter);
-    if (col < 0) col = add(*m, f.parameter, "", ParameterRole::Rate, kRequired);
+    if (col < 0) {
+      for (const ParameterInfo& q : m->parameters)
+        if (lower_case(q.name) == lower_case(f.parameter))
+          throw InvalidArgument(
+              "linear model: flow rates \"" + q.name + "\" and \"" + f.parameter +
+              "\" differ only in case (dataset columns are matched ignoring case)");
+      for (const char* reserved :
+           {"id", "time", "amt", "rate", "evid", "cmt", "ii", "addl", "ss", "dv", "mdv"})
+        if (lower_case(f.parameter) == reserved)
+          throw InvalidArgument("linear model: flow rate \"" + f.parameter +
+                                "\" is the name of a NONMEM data item; choose another name");
+      col = add(*m, f.parameter, "", ParameterRole::Rate, kRequired);
+    }
     for (const Flow& g : m->flows)
       if (g.from == from && g.to == to)
         throw InvalidArgument("linear model: two flows from \"" + f.from + "\" to \"" +

@@ -157,6 +157,18 @@ INSTANTIATE_TEST_SUITE_P(
             "ID,TIME,AMT,CMT,EVID\n1,0,100,4,1\n",
             2,
             {"d.csv:2:4:", "CMT"}},
+        Bad{"AliasTwiceInDatasetRun",
+            "subjects:\n  dataset: d.csv\n  parameters: {ka: 1, k01: 5, ke: 0.2, k12: 0.3, k21: "
+            "0.1, "
+            "v_central: 10, v_peripheral: 20}\n",
+            kCsv,
+            2,
+            {"run.yaml:3:", "given twice"}},
+        Bad{"EmptyModelMapping",
+            "model: {}\nsubjects:\n  dataset: d.csv\n" + std::string(kParams),
+            kCsv,
+            2,
+            {"run.yaml:1:8:", "model must be a model name"}},
         Bad{"CudaForDataset",
             "subjects:\n  dataset: d.csv\n" + std::string(kParams) + "engine: {device: cuda}\n",
             kCsv,

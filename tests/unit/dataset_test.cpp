@@ -228,10 +228,12 @@ TEST(DatasetGood, ParameterValuesAreNotRangeChecked) {
   EXPECT_EQ(d.subjects[0].records[0].parameters, (std::vector<double>{-1.0, 0.0}));
 }
 
-TEST(DatasetGood, CanonicalNamesAreLowerCase) {
+// Columns match names ignoring case; the stored name is the model's own spelling (a linear
+// model's rate "KA" must be found again by parameter_index).
+TEST(DatasetGood, CanonicalNamesKeepTheModelsSpelling) {
   const Dataset d =
       parse_dataset("ID,TIME,cl\n1,0,5\n", "x.csv", {{"CL", "CL"}, {"clearance", "CL"}}, 1);
-  EXPECT_EQ(d.parameter_columns, (std::vector<std::string>{"cl"}));
+  EXPECT_EQ(d.parameter_columns, (std::vector<std::string>{"CL"}));
   EXPECT_EQ(d.subjects[0].records[0].parameters, (std::vector<double>{5.0}));
 }
 

@@ -364,3 +364,68 @@ TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
 
 }  // namespace
 }  // namespace pkscan
+
+namespace pkscan {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> names_of(const ModelInfo& m) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const ParameterInfo& p : m.parameters) {
+    v.emplace_back(p.name, p.name);
+    if (!p.alias.empty()) v.emplace_back(p.alias, p.name);
+  }
+  return v;
+}
+
+// Review finding: a lagged dose record must still end its parameter interval at its own time.
+TEST(Conventions, ALaggedDoseRecordEndsItsParameterInterval) {
+  const ModelInfo& m = model_info(ModelKind::TwoCompartment);
+  const Dataset d = parse_dataset(
+      "ID,TIME,AMT,EVID,CMT,KE,LAG_CENTRAL\n1,0,100,1,2,0,0\n1,5,50,1,2,0.5,1\n1,10,.,0,2,0,0\n",
+      "lag.csv", names_of(m), 2);
+  ParameterBatch b(ModelKind::TwoCompartment, 1);
+  b.set_all("ka", 1.0);
+  b.set_all("v_central", 1.0);
+  const DatasetResult r = simulate_dataset(d, ModelKind::TwoCompartment, b);
+  // KE 0.5 governs (0, 5] (record 2), KE 0 governs (5, 10]; the 50 arrives at t = 6.
+  EXPECT_NEAR(r.amounts[1], 100.0 * std::exp(-2.5) + 50.0, 1e-12);
+}
+
+// Review finding: a steady state that does not exist (no elimination) is NonFinite, not a
+// finite wrong value.
+TEST(SteadyState, WithoutEliminationTheSubjectIsNonFinite) {
+  const ModelInfo& m = model_info(ModelKind::TwoCompartment);
+  ParameterBatch b(ModelKind::TwoCompartment, 1);
+  b.set_all("ka", 1.0);
+  b.set_all("ke", 0.0);
+  b.set_all("v_central", 1.0);
+  for (const char* rec : {"1,0,100,.,1,1,12,1", "1,0,0,10,1,2,0,1"}) {
+    const Dataset d = parse_dataset(
+        std::string("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n") + rec + "\n1,1,.,.,0,2,.,.\n", "ss.csv",
+        names_of(m), 2);
+    const DatasetResult r = simulate_dataset(d, ModelKind::TwoCompartment, b);
+    EXPECT_EQ(r.status[0], SubjectStatus::NonFinite) << rec;
+    EXPECT_EQ(r.summary.non_finite_subjects, 1) << rec;
+  }
+}
+
+// Review finding: a linear model's parameter names keep their case through dataset columns.
+TEST(LinearDataset, UpperCaseRateNamesMatchDatasetColumns) {
+  const auto m =
+      make_linear_model({"gut", "Central"}, {{"gut", "Central", "KA"}, {"Central", "", "ke"}});
+  const Dataset d =
+      parse_dataset("ID,TIME,AMT,EVID,CMT,ka,V_CENTRAL\n1,0,100,1,1,1.5,2\n1,2,.,0,2,1.5,2\n",
+                    "lin.csv", names_of(*m), 2);
+  ASSERT_EQ(d.parameter_columns, (std::vector<std::string>{"KA", "v_Central"}));
+  ParameterBatch b(m, 1);
+  b.set_all("ke", 0.0);
+  const DatasetResult r = simulate_dataset(d, ModelKind::Linear, b);
+  EXPECT_NEAR(r.amounts[1], 100.0 * (1.0 - std::exp(-3.0)), 1e-10);
+  EXPECT_NEAR(r.concentrations[1], r.amounts[1] / 2.0, 1e-12);
+  EXPECT_THROW(make_linear_model({"a", "A"}, {}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "b"}, {{"a", "b", "k"}, {"b", "", "K"}}), InvalidArgument);
+  EXPECT_THROW(make_linear_model({"a", "b"}, {{"a", "b", "rate"}}), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace pkscan
