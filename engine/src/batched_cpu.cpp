@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "detail/backend.hpp"
+#include "detail/parallel.hpp"
 #include "detail/reference.hpp"
 #include "detail/transition.hpp"
 
@@ -357,21 +358,30 @@ class BatchedCpuBackend final : public Backend {
     const std::int64_t stride = static_cast<std::int64_t>(b.out_steps.size()) * b.n;
     if (b.subjects < W) {
       // Too few subjects to fill a block: the per-subject reference loop, on threads.
+      RegionError err;
 #pragma omp parallel for schedule(dynamic, 1) \
     num_threads(std::max(1, std::min <int>(b.threads, static_cast <int>(b.subjects))))
       for (std::int64_t s = 0; s < b.subjects; ++s)
-        reference_subject<Real>(b, s, out.amounts + s * stride, out.status + s);
+        err.guard([&] { reference_subject<Real>(b, s, out.amounts + s * stride, out.status + s); });
+      err.rethrow();
       return;
     }
     const std::int64_t blocks = (b.subjects + W - 1) / W;
+    RegionError err;
 #pragma omp parallel num_threads(b.threads)
     {
-      std::vector<Transition<N>> tr(W);
-      auto lanes_buf = std::make_unique<Lanes<N, Real>>();
+      std::vector<Transition<N>> tr;
+      std::unique_ptr<Lanes<N, Real>> lanes_buf;
+      err.guard([&] {
+        tr.resize(W);
+        lanes_buf = std::make_unique<Lanes<N, Real>>();
+      });
 #pragma omp for schedule(dynamic, 4)
       for (std::int64_t blk = 0; blk < blocks; ++blk)
-        run_block(b, blk * W, out.amounts, out.status, tr, *lanes_buf);
+        if (lanes_buf && !err.failed())
+          err.guard([&] { run_block(b, blk * W, out.amounts, out.status, tr, *lanes_buf); });
     }
+    err.rethrow();
   }
 };
 

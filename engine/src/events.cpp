@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "detail/parallel.hpp"
 #include "detail/transition.hpp"
 
 namespace pkscan {
@@ -455,29 +456,21 @@ template <int N>
 void run_subjects(const SubjectContext& c, const std::vector<std::int64_t>& first_row, int threads,
                   DatasetResult* out, SubjectStatus* status) {
   const std::int64_t n = static_cast<std::int64_t>(c.data->subjects.size());
-  std::exception_ptr error;  // the first exception (out of memory); none may leave the region
+  detail::RegionError err;  // no exception may leave the region (see detail/parallel.hpp)
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    try {
-      Solver<N> solver(c);
+    Solver<N> solver(c);  // holds references and empty buffers: does not throw
 #pragma omp for schedule(dynamic, 16)
-      for (std::int64_t s = 0; s < n; ++s) {
-        try {
+    for (std::int64_t s = 0; s < n; ++s)
+      if (!err.failed())
+        err.guard([&] {
           solver.start(s);
           status[s] = solver.run(out, first_row[static_cast<std::size_t>(s)])
                           ? SubjectStatus::Ok
                           : SubjectStatus::NonFinite;
-        } catch (...) {
-#pragma omp critical(pkscan_events_error)
-          if (!error) error = std::current_exception();
-        }
-      }
-    } catch (...) {
-#pragma omp critical(pkscan_events_error)
-      if (!error) error = std::current_exception();
-    }
+        });
   }
-  if (error) std::rethrow_exception(error);
+  err.rethrow();
 }
 
 }  // namespace

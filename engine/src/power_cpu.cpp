@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "detail/backend.hpp"
+#include "detail/parallel.hpp"
 #include "detail/step.hpp"
 #include "detail/transition.hpp"
 
@@ -228,35 +229,40 @@ class PowerCpuBackend final : public Backend {
     if (!dense) {
       // Sparse output: jump from output to output, subjects in parallel.
       const int threads = static_cast<int>(std::min<std::int64_t>(b.threads, b.subjects));
+      RegionError err;
 #pragma omp parallel num_threads(threads) if (threads > 1)
       {
         PowerSubject<N, Real> ps;
 #pragma omp for schedule(dynamic, 16)
-        for (std::int64_t subj = 0; subj < b.subjects; ++subj) {
-          ps.build(b, subj);
-          Real x[N];
-          for (int r = 0; r < N; ++r)
-            x[r] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
-          Real* o = out.amounts + subj * stride;
-          std::int64_t at = 0;
-          for (std::size_t i = 0; i < n_out; ++i) {
-            advance<N, Real>(s, ps, x, at, b.out_steps[i]);
-            at = b.out_steps[i];
-            for (int r = 0; r < N; ++r) o[i * N + static_cast<std::size_t>(r)] = x[r];
-          }
-          out.status[subj] =
-              all_finite(o, n_out * N) ? SubjectStatus::Ok : SubjectStatus::NonFinite;
-        }
+        for (std::int64_t subj = 0; subj < b.subjects; ++subj)
+          err.guard([&] {
+            ps.build(b, subj);
+            Real x[N];
+            for (int r = 0; r < N; ++r)
+              x[r] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
+            Real* o = out.amounts + subj * stride;
+            std::int64_t at = 0;
+            for (std::size_t i = 0; i < n_out; ++i) {
+              advance<N, Real>(s, ps, x, at, b.out_steps[i]);
+              at = b.out_steps[i];
+              for (int r = 0; r < N; ++r) o[i * N + static_cast<std::size_t>(r)] = x[r];
+            }
+            out.status[subj] =
+                all_finite(o, n_out * N) ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+          });
       }
+      err.rethrow();
       return;
     }
     // Dense output: fixed-length chunks of time; each chunk's start state by jumps, then the
     // chunks of all subjects scanned in parallel.
     const std::int64_t chunks = (s.steps + kChunkSteps - 1) / kChunkSteps;
     std::vector<PowerSubject<N, Real>> subjects(static_cast<std::size_t>(b.subjects));
+    RegionError err;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b.threads)
     for (std::int64_t subj = 0; subj < b.subjects; ++subj)
-      subjects[static_cast<std::size_t>(subj)].build(b, subj);
+      err.guard([&] { subjects[static_cast<std::size_t>(subj)].build(b, subj); });
+    err.rethrow();
     const std::int64_t tasks = b.subjects * chunks;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b.threads)
     for (std::int64_t t = 0; t < tasks; ++t) {
