@@ -383,6 +383,9 @@ struct Solver {
       }
     };
     bool finite = true;
+    // A reset (EVID 3/4) or an SS=1 dose cancels the doses of earlier records still pending
+    // (additional doses, lagged doses): NONMEM's "pending additional doses are cancelled".
+    std::int64_t cancel_below = -1;
     for (const Event& e : ev) {
       if (e.time > last_obs) break;  // nothing after the last observation is reported
       advance_to(e.time);
@@ -395,9 +398,12 @@ struct Solver {
         case kReset:
           x.setZero();
           running.clear();
+          cancel_below = std::max(cancel_below, e.seq);
           while (!virtual_stops.empty()) virtual_stops.pop();
           break;
         case kDose: {
+          if (e.seq < cancel_below) break;  // cancelled by a later reset or SS=1 record
+          if (e.ss == 1) cancel_below = std::max(cancel_below, e.seq);
           if (e.ss > 0) {
             std::vector<std::pair<double, double>> runs;
             Propagator<N>& pr = use(governing(e.time));

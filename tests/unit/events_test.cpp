@@ -429,3 +429,37 @@ TEST(LinearDataset, UpperCaseRateNamesMatchDatasetColumns) {
 
 }  // namespace
 }  // namespace pkscan
+
+namespace pkscan {
+namespace {
+
+// NONMEM (SS data item help): with SS=1 "infusions in progress or pending additional doses are
+// cancelled"; a reset event (EVID 3/4) resets the whole system the same way.
+TEST(Conventions, ResetAndSs1CancelPendingAdditionalDoses) {
+  const ModelInfo& m = model_info(ModelKind::TwoCompartment);
+  std::vector<std::pair<std::string, std::string>> names;
+  for (const ParameterInfo& p : m.parameters) names.emplace_back(p.name, p.name);
+  ParameterBatch b(ModelKind::TwoCompartment, 1);
+  b.set_all("ka", 1.0);
+  b.set_all("ke", 0.0);  // amounts only move by doses: easy to count
+  b.set_all("v_central", 1.0);
+  // 100 into central at 0, 6, 12, 18 (ADDL 3); reset at 8; observe at 13 and 19.
+  const Dataset reset = parse_dataset(
+      "ID,TIME,AMT,EVID,CMT,II,ADDL\n1,0,100,1,2,6,3\n1,8,.,3,.,.,.\n1,13,.,0,2,.,.\n1,19,.,0,2,.,."
+      "\n",
+      "r.csv", names, 2);
+  const DatasetResult r = simulate_dataset(reset, ModelKind::TwoCompartment, b);
+  EXPECT_EQ(r.amounts[1], 0.0);  // the doses at 12 and 18 were cancelled by the reset
+  EXPECT_EQ(r.amounts[3], 0.0);
+  // A later dose record's own additional doses are not cancelled: EVID 4 at 8 with ADDL.
+  const Dataset reset_dose = parse_dataset(
+      "ID,TIME,AMT,EVID,CMT,II,ADDL\n1,0,100,1,2,6,3\n1,8,10,4,2,5,1\n1,13,.,0,2,.,.\n1,19,.,0,2,.,"
+      ".\n",
+      "r4.csv", names, 2);
+  const DatasetResult r4 = simulate_dataset(reset_dose, ModelKind::TwoCompartment, b);
+  EXPECT_EQ(r4.amounts[1], 20.0);  // 10 at 8 and 10 at 13 (its own ADDL), none of the 100s
+  EXPECT_EQ(r4.amounts[3], 20.0);
+}
+
+}  // namespace
+}  // namespace pkscan
