@@ -546,16 +546,14 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
       for (std::size_t i = 0; i < tv.size(); ++i) {
         const std::string what = "output.times[" + std::to_string(i + 1) + "]";
         const double t = L.finite(tv[i], what, "finite and >= 0", false);
-        const double q = t / p.grid.dt;
-        const double r = std::nearbyint(q);
-        if (std::fabs(q - r) > 1e-9 + 1e-13 * std::fabs(r))
+        const std::int64_t s = p.grid.index_of(t);
+        if (s < 0)
           L.fail(tv[i], what + " is " + tv[i].Scalar() +
                             ", but must lie on the time grid (a multiple of time.dt = " +
                             format_value(p.grid.dt) + ")");
         if (t > t_end * (1 + 1e-12) + 1e-12)
           L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but must be <= the last grid time " +
                             format_value(t_end));
-        const std::int64_t s = static_cast<std::int64_t>(r);
         if (!steps.empty() && s <= steps.back())
           L.fail(tv[i],
                  what + " is " + tv[i].Scalar() + ", but output.times must be strictly increasing");
@@ -667,8 +665,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
           L.fail(cn, ctx + ".compartment is \"" + cname + "\", but must be one of " + join(cnames));
         const YAML::Node tn = require(d, "time", dn, ctx).value;
         ev.time = L.finite(tn, ctx + ".time", "finite and >= 0", false);
-        if (std::fabs(ev.time / p.grid.dt - std::nearbyint(ev.time / p.grid.dt)) >
-            1e-9 + 1e-13 * std::fabs(ev.time / p.grid.dt))
+        if (p.grid.index_of(ev.time) < 0)
           L.fail(tn, ctx + ".time is " + tn.Scalar() +
                          ", but must lie on the time grid (a multiple of time.dt = " +
                          format_value(p.grid.dt) + ")");
@@ -694,8 +691,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
         }
         if (ev_it != d.end()) {
           ev.every = L.finite(ev_it->second.value, ctx + ".every", "finite and > 0", true);
-          const double q = ev.every / p.grid.dt;
-          if (std::fabs(q - std::nearbyint(q)) > 1e-9 + 1e-13 * std::fabs(q))
+          if (p.grid.index_of(ev.every) < 0)
             L.fail(ev_it->second.value,
                    ctx + ".every is " + ev_it->second.value.Scalar() +
                        ", but must be a multiple of time.dt = " + format_value(p.grid.dt));

@@ -8,6 +8,7 @@
 #include <pkscan/result.hpp>
 #include <pkscan/types.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "schedule.hpp"
@@ -44,6 +45,23 @@ class Backend {
   virtual void run(const PreparedBatch& batch, ResultView<double> out) = 0;
   virtual void run(const PreparedBatch& batch, ResultView<float> out) = 0;
 };
+
+// Calls f(std::integral_constant<int, N>{}) for compartment counts 2..4, the range the batched
+// and power paths are compiled for (their unsupported_reason rejects other counts first).
+template <class F>
+void with_compartments_2_to_4(int n, F&& f) {
+  switch (n) {
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return;
+    case 3:
+      f(std::integral_constant<int, 3>{});
+      return;
+    default:
+      f(std::integral_constant<int, 4>{});
+      return;
+  }
+}
 
 // The one factory. Throws BackendUnavailable for a method/device not in this build.
 std::unique_ptr<Backend> make_backend(Method method, Device device);

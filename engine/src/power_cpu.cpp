@@ -209,14 +209,7 @@ class PowerCpuBackend final : public Backend {
  private:
   template <class Real>
   static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
-    switch (b.n) {
-      case 2:
-        return run_all<2, Real>(b, out);
-      case 3:
-        return run_all<3, Real>(b, out);
-      default:
-        return run_all<4, Real>(b, out);
-    }
+    with_compartments_2_to_4(b.n, [&](auto n) { run_all<decltype(n)::value, Real>(b, out); });
   }
 
  private:

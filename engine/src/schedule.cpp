@@ -27,6 +27,14 @@ std::int64_t grid_index(double t, double dt) noexcept {
   return static_cast<std::int64_t>(r);
 }
 
+}  // namespace pkscan::detail
+
+namespace pkscan {
+std::int64_t TimeGrid::index_of(double t) const noexcept { return detail::grid_index(t, dt); }
+}  // namespace pkscan
+
+namespace pkscan::detail {
+
 Schedule compile_schedule(const std::vector<DoseEvent>& doses, const TimeGrid& grid, int n) {
   Schedule s;
   s.n = n;
@@ -55,12 +63,11 @@ Schedule compile_schedule(const std::vector<DoseEvent>& doses, const TimeGrid& g
       rate = d.rate > 0.0 ? d.rate : d.amount / d.duration;
       const double duration = d.rate > 0.0 ? d.amount / d.rate : d.duration;
       if (!(duration > 0.0) || !(rate > 0.0)) continue;  // zero amount: nothing enters
-      const double q = duration / dt;
-      whole = std::floor(q);
+      whole = std::floor(duration / dt);
       covered = duration - whole * dt;
-      const double nearest = std::nearbyint(q);
-      if (std::fabs(q - nearest) <= kGridTolerance + 1e-13 * std::fabs(nearest)) {
-        whole = nearest;  // ends on the grid (within rounding): no partial step
+      if (const std::int64_t on_grid = grid_index(duration, dt); on_grid >= 0) {
+        whole =
+            static_cast<double>(on_grid);  // ends on the grid (within rounding): no partial step
         covered = 0.0;
       }
       if (covered <= 0.0 || covered >= dt) covered = 0.0;

@@ -30,6 +30,10 @@ struct TimeGrid {
   std::int64_t steps = 1;  ///< number of steps, >= 1
   /// Time of grid point i.
   double time(std::int64_t i) const noexcept { return static_cast<double>(i) * dt; }
+  /// Grid index of time t when t lies on the grid within rounding (|t/dt - i| <= 1e-9 +
+  /// 1e-13 i: "0.3 with dt 0.1" is on the grid), else -1. The one rule for doses, repeats,
+  /// infusion ends and output times.
+  std::int64_t index_of(double t) const noexcept;
 };
 
 /// One dose line: a bolus or a zero-order infusion, optionally repeated (NONMEM II/ADDL).
