@@ -155,6 +155,23 @@ struct ParamSource {
   YAML::Node value;
 };
 
+// Stores a parameter given as one number (every subject) or a list (one per subject; its length
+// is checked by the caller), each value under the parameter role's rule.
+void store_parameter(const Loader& L, const YAML::Node& v, const std::string& what,
+                     const ParameterInfo& pi, ParameterBatch& batch) {
+  const bool volume = pi.role == ParameterRole::Volume;
+  const char* rule = volume ? "finite and > 0" : "finite and >= 0";
+  if (!v.IsSequence()) {
+    batch.set_all(pi.name, L.finite(v, what, rule, volume));
+    return;
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string item = what + "[" + std::to_string(i + 1) + "]";
+    if (!v[i].IsScalar()) L.fail(v[i], item + " must be a number");
+    batch.set(pi.name, static_cast<std::int64_t>(i), L.finite(v[i], item, rule, volume));
+  }
+}
+
 // A run on a NONMEM dataset: `subjects: {dataset: FILE, parameters: {...}}`, `output: {path}`.
 void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& top, RunSpec& spec,
                        const std::shared_ptr<const ModelInfo>& model_ptr,
@@ -217,22 +234,14 @@ void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& to
         L.fail(kv.second.key, "parameter " + pi.name + " is given twice (as " + pi.name +
                                   " and as its alias " + pi.alias + "); give one of them");
       seen[static_cast<std::size_t>(col)] = 1;
-      const bool volume = pi.role == ParameterRole::Volume;
-      const char* rule = volume ? "finite and > 0" : "finite and >= 0";
       const std::string what = "subjects.parameters." + kv.first;
       const YAML::Node& v = kv.second.value;
       given[static_cast<std::size_t>(col)] = 1;
-      if (v.IsSequence()) {
-        if (static_cast<std::int64_t>(v.size()) != count)
-          L.fail(v, what + " has " + std::to_string(v.size()) + " values, but the dataset has " +
-                        std::to_string(count) +
-                        " subjects (IDs); give one value per subject, in dataset order");
-        for (std::size_t i = 0; i < v.size(); ++i)
-          p.parameters.set(pi.name, static_cast<std::int64_t>(i),
-                           L.finite(v[i], what + "[" + std::to_string(i + 1) + "]", rule, volume));
-      } else {
-        p.parameters.set_all(pi.name, L.finite(v, what, rule, volume));
-      }
+      if (v.IsSequence() && static_cast<std::int64_t>(v.size()) != count)
+        L.fail(v, what + " has " + std::to_string(v.size()) + " values, but the dataset has " +
+                      std::to_string(count) +
+                      " subjects (IDs); give one value per subject, in dataset order");
+      store_parameter(L, v, what, pi, p.parameters);
     }
   }
   for (std::size_t c = 0; c < model.parameters.size(); ++c) {
@@ -603,8 +612,6 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   p.parameters = ParameterBatch(model_ptr, count);
   for (const ParamSource& src : sources) {
     const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(src.column)];
-    const bool volume = pi.role == ParameterRole::Volume;
-    const char* rule = volume ? "finite and > 0" : "finite and >= 0";
     const std::string what = "subjects.parameters." + src.key.Scalar();
     if (pi.role == ParameterRole::Bioavailability || pi.role == ParameterRole::Lag) {
       // A grid run gives every subject the same doses: only the defaults make sense here.
@@ -619,17 +626,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
                               " in a run on a time grid (every subject gets the same doses there); "
                               "use subjects.dataset for per-subject bioavailability and lag");
     }
-    if (src.value.IsSequence()) {
-      for (std::size_t i = 0; i < src.value.size(); ++i) {
-        if (!src.value[i].IsScalar())
-          L.fail(src.value[i], what + "[" + std::to_string(i + 1) + "] must be a number");
-        const double v =
-            L.finite(src.value[i], what + "[" + std::to_string(i + 1) + "]", rule, volume);
-        p.parameters.set(pi.name, static_cast<std::int64_t>(i), v);
-      }
-    } else {
-      p.parameters.set_all(pi.name, L.finite(src.value, what, rule, volume));
-    }
+    store_parameter(L, src.value, what, pi, p.parameters);
   }
   // Micro constants or clearances, per subject (the first subject that breaks a rule is named).
   for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
