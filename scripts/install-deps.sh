@@ -19,8 +19,15 @@ packages=(
   libgtest-dev       # GoogleTest 1.12
   libgmock-dev
   googletest
-  python3            # benchmark baseline
+  python3            # benchmark baseline, Python module tests
   python3-numpy
+  python3-dev        # Python headers for the pybind11 module
+  pybind11-dev       # Python bindings
+  python3-pytest     # Python module tests
+  python3-h5py       # reads HDF5 output back in the tests
+  libhdf5-dev        # HDF5 output
+  libceres-dev       # maximum-likelihood fitting example (pkscan fit)
+  gnuplot-nox        # pkscan plot
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

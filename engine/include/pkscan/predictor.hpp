@@ -1,0 +1,130 @@
+#pragma once
+/// @file predictor.hpp
+/// pkscan inside fitting code: prepare a dataset once, then evaluate predictions at its
+/// observation records, the log-likelihood and their exact gradients many times with new
+/// parameters.
+///
+/// Parameters are given per subject as full rows in ModelInfo::parameters order (the columns of
+/// a ParameterBatch for the same model): a parameter that is not used (the unused one of micro
+/// constants / clearances) is NaN, as in a ParameterBatch. Gradients are taken with respect to
+/// every column; the derivative with respect to an unused (NaN) column is 0. Dataset columns
+/// named like parameters override the row per record, as in simulate_dataset(); a column that
+/// a dataset record overrides has derivative 0 over the intervals it governs.
+///
+/// Derivatives are exact (forward sensitivities of the linear ODE: the Frechet derivative of
+/// the matrix exponential and of its integral, plus the jump terms of event times that move with
+/// lag_* and, for fixed-RATE infusions, of infusion ends that move with f_*), not finite
+/// differences. Observations exactly at a lagged dose's arrival time or at an infusion's end
+/// are points where the prediction is not differentiable in lag_* / f_*; the one-sided
+/// derivative from the later side (the side the observation sees) is returned.
+///
+/// Thread-safety: a Predictor is immutable after construction; evaluate from any number of
+/// threads at once, each with its own Workspace. The evaluation functions do not allocate, log
+/// or throw for valid parameters once the workspace exists (they throw DomainError for invalid
+/// parameter values, which allocates the message).
+
+#include <cstdint>
+#include <memory>
+#include <pkscan/dataset.hpp>
+#include <pkscan/models/model_kind.hpp>
+#include <string>
+#include <vector>
+
+namespace pkscan {
+
+/// Residual error model of the observations (DV) around the predictions (IPRED).
+enum class ErrorModelKind {
+  Additive,      ///< DV = IPRED + eps, sd = sigma_add
+  Proportional,  ///< DV = IPRED (1 + eps), sd = sigma_prop * IPRED
+  Combined,      ///< sd = sqrt(sigma_add^2 + (sigma_prop * IPRED)^2)
+};
+
+/// An error model. Error-model parameters, in this order where used: sigma_add, sigma_prop
+/// (standard deviations, > 0). With log_scale, the model applies to log(DV) around log(IPRED)
+/// (additive on the log scale: sd = sigma_add; DV and IPRED must be > 0).
+struct ErrorModel {
+  ErrorModelKind kind = ErrorModelKind::Additive;  ///< which model
+  bool log_scale = false;                          ///< log-transform both sides
+  /// Number of error-model parameters (1 for additive or proportional, 2 for combined).
+  int parameter_count() const noexcept { return kind == ErrorModelKind::Combined ? 2 : 1; }
+  /// Names of the error-model parameters ("sigma_add", "sigma_prop").
+  std::vector<std::string> parameter_names() const;
+};
+
+/// Evaluated on its own: for one subject or all, predictions at the observation records
+/// (EVID 0), in dataset order within the subject.
+class Predictor {
+ public:
+  /// Scratch memory for one thread; make one per thread with make_workspace().
+  class Workspace;
+
+  /// Prepares `data` for `model`: sorts each subject's events, builds ADDL doses, finds the
+  /// observation records. @throws InvalidArgument when the dataset does not fit the model
+  /// (a CMT out of range, a parameter column the model does not have).
+  Predictor(Dataset data, std::shared_ptr<const ModelInfo> model);
+  /// Same for a built-in model.
+  Predictor(Dataset data, ModelKind model);
+  ~Predictor();
+  Predictor(Predictor&&) noexcept;
+  Predictor& operator=(Predictor&&) noexcept;
+  Predictor(const Predictor&) = delete;
+  Predictor& operator=(const Predictor&) = delete;
+
+  /// The model.
+  const ModelInfo& model() const noexcept;
+  /// The dataset as read.
+  const Dataset& dataset() const noexcept;
+  /// Number of subjects (Dataset::subjects).
+  std::int64_t subjects() const noexcept;
+  /// Number of parameter columns (ModelInfo::parameters).
+  int parameters() const noexcept;
+  /// Number of observation records (EVID 0) of subject `s`; their predictions are at offsets
+  /// observation_offset(s) .. observation_offset(s) + observations(s) - 1 of the whole vector.
+  std::int64_t observations(std::int64_t s) const noexcept;
+  /// Offset of subject `s`'s first observation in the all-subjects vectors.
+  std::int64_t observation_offset(std::int64_t s) const noexcept;
+  /// Observation records of all subjects.
+  std::int64_t observations() const noexcept;
+  /// A workspace for this predictor (allocates; reuse it across evaluations).
+  std::unique_ptr<Workspace> make_workspace() const;
+
+  /// Predictions (concentration of the observed compartment: CMT or the model's observation
+  /// compartment) of subject `s` with parameters `params` (parameters() values).
+  /// @param out observations(s) values
+  /// @throws DomainError naming the subject ID and line for invalid parameter values
+  void predict(std::int64_t s, const double* params, double* out, Workspace& ws) const;
+
+  /// Predictions and their Jacobian with respect to the parameters.
+  /// @param jacobian observations(s) x parameters() values, row-major
+  void predict_gradient(std::int64_t s, const double* params, double* out, double* jacobian,
+                        Workspace& ws) const;
+
+  /// Log-likelihood of subject `s`'s observed DV (EVID 0 with MDV 0 and DV present) under
+  /// `error` with error-model parameters `sigma` (error.parameter_count() values, > 0), the
+  /// full Gaussian density including -0.5 log(2 pi) terms (log-normal density on the DV scale
+  /// for log_scale, i.e. including the -log(DV) Jacobian term).
+  /// @param gradient if not null: parameters() values, d loglik / d params
+  /// @param sigma_gradient if not null: error.parameter_count() values, d loglik / d sigma
+  /// @throws DomainError for invalid parameters or sigma, or a non-positive prediction or DV
+  ///         on the log scale
+  double log_likelihood(std::int64_t s, const double* params, const ErrorModel& error,
+                        const double* sigma, double* gradient, double* sigma_gradient,
+                        Workspace& ws) const;
+
+  /// All subjects at once on `threads` threads (0 = all cores), params subjects() x parameters()
+  /// row-major. Same values as the per-subject calls.
+  /// @param out observations() values
+  void predict_all(const double* params, double* out, int threads = 0) const;
+
+  /// Sum over subjects of log_likelihood(); per_subject (if not null) receives subjects()
+  /// values, gradient (if not null) subjects() x parameters() values.
+  double log_likelihood_all(const double* params, const ErrorModel& error, const double* sigma,
+                            double* per_subject, double* gradient, double* sigma_gradient,
+                            int threads = 0) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pkscan
