@@ -2,14 +2,17 @@
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <iostream>
 #include <new>
 #include <pkscan/build_config.hpp>
 #include <pkscan/config/load.hpp>
 #include <pkscan/config/output.hpp>
+#include <pkscan/config/population_run.hpp>
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 
 #include "bench.hpp"
+#include "progress.hpp"
 
 namespace pkscan::cli {
 
@@ -37,7 +40,12 @@ struct Command {
   std::string output;
   bool quiet = false;
   bool verbose = false;
+  bool terminal = false;  // stderr is a terminal (progress bar instead of lines)
 };
+
+bool is_output_extension(const std::string& path) {
+  return ends_with(path, ".csv") || ends_with(path, ".h5") || ends_with(path, ".hdf5");
+}
 
 std::string describe(const config::RunSpec& spec) {
   const Problem& p = spec.problem;
@@ -93,8 +101,8 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   if (path.empty())
     throw ConfigError(c.file, spec.output_line, spec.output_column,
                       "output.path is missing; give output.path in the run file or --output PATH");
-  if (!ends_with(path, ".csv")) {
-    const std::string msg = "output path is \"" + path + "\", but must end in .csv";
+  if (!is_output_extension(path)) {
+    const std::string msg = "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5";
     if (c.output.empty())
       throw ConfigError(c.file, spec.output_path_line, spec.output_path_column,
                         "output.path: " + msg);
@@ -119,6 +127,25 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
     report(result.summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
     return kExitOk;
   }
+  if (spec.streaming() || !ends_with(path, ".csv")) {
+#ifndef PKSCAN_STREAMING_READY  // TEMPORARY while the sinks and the sampler land
+    throw Error("streamed runs are not built yet");
+#else
+    config::StreamOptions so;
+    Progress progress(err, c.terminal, "subjects");
+    if (!c.quiet) so.progress = [&](std::int64_t done, std::int64_t total) {
+      progress.update(done, total);
+    };
+    const config::StreamReport rep = config::run_streaming(spec, path, so);
+    progress.finish();
+    report(rep.summary,
+           std::to_string(rep.rows) + (rep.rows == 1 ? " subject" : " subjects") +
+               (spec.stream.summaries ? ", with summaries" : "") +
+               (spec.stream.trajectories ? "" : ", no trajectories"),
+           path, c, out, err);
+    return kExitOk;
+#endif
+  }
   SimulateOptions options = spec.options;
   options.concentrations = false;  // the CSV writer divides by volumes as it writes
   const SimulationResult result = simulate(spec.problem, options);
@@ -140,10 +167,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.set_version_flag("--version", PKSCAN_VERSION_STRING);
   app.require_subcommand(1);
   Command c;
+  c.terminal = &err == &std::cerr && stderr_is_terminal();
   CLI::App* run = app.add_subcommand("run", "Run a run file and write its results");
   run->add_option("file", c.file, "Run file (YAML)")->required();
-  run->add_option("--output,-o", c.output, "Output path (overrides output.path; .csv)");
-  run->add_flag("--quiet,-q", c.quiet, "Print nothing on success");
+  run->add_option("--output,-o", c.output, "Output path (overrides output.path; .csv or .h5)");
+  run->add_flag("--quiet,-q", c.quiet, "Print nothing on success, and no progress");
   run->add_flag("--verbose,-v", c.verbose, "Report the compute path and timings on stderr");
   run->footer(kExitHelp);
   BenchOptions bo;

@@ -172,6 +172,403 @@ void store_parameter(const Loader& L, const YAML::Node& v, const std::string& wh
   }
 }
 
+// Reads the covariates CSV of a population: a header of names, then one row of numbers per
+// subject. Errors name the file, the line and the column.
+void read_covariates(const std::string& path, PopulationInput& pop, std::int64_t max_rows) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(path, 0, 0, std::string("cannot read the covariates file: ") +
+                                      std::strerror(errno));
+  std::string line;
+  std::int64_t lineno = 0;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::string cur;
+    for (char ch : l) {
+      if (ch == ',') {
+        f.push_back(cur);
+        cur.clear();
+      } else if (ch != '\r') {
+        cur += ch;
+      }
+    }
+    f.push_back(cur);
+    for (std::string& x : f) {
+      const auto a = x.find_first_not_of(" \t\"");
+      const auto b = x.find_last_not_of(" \t\"");
+      x = a == std::string::npos ? std::string() : x.substr(a, b - a + 1);
+    }
+    return f;
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::vector<std::string> f = split(line);
+    if (pop.covariate_names.empty()) {
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        if (f[i].empty())
+          throw ConfigError(path, lineno, static_cast<int>(i + 1),
+                            "the covariates header has an empty column name");
+        for (std::size_t j = 0; j < i; ++j)
+          if (f[j] == f[i])
+            throw ConfigError(path, lineno, static_cast<int>(i + 1),
+                              "covariate column '" + f[i] + "' appears twice in the header");
+      }
+      pop.covariate_names = f;
+      continue;
+    }
+    if (f.size() != pop.covariate_names.size())
+      throw ConfigError(path, lineno, 0,
+                        "the row has " + std::to_string(f.size()) + " fields, but the header has " +
+                            std::to_string(pop.covariate_names.size()));
+    const std::int64_t rows =
+        static_cast<std::int64_t>(pop.covariates.size() / pop.covariate_names.size());
+    if (rows >= max_rows)
+      throw ConfigError(path, lineno, 0,
+                        "the covariates file has more rows than subjects.population.count = " +
+                            std::to_string(max_rows) + "; give one row per subject");
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(f[i].c_str(), &end);
+      if (f[i].empty() || end != f[i].c_str() + f[i].size() || !std::isfinite(v))
+        throw ConfigError(path, lineno, static_cast<int>(i + 1),
+                          "covariate " + pop.covariate_names[i] + " is \"" + f[i] +
+                              "\", but must be a finite number");
+      pop.covariates.push_back(v);
+    }
+  }
+  if (in.bad()) throw ConfigError(path, 0, 0, "cannot read the covariates file (I/O error)");
+  if (pop.covariate_names.empty())
+    throw ConfigError(path, 0, 0, "the covariates file is empty; it needs a header of names");
+}
+
+bool output_extension_ok(const std::string& p) {
+  auto ends = [&](const char* e) {
+    const std::size_t n = std::strlen(e);
+    return p.size() > n && p.compare(p.size() - n, n, e) == 0;
+  };
+  return ends(".csv") || ends(".h5") || ends(".hdf5");
+}
+
+// Parameter column by name for population and sweep keys, or an error listing the names.
+int named_parameter(const Loader& L, const ModelInfo& model, const YAML::Node& key,
+                    const std::string& what) {
+  const std::string name = key.Scalar();
+  const int col = parameter_index(model, name);
+  if (col < 0) {
+    std::vector<std::string> names;
+    for (const ParameterInfo& pi : model.parameters) names.push_back(pi.name);
+    L.fail(key, what + " names the parameter '" + name + "', but model " + model.name +
+                    " has the parameters " + join(names));
+  }
+  return col;
+}
+
+// A value of a parameter under its role's rule.
+double parameter_value(const Loader& L, const YAML::Node& v, const std::string& what,
+                       const ParameterInfo& pi) {
+  const bool volume = pi.role == ParameterRole::Volume;
+  return L.finite(v, what, volume ? "finite and > 0" : "finite and >= 0", volume);
+}
+
+// f_* and lag_* keep their defaults in runs on a time grid (every subject gets the same doses).
+void reject_dose_parameter(const Loader& L, const YAML::Node& where, const ParameterInfo& pi,
+                           const std::string& what) {
+  if (pi.role == ParameterRole::Bioavailability || pi.role == ParameterRole::Lag)
+    L.fail(where, what + ": " + pi.name +
+                      " cannot vary in a run on a time grid (every subject gets the same doses "
+                      "there); use subjects.dataset for per-subject bioavailability and lag");
+}
+
+std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const YAML::Node& node,
+                                                        const ModelInfo& model,
+                                                        const std::string& run_file) {
+  auto pop_keys = L.entries(node, "subjects.population",
+                            {"count", "seed", "replicates", "typical", "iiv", "covariates"});
+  auto out = std::make_shared<PopulationInput>();
+  PopulationInput& pop = *out;
+  const std::string ctx = "subjects.population";
+  auto need = [&](const std::string& k) -> const Loader::Entry& {
+    auto it = pop_keys.find(k);
+    if (it == pop_keys.end()) L.fail(node, "missing key '" + k + "' in " + ctx);
+    return it->second;
+  };
+  pop.count = L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
+  pop.seed = static_cast<std::uint64_t>(
+      L.integer(need("seed").value, ctx + ".seed", 0, (std::int64_t{1} << 53)));
+  if (auto it = pop_keys.find("replicates"); it != pop_keys.end())
+    pop.replicates = L.integer(it->second.value, ctx + ".replicates", 1, 1'000'000);
+
+  // typical values
+  const YAML::Node& tn = need("typical").value;
+  std::vector<std::string> names;
+  for (const ParameterInfo& pi : model.parameters) {
+    names.push_back(pi.name);
+    if (!pi.alias.empty()) names.push_back(pi.alias);
+  }
+  auto typ = L.entries(tn, ctx + ".typical", names);
+  pop.typical.resize(model.parameters.size());
+  std::vector<char> given(model.parameters.size(), 0);
+  for (std::size_t c = 0; c < model.parameters.size(); ++c)
+    pop.typical[c] = model.parameters[c].default_value;
+  for (auto it = tn.begin(); it != tn.end(); ++it) {
+    const int col = parameter_index(model, it->first.Scalar());
+    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
+    const std::string what = ctx + ".typical." + it->first.Scalar();
+    if (given[static_cast<std::size_t>(col)])
+      L.fail(it->first, "parameter " + pi.name + " is given twice (as " + pi.name +
+                            " and as its alias " + pi.alias + "); give one of them");
+    given[static_cast<std::size_t>(col)] = 1;
+    if (!it->second.IsScalar())
+      L.fail(it->second, what + " must be a number (the typical value)");
+    pop.typical[static_cast<std::size_t>(col)] = parameter_value(L, it->second, what, pi);
+    if (pop.typical[static_cast<std::size_t>(col)] != pi.default_value)
+      reject_dose_parameter(L, it->second, pi, what);
+  }
+  for (std::size_t c = 0; c < model.parameters.size(); ++c)
+    if (!given[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
+      L.fail(tn, "missing parameter '" + model.parameters[c].name + "' in " + ctx +
+                     ".typical (required by model " + model.name + ")");
+  {
+    const std::string msg = check_parameters(model, pop.typical.data());
+    if (!msg.empty()) L.fail(tn, ctx + ".typical: " + msg);
+  }
+
+  // iiv: {name: variance, ...} (diagonal) or {block: [names], omega: [lower triangle]}
+  if (auto it = pop_keys.find("iiv"); it != pop_keys.end()) {
+    const YAML::Node& iv = it->second.value;
+    if (!iv.IsMap())
+      L.fail(iv, ctx + ".iiv must be a mapping of parameter names to variances of eta "
+                       "(omega^2), or {block: [names], omega: [lower triangle of the covariance]}");
+    if (iv["block"] || iv["omega"]) {
+      auto b = L.entries(iv, ctx + ".iiv", {"block", "omega"});
+      auto bi = b.find("block");
+      auto oi = b.find("omega");
+      if (bi == b.end() || oi == b.end())
+        L.fail(iv, ctx + ".iiv needs both block (the parameter names) and omega (the lower "
+                         "triangle of their covariance, row by row, as in $OMEGA BLOCK)");
+      const YAML::Node& bn = bi->second.value;
+      if (!bn.IsSequence() || bn.size() == 0)
+        L.fail(bn, ctx + ".iiv.block must be a non-empty list of parameter names");
+      for (std::size_t i = 0; i < bn.size(); ++i) {
+        if (!bn[i].IsScalar())
+          L.fail(bn[i], ctx + ".iiv.block[" + std::to_string(i + 1) + "] must be a name");
+        const int col = named_parameter(L, model, bn[i], ctx + ".iiv.block");
+        for (int c : pop.eta_columns)
+          if (c == col) L.fail(bn[i], ctx + ".iiv.block names " + bn[i].Scalar() + " twice");
+        pop.eta_columns.push_back(col);
+      }
+      const std::size_t m = pop.eta_columns.size();
+      const YAML::Node& on = oi->second.value;
+      if (!on.IsSequence() || on.size() != m * (m + 1) / 2)
+        L.fail(on, ctx + ".iiv.omega must be a list of " + std::to_string(m * (m + 1) / 2) +
+                       " numbers: the lower triangle of the " + std::to_string(m) + "x" +
+                       std::to_string(m) + " covariance, row by row" +
+                       (on.IsSequence() ? ", but has " + std::to_string(on.size()) : ""));
+      pop.omega.assign(m * m, 0.0);
+      std::size_t k = 0;
+      for (std::size_t r = 0; r < m; ++r) {
+        for (std::size_t c = 0; c <= r; ++c, ++k) {
+          const std::string what = ctx + ".iiv.omega[" + std::to_string(k + 1) + "]";
+          const double v = L.number(on[k], what);
+          if (!std::isfinite(v) || (r == c && v < 0))
+            L.fail(on[k], what + " is " + on[k].Scalar() + ", but must be finite" +
+                              (r == c ? " and >= 0 (a variance)" : ""));
+          pop.omega[r * m + c] = pop.omega[c * m + r] = v;
+        }
+      }
+      // Positive semi-definite: Cholesky of the block with non-zero variances.
+      std::vector<std::size_t> nz;
+      for (std::size_t r = 0; r < m; ++r)
+        if (pop.omega[r * m + r] > 0) nz.push_back(r);
+      for (std::size_t r = 0; r < m; ++r)
+        for (std::size_t c = 0; c < m; ++c)
+          if (r != c && pop.omega[r * m + c] != 0 &&
+              (pop.omega[r * m + r] == 0 || pop.omega[c * m + c] == 0))
+            L.fail(on, ctx + ".iiv.omega has a covariance with a zero-variance parameter");
+      std::vector<double> l(nz.size() * nz.size(), 0.0);
+      for (std::size_t i = 0; i < nz.size(); ++i) {
+        for (std::size_t j = 0; j <= i; ++j) {
+          double s = pop.omega[nz[i] * m + nz[j]];
+          for (std::size_t q = 0; q < j; ++q) s -= l[i * nz.size() + q] * l[j * nz.size() + q];
+          if (i == j) {
+            if (!(s > 1e-14 * pop.omega[nz[i] * m + nz[i]]))
+              L.fail(on, ctx + ".iiv.omega is not positive definite (the correlations are "
+                               "impossible): check the covariances of " +
+                             model.parameters[static_cast<std::size_t>(
+                                                  pop.eta_columns[nz[i]])]
+                                 .name);
+            l[i * nz.size() + i] = std::sqrt(s);
+          } else {
+            l[i * nz.size() + j] = s / l[j * nz.size() + j];
+          }
+        }
+      }
+    } else {
+      std::vector<YAML::Node> values;
+      for (const auto& kv : iv) {
+        const YAML::Node k = kv.first;
+        values.push_back(kv.second);
+        const int col = named_parameter(L, model, k, ctx + ".iiv");
+        for (int c : pop.eta_columns)
+          if (c == col) L.fail(k, ctx + ".iiv names " + k.Scalar() + " twice");
+        pop.eta_columns.push_back(col);
+      }
+      const std::size_t m = pop.eta_columns.size();
+      pop.omega.assign(m * m, 0.0);
+      for (std::size_t k = 0; k < m; ++k)
+        pop.omega[k * m + k] = L.finite(
+            values[k],
+            ctx + ".iiv." + model.parameters[static_cast<std::size_t>(pop.eta_columns[k])].name,
+            "finite and >= 0 (the variance of eta, omega^2)", false);
+    }
+    for (std::size_t i = 0; i < pop.eta_columns.size(); ++i) {
+      const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(pop.eta_columns[i])];
+      reject_dose_parameter(L, iv, pi, ctx + ".iiv");
+      if (std::isnan(pop.typical[static_cast<std::size_t>(pop.eta_columns[i])]))
+        L.fail(iv, ctx + ".iiv gives variability to " + pi.name +
+                       ", which has no typical value in " + ctx + ".typical");
+    }
+  }
+
+  // covariates: {file: CSV, effects: [{parameter, covariate, type, coefficient, reference}]}
+  if (auto it = pop_keys.find("covariates"); it != pop_keys.end()) {
+    const YAML::Node& cn = it->second.value;
+    auto cv = L.entries(cn, ctx + ".covariates", {"file", "effects"});
+    auto fi = cv.find("file");
+    if (fi == cv.end()) L.fail(cn, "missing key 'file' in " + ctx + ".covariates");
+    std::string path = L.scalar_string(fi->second.value, ctx + ".covariates.file",
+                                       "the path of a CSV file with one row per subject");
+    if (path[0] != '/') {
+      const auto slash = run_file.find_last_of('/');
+      if (slash != std::string::npos) path = run_file.substr(0, slash + 1) + path;
+    }
+    pop.covariate_file = path;
+    if (!std::ifstream(path, std::ios::binary))
+      L.fail(fi->second.value, ctx + ".covariates.file: cannot read \"" + path +
+                                   "\": " + std::strerror(errno));
+    read_covariates(path, pop, pop.count);
+    const std::int64_t rows =
+        static_cast<std::int64_t>(pop.covariates.size() / pop.covariate_names.size());
+    if (rows != pop.count)
+      L.fail(fi->second.value, ctx + ".covariates.file has " + std::to_string(rows) +
+                                   " rows, but " + ctx + ".count is " +
+                                   std::to_string(pop.count) + "; give one row per subject");
+    if (auto ei = cv.find("effects"); ei != cv.end()) {
+      const YAML::Node& el = ei->second.value;
+      if (!el.IsSequence())
+        L.fail(el, ctx + ".covariates.effects must be a list of {parameter, covariate, type, "
+                         "coefficient, reference}");
+      for (std::size_t i = 0; i < el.size(); ++i) {
+        const std::string ectx = ctx + ".covariates.effects[" + std::to_string(i + 1) + "]";
+        auto e = L.entries(el[i], ectx,
+                           {"parameter", "covariate", "type", "coefficient", "reference"});
+        for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
+          if (e.find(k) == e.end()) L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
+        PopulationInput::Effect eff;
+        eff.column = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
+        const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(eff.column)];
+        reject_dose_parameter(L, e.at("parameter").value, pi, ectx);
+        if (std::isnan(pop.typical[static_cast<std::size_t>(eff.column)]))
+          L.fail(e.at("parameter").value,
+                 ectx + " acts on " + pi.name + ", which has no typical value");
+        const std::string cov =
+            L.scalar_string(e.at("covariate").value, ectx + ".covariate", "a covariate column");
+        const auto ci = std::find(pop.covariate_names.begin(), pop.covariate_names.end(), cov);
+        if (ci == pop.covariate_names.end())
+          L.fail(e.at("covariate").value, ectx + ".covariate is \"" + cov +
+                                              "\", but the covariates file has the columns " +
+                                              join(pop.covariate_names));
+        eff.covariate = static_cast<int>(ci - pop.covariate_names.begin());
+        const std::string type =
+            L.scalar_string(e.at("type").value, ectx + ".type", "power or exponential");
+        if (type != "power" && type != "exponential")
+          L.fail(e.at("type").value,
+                 ectx + ".type is \"" + type + "\", but must be power or exponential");
+        eff.power = type == "power";
+        eff.coefficient = L.number(e.at("coefficient").value, ectx + ".coefficient");
+        if (!std::isfinite(eff.coefficient))
+          L.fail(e.at("coefficient").value, ectx + ".coefficient must be finite");
+        eff.reference = L.number(e.at("reference").value, ectx + ".reference");
+        if (!std::isfinite(eff.reference) || (eff.power && !(eff.reference > 0)))
+          L.fail(e.at("reference").value,
+                 ectx + ".reference is " + e.at("reference").value.Scalar() +
+                     ", but must be finite" + (eff.power ? " and > 0 (power effect)" : ""));
+        if (eff.power) {
+          const std::size_t k = pop.covariate_names.size();
+          for (std::int64_t r = 0; r < pop.count; ++r) {
+            const double v =
+                pop.covariates[static_cast<std::size_t>(r) * k + static_cast<std::size_t>(eff.covariate)];
+            if (!(v > 0))
+              L.fail(e.at("covariate").value,
+                     ectx + ": covariate " + cov + " of subject " + std::to_string(r + 1) + " is " +
+                         format_value(v) + ", but a power effect needs values > 0");
+          }
+        }
+        pop.effects.push_back(eff);
+      }
+    }
+  }
+  return out;
+}
+
+SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model) {
+  SweepInput sw;
+  if (!node.IsMap() || node.size() == 0)
+    L.fail(node, "sweep must be a mapping of parameter names to lists of values");
+  std::int64_t points = 1;
+  for (const auto& kv : node) {
+    const YAML::Node k = kv.first;
+    const YAML::Node v = kv.second;
+    if (!k.IsScalar()) L.fail(k, "a key in sweep is not a parameter name");
+    const int col = named_parameter(L, model, k, "sweep");
+    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
+    for (int c : sw.columns)
+      if (c == col) L.fail(k, "sweep names " + pi.name + " twice");
+    reject_dose_parameter(L, k, pi, "sweep");
+    const std::string what = "sweep." + k.Scalar();
+    if (!v.IsSequence() || v.size() == 0)
+      L.fail(v, what + " must be a non-empty list of values");
+    std::vector<double> vals;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      vals.push_back(parameter_value(L, v[i], what + "[" + std::to_string(i + 1) + "]", pi));
+    points *= static_cast<std::int64_t>(vals.size());
+    if (points > 1'000'000'000)
+      L.fail(v, "sweep has more than 10^9 grid points");
+    sw.columns.push_back(col);
+    sw.values.push_back(std::move(vals));
+  }
+  return sw;
+}
+
+// output.summaries: true | false | {percentiles: [..]}
+void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so) {
+  if (v.IsScalar() && v.Tag() != "!" && (v.Scalar() == "true" || v.Scalar() == "false")) {
+    so.summaries = v.Scalar() == "true";
+    return;
+  }
+  if (!v.IsMap())
+    L.fail(v, "output.summaries must be true, false or {percentiles: [numbers in 0..100]}");
+  auto m = L.entries(v, "output.summaries", {"percentiles"});
+  so.summaries = true;
+  if (auto it = m.find("percentiles"); it != m.end()) {
+    const YAML::Node& pl = it->second.value;
+    if (!pl.IsSequence() || pl.size() == 0 || pl.size() > 99)
+      L.fail(pl, "output.summaries.percentiles must be a list of 1 to 99 numbers in [0, 100]");
+    so.percentiles.clear();
+    for (std::size_t i = 0; i < pl.size(); ++i) {
+      const std::string what = "output.summaries.percentiles[" + std::to_string(i + 1) + "]";
+      const double q = L.number(pl[i], what);
+      if (!(q >= 0 && q <= 100))
+        L.fail(pl[i], what + " is " + pl[i].Scalar() + ", but must be in [0, 100]");
+      if (!so.percentiles.empty() && q <= so.percentiles.back())
+        L.fail(pl[i], what + " is " + pl[i].Scalar() + ", but the percentiles must increase");
+      so.percentiles.push_back(q);
+    }
+  }
+}
+
 // A run on a NONMEM dataset: `subjects: {dataset: FILE, parameters: {...}}`, `output: {path}`.
 void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& top, RunSpec& spec,
                        const std::shared_ptr<const ModelInfo>& model_ptr,
@@ -305,8 +702,10 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
 
   RunSpec spec;
   spec.file = file;
-  const std::vector<std::string> top_keys = {"model", "discretization", "time",   "subjects",
-                                             "doses", "output",         "engine", "precision"};
+  const std::vector<std::string> top_keys = {"model",  "discretization", "time",
+                                             "subjects", "doses",        "output",
+                                             "engine", "precision",      "sweep"};
+  spec.text = text;
   auto top = L.entries(root, "the run file", top_keys);
   auto require = [&](std::map<std::string, Loader::Entry>& m, const std::string& key,
                      const YAML::Node& parent, const std::string& ctx) -> Loader::Entry& {
@@ -464,8 +863,18 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
 
   // subjects
   auto& subj_e = require(top, "subjects", root, "the run file");
-  auto subj = L.entries(subj_e.value, "subjects", {"count", "parameters"});
-  auto& params_e = require(subj, "parameters", subj_e.value, "subjects");
+  auto subj = L.entries(subj_e.value, "subjects", {"count", "parameters", "population"});
+  if (auto pit = subj.find("population"); pit != subj.end()) {
+    for (const char* k : {"parameters", "count"})
+      if (auto it = subj.find(k); it != subj.end())
+        L.fail(it->second.key, "subjects." + std::string(k) +
+                                   " cannot be given with subjects.population (the population's "
+                                   "count and typical values say it); remove it");
+    spec.population = parse_population(L, pit->second.value, model, file);
+  }
+  // With a population, subjects.parameters is absent: an empty mapping stands in for it.
+  Loader::Entry params_e{subj_e.key, YAML::Node(YAML::NodeType::Map)};
+  if (!spec.population) params_e = require(subj, "parameters", subj_e.value, "subjects");
   std::vector<std::string> accepted;
   for (const ParameterInfo& pi : model.parameters)
     accepted.push_back(pi.alias.empty() ? pi.name : pi.name + " (alias " + pi.alias + ")");
@@ -514,11 +923,15 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     sources.push_back({col, kv.second.key, v});
   }
   for (std::size_t c = 0; c < model.parameters.size(); ++c) {
-    if (!seen[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
+    if (!spec.population && !seen[c] && std::isnan(model.parameters[c].default_value) &&
+        !model.in_alternative[c])
       L.fail(params_e.value, "missing parameter '" + model.parameters[c].name +
                                  "' in subjects.parameters (required by model " + model.name + ")");
   }
   std::int64_t count = list_len > 0 ? list_len : 1;
+  if (spec.population) {
+    std::fill(seen.begin(), seen.end(), 1);  // the typical values were checked above
+  }
   if (auto it = subj.find("count"); it != subj.end()) {
     count = L.integer(it->second.value, "subjects.count", 1, 1'000'000'000'000);
     if (list_len >= 0 && count != list_len)
@@ -531,16 +944,16 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   // `output` may be left out when the path comes from --output (times then default to all).
   std::map<std::string, Loader::Entry> out;
   if (auto it = top.find("output"); it != top.end()) {
-    out = L.entries(it->second.value, "output", {"path", "times"});
+    out = L.entries(it->second.value, "output", {"path", "times", "trajectories", "summaries"});
     spec.output_line = it->second.key.Mark().line + 1;
     spec.output_column = it->second.key.Mark().column + 1;
   }
   if (auto it = out.find("path"); it != out.end()) {
-    spec.output_path =
-        L.scalar_string(it->second.value, "output.path", "a file path ending in .csv");
+    spec.output_path = L.scalar_string(it->second.value, "output.path",
+                                       "a file path ending in .csv, .h5 or .hdf5");
     const std::string& op = spec.output_path;
-    if (op.size() < 5 || op.compare(op.size() - 4, 4, ".csv") != 0)
-      L.fail(it->second.value, "output.path is \"" + op + "\", but must end in .csv");
+    if (!output_extension_ok(op))
+      L.fail(it->second.value, "output.path is \"" + op + "\", but must end in .csv, .h5 or .hdf5");
     spec.output_path_line = it->second.value.Mark().line + 1;
     spec.output_path_column = it->second.value.Mark().column + 1;
   }
@@ -574,8 +987,33 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     }
   }
 
-  // Size check before allocating anything per subject.
-  {
+  if (auto it = out.find("trajectories"); it != out.end()) {
+    const YAML::Node& v = it->second.value;
+    if (!v.IsScalar() || v.Tag() == "!" || (v.Scalar() != "true" && v.Scalar() != "false"))
+      L.fail(v, "output.trajectories must be true or false");
+    spec.stream.trajectories = v.Scalar() == "true";
+    if (!spec.stream.trajectories) spec.stream.summaries = true;  // something must be written
+  }
+  if (auto it = out.find("summaries"); it != out.end()) {
+    parse_summaries(L, it->second.value, spec.stream);
+    if (!spec.stream.summaries && !spec.stream.trajectories)
+      L.fail(it->second.value,
+             "output.summaries is false and output.trajectories is false: nothing to write");
+  }
+  if (auto it = top.find("sweep"); it != top.end())
+    spec.sweep = parse_sweep(L, it->second.value, model);
+  if (spec.streaming()) {
+    const long double rows = static_cast<long double>(spec.sweep.points()) *
+                             (spec.population ? static_cast<long double>(spec.population->count) *
+                                                    static_cast<long double>(spec.population->replicates)
+                                              : static_cast<long double>(count));
+    if (rows > 1e12L)
+      L.fail(subj_e.value, "the run has " + format_value(static_cast<double>(rows)) +
+                               " subjects (replicates x sweep points x subjects), more than 10^12");
+  }
+
+  // Size check before allocating anything per subject (streamed runs hold one chunk at a time).
+  if (!spec.streaming()) {
     Problem sizing;
     sizing.model = p.model;
     sizing.grid = p.grid;
@@ -610,6 +1048,11 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   }
 
   p.parameters = ParameterBatch(model_ptr, count);
+  if (spec.population) {
+    for (std::size_t c = 0; c < model.parameters.size(); ++c)
+      if (!std::isnan(spec.population->typical[c]))
+        p.parameters.set(model.parameters[c].name, 0, spec.population->typical[c]);
+  }
   for (const ParamSource& src : sources) {
     const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(src.column)];
     const std::string what = "subjects.parameters." + src.key.Scalar();

@@ -99,6 +99,10 @@ class ParameterBatch {
   const double* row(std::int64_t subject) const noexcept {
     return values_.data() + subject * columns_;
   }
+  /// Writable row-major storage (subjects x parameters), for filling many rows at once (a
+  /// population sampler); NaN marks the unused one of micro constants / clearances. Values are
+  /// validated when simulated.
+  double* mutable_values() noexcept { return values_.data(); }
 
  private:
   ModelKind model_ = ModelKind::ThreeCompartment;

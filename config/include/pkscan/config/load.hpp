@@ -3,12 +3,60 @@
 /// Run files (YAML) to a pkscan Problem. This is the only part of pkscan that sees yaml-cpp.
 /// The contract is shared/spec/run-config.md; docs/run-files.md documents every key.
 
+#include <cstdint>
 #include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/engine.hpp>
 #include <string>
+#include <vector>
 
 namespace pkscan::config {
+
+/// A virtual population (`subjects.population`): parameter = typical * covariate effects *
+/// exp(eta), eta ~ N(0, omega).
+struct PopulationInput {
+  std::int64_t count = 0;       ///< subjects per replicate (and per sweep point)
+  std::uint64_t seed = 0;       ///< random seed
+  std::int64_t replicates = 1;  ///< replicate trials (NONMEM's NSUBPROBLEMS)
+  /// Typical values, one row in ModelInfo::parameters order (model defaults where not given,
+  /// NaN for the unused one of micro constants / clearances).
+  std::vector<double> typical;
+  std::vector<int> eta_columns;  ///< parameters with between-subject variability
+  std::vector<double> omega;     ///< eta_columns^2 covariance, row-major, symmetric
+  std::string covariate_file;    ///< covariates CSV ("" when none)
+  std::vector<std::string> covariate_names;  ///< its columns
+  std::vector<double> covariates;            ///< count x covariate_names, row-major
+  /// A covariate effect: parameter *= (cov / reference)^coefficient (power) or
+  /// exp(coefficient * (cov - reference)) (exponential).
+  struct Effect {
+    int column = 0;     ///< parameter
+    int covariate = 0;  ///< index into covariate_names
+    bool power = true;  ///< power or exponential
+    double coefficient = 0.0;
+    double reference = 1.0;
+  };
+  std::vector<Effect> effects;  ///< covariate effects, applied in order
+};
+
+/// A parameter grid (`sweep`): the cartesian product of the listed values, the first parameter
+/// varying slowest.
+struct SweepInput {
+  std::vector<int> columns;                 ///< swept parameters
+  std::vector<std::vector<double>> values;  ///< per swept parameter: its values
+  /// Number of grid points (1 when there is no sweep).
+  std::int64_t points() const noexcept {
+    std::int64_t n = 1;
+    for (const auto& v : values) n *= static_cast<std::int64_t>(v.size());
+    return n;
+  }
+};
+
+/// What a population or sweep run writes (`output.trajectories`, `output.summaries`).
+struct StreamOutput {
+  bool trajectories = true;                       ///< amounts and concentrations per time
+  bool summaries = false;                         ///< per-time percentiles and subject metrics
+  std::vector<double> percentiles = {5, 50, 95};  ///< summary percentiles, ascending
+};
 
 /// A parsed, validated run file.
 struct RunSpec {
@@ -23,6 +71,17 @@ struct RunSpec {
   std::shared_ptr<const Dataset> dataset;
   int output_line = 0;  ///< 1-based location of the `output` key, 0 if absent
   int output_column = 0;
+  /// The virtual population (null when subjects are listed in subjects.parameters). Then
+  /// problem.parameters holds one row: the typical values.
+  std::shared_ptr<const PopulationInput> population;
+  SweepInput sweep;     ///< parameter grid (empty when there is none)
+  StreamOutput stream;  ///< output.trajectories / output.summaries
+  std::string text;     ///< the run file's text
+  /// True when the run is simulated in chunks and streamed (a population, a sweep, summaries,
+  /// no trajectories, or HDF5 output).
+  bool streaming() const noexcept {
+    return population || !sweep.columns.empty() || stream.summaries || !stream.trajectories;
+  }
 };
 
 /// Reads and validates a run file.
