@@ -11,11 +11,15 @@ cmake --build build --target pkscan_cli -j"$(nproc)"
 
 mkdir -p results
 build/bin/pkscan run config/examples/three_compartment.yaml --output results/three_compartment.csv
+build/bin/pkscan run config/examples/population/population.yaml --output results/population.csv
+build/bin/pkscan plot results/population.csv -o results/population.png
 
 cat <<MSG
 
 pkscan is built: $(pwd)/build/bin/pkscan
 Example results: $(pwd)/results/three_compartment.csv ($(($(wc -l <results/three_compartment.csv) - 1)) rows)
+A population: $(pwd)/results/population.csv, its summaries population.summary.csv and
+  population.metrics.csv, and the picture $(pwd)/results/population.png
 
 Run your own file (see docs/run-files.md; copy config/examples/three_compartment.yaml to start):
   build/bin/pkscan validate my_run.yaml

@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "bench.hpp"
+#include "fit.hpp"
+#include "plot.hpp"
 #include "progress.hpp"
 
 namespace pkscan::cli {
@@ -128,14 +130,10 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
     return kExitOk;
   }
   if (spec.streaming() || !ends_with(path, ".csv")) {
-#ifndef PKSCAN_STREAMING_READY  // TEMPORARY while the sinks and the sampler land
-    throw Error("streamed runs are not built yet");
-#else
     config::StreamOptions so;
     Progress progress(err, c.terminal, "subjects");
-    if (!c.quiet) so.progress = [&](std::int64_t done, std::int64_t total) {
-      progress.update(done, total);
-    };
+    if (!c.quiet)
+      so.progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
     const config::StreamReport rep = config::run_streaming(spec, path, so);
     progress.finish();
     report(rep.summary,
@@ -144,7 +142,6 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
                (spec.stream.trajectories ? "" : ", no trajectories"),
            path, c, out, err);
     return kExitOk;
-#endif
   }
   SimulateOptions options = spec.options;
   options.concentrations = false;  // the CSV writer divides by volumes as it writes
@@ -205,11 +202,16 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   CLI::App* validate = app.add_subcommand("validate", "Check a run file; run nothing");
   validate->add_option("file", c.file, "Run file (YAML)")->required();
   validate->footer(kExitHelp);
+  PlotOptions po;
+  CLI::App* plot = add_plot_command(app, po);
+  FitOptions fo;
+  CLI::App* fit = add_fit_command(app, fo);
+  fit->footer(kExitHelp);
 
   if (!args.empty() && !args[0].empty() && args[0][0] != '-' && args[0] != "run" &&
-      args[0] != "validate" && args[0] != "bench") {
+      args[0] != "validate" && args[0] != "bench" && args[0] != "plot" && args[0] != "fit") {
     err << "pkscan: error: unknown command '" << args[0]
-        << "'; commands: run, validate, bench (see pkscan --help)\n";
+        << "'; commands: run, validate, bench, plot, fit (see pkscan --help)\n";
     return kExitBadInput;
   }
   try {
@@ -232,6 +234,15 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   try {
     if (run->parsed()) return do_run(c, out, err);
+    if (plot->parsed()) {
+      c.file = po.result;
+      run_plot(po, out);
+      return kExitOk;
+    }
+    if (fit->parsed()) {
+      c.file = fo.dataset;
+      return run_fit(fo, out, err);
+    }
     if (bench->parsed()) {
       c.file = "bench";
       bo.method = method_from_string(b_method);

@@ -50,8 +50,7 @@ Progress::Progress(std::ostream& err, bool terminal, std::string unit, double de
 
 double Progress::now() const {
   if (clock_) return clock_();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string Progress::line(std::int64_t done, std::int64_t total, double elapsed) const {

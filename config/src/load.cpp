@@ -177,8 +177,8 @@ void store_parameter(const Loader& L, const YAML::Node& v, const std::string& wh
 void read_covariates(const std::string& path, PopulationInput& pop, std::int64_t max_rows) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw ConfigError(path, 0, 0, std::string("cannot read the covariates file: ") +
-                                      std::strerror(errno));
+    throw ConfigError(path, 0, 0,
+                      std::string("cannot read the covariates file: ") + std::strerror(errno));
   std::string line;
   std::int64_t lineno = 0;
   auto split = [](const std::string& l) {
@@ -320,8 +320,7 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
       L.fail(it->first, "parameter " + pi.name + " is given twice (as " + pi.name +
                             " and as its alias " + pi.alias + "); give one of them");
     given[static_cast<std::size_t>(col)] = 1;
-    if (!it->second.IsScalar())
-      L.fail(it->second, what + " must be a number (the typical value)");
+    if (!it->second.IsScalar()) L.fail(it->second, what + " must be a number (the typical value)");
     pop.typical[static_cast<std::size_t>(col)] = parameter_value(L, it->second, what, pi);
     if (pop.typical[static_cast<std::size_t>(col)] != pi.default_value)
       reject_dose_parameter(L, it->second, pi, what);
@@ -339,15 +338,17 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
   if (auto it = pop_keys.find("iiv"); it != pop_keys.end()) {
     const YAML::Node& iv = it->second.value;
     if (!iv.IsMap())
-      L.fail(iv, ctx + ".iiv must be a mapping of parameter names to variances of eta "
-                       "(omega^2), or {block: [names], omega: [lower triangle of the covariance]}");
+      L.fail(iv, ctx +
+                     ".iiv must be a mapping of parameter names to variances of eta "
+                     "(omega^2), or {block: [names], omega: [lower triangle of the covariance]}");
     if (iv["block"] || iv["omega"]) {
       auto b = L.entries(iv, ctx + ".iiv", {"block", "omega"});
       auto bi = b.find("block");
       auto oi = b.find("omega");
       if (bi == b.end() || oi == b.end())
-        L.fail(iv, ctx + ".iiv needs both block (the parameter names) and omega (the lower "
-                         "triangle of their covariance, row by row, as in $OMEGA BLOCK)");
+        L.fail(iv, ctx +
+                       ".iiv needs both block (the parameter names) and omega (the lower "
+                       "triangle of their covariance, row by row, as in $OMEGA BLOCK)");
       const YAML::Node& bn = bi->second.value;
       if (!bn.IsSequence() || bn.size() == 0)
         L.fail(bn, ctx + ".iiv.block must be a non-empty list of parameter names");
@@ -394,11 +395,11 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
           for (std::size_t q = 0; q < j; ++q) s -= l[i * nz.size() + q] * l[j * nz.size() + q];
           if (i == j) {
             if (!(s > 1e-14 * pop.omega[nz[i] * m + nz[i]]))
-              L.fail(on, ctx + ".iiv.omega is not positive definite (the correlations are "
-                               "impossible): check the covariances of " +
-                             model.parameters[static_cast<std::size_t>(
-                                                  pop.eta_columns[nz[i]])]
-                                 .name);
+              L.fail(on,
+                     ctx +
+                         ".iiv.omega is not positive definite (the correlations are "
+                         "impossible): check the covariances of " +
+                         model.parameters[static_cast<std::size_t>(pop.eta_columns[nz[i]])].name);
             l[i * nz.size() + i] = std::sqrt(s);
           } else {
             l[i * nz.size() + j] = s / l[j * nz.size() + j];
@@ -446,26 +447,28 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
     }
     pop.covariate_file = path;
     if (!std::ifstream(path, std::ios::binary))
-      L.fail(fi->second.value, ctx + ".covariates.file: cannot read \"" + path +
-                                   "\": " + std::strerror(errno));
+      L.fail(fi->second.value,
+             ctx + ".covariates.file: cannot read \"" + path + "\": " + std::strerror(errno));
     read_covariates(path, pop, pop.count);
     const std::int64_t rows =
         static_cast<std::int64_t>(pop.covariates.size() / pop.covariate_names.size());
     if (rows != pop.count)
       L.fail(fi->second.value, ctx + ".covariates.file has " + std::to_string(rows) +
-                                   " rows, but " + ctx + ".count is " +
-                                   std::to_string(pop.count) + "; give one row per subject");
+                                   " rows, but " + ctx + ".count is " + std::to_string(pop.count) +
+                                   "; give one row per subject");
     if (auto ei = cv.find("effects"); ei != cv.end()) {
       const YAML::Node& el = ei->second.value;
       if (!el.IsSequence())
-        L.fail(el, ctx + ".covariates.effects must be a list of {parameter, covariate, type, "
-                         "coefficient, reference}");
+        L.fail(el, ctx +
+                       ".covariates.effects must be a list of {parameter, covariate, type, "
+                       "coefficient, reference}");
       for (std::size_t i = 0; i < el.size(); ++i) {
         const std::string ectx = ctx + ".covariates.effects[" + std::to_string(i + 1) + "]";
-        auto e = L.entries(el[i], ectx,
-                           {"parameter", "covariate", "type", "coefficient", "reference"});
+        auto e =
+            L.entries(el[i], ectx, {"parameter", "covariate", "type", "coefficient", "reference"});
         for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
-          if (e.find(k) == e.end()) L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
+          if (e.find(k) == e.end())
+            L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
         PopulationInput::Effect eff;
         eff.column = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
         const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(eff.column)];
@@ -498,12 +501,12 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         if (eff.power) {
           const std::size_t k = pop.covariate_names.size();
           for (std::int64_t r = 0; r < pop.count; ++r) {
-            const double v =
-                pop.covariates[static_cast<std::size_t>(r) * k + static_cast<std::size_t>(eff.covariate)];
+            const double v = pop.covariates[static_cast<std::size_t>(r) * k +
+                                            static_cast<std::size_t>(eff.covariate)];
             if (!(v > 0))
-              L.fail(e.at("covariate").value,
-                     ectx + ": covariate " + cov + " of subject " + std::to_string(r + 1) + " is " +
-                         format_value(v) + ", but a power effect needs values > 0");
+              L.fail(e.at("covariate").value, ectx + ": covariate " + cov + " of subject " +
+                                                  std::to_string(r + 1) + " is " + format_value(v) +
+                                                  ", but a power effect needs values > 0");
           }
         }
         pop.effects.push_back(eff);
@@ -528,14 +531,12 @@ SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo&
       if (c == col) L.fail(k, "sweep names " + pi.name + " twice");
     reject_dose_parameter(L, k, pi, "sweep");
     const std::string what = "sweep." + k.Scalar();
-    if (!v.IsSequence() || v.size() == 0)
-      L.fail(v, what + " must be a non-empty list of values");
+    if (!v.IsSequence() || v.size() == 0) L.fail(v, what + " must be a non-empty list of values");
     std::vector<double> vals;
     for (std::size_t i = 0; i < v.size(); ++i)
       vals.push_back(parameter_value(L, v[i], what + "[" + std::to_string(i + 1) + "]", pi));
     points *= static_cast<std::int64_t>(vals.size());
-    if (points > 1'000'000'000)
-      L.fail(v, "sweep has more than 10^9 grid points");
+    if (points > 1'000'000'000) L.fail(v, "sweep has more than 10^9 grid points");
     sw.columns.push_back(col);
     sw.values.push_back(std::move(vals));
   }
@@ -702,9 +703,9 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
 
   RunSpec spec;
   spec.file = file;
-  const std::vector<std::string> top_keys = {"model",  "discretization", "time",
-                                             "subjects", "doses",        "output",
-                                             "engine", "precision",      "sweep"};
+  const std::vector<std::string> top_keys = {"model",    "discretization", "time",
+                                             "subjects", "doses",          "output",
+                                             "engine",   "precision",      "sweep"};
   spec.text = text;
   auto top = L.entries(root, "the run file", top_keys);
   auto require = [&](std::map<std::string, Loader::Entry>& m, const std::string& key,
@@ -1003,10 +1004,11 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   if (auto it = top.find("sweep"); it != top.end())
     spec.sweep = parse_sweep(L, it->second.value, model);
   if (spec.streaming()) {
-    const long double rows = static_cast<long double>(spec.sweep.points()) *
-                             (spec.population ? static_cast<long double>(spec.population->count) *
-                                                    static_cast<long double>(spec.population->replicates)
-                                              : static_cast<long double>(count));
+    const long double rows =
+        static_cast<long double>(spec.sweep.points()) *
+        (spec.population ? static_cast<long double>(spec.population->count) *
+                               static_cast<long double>(spec.population->replicates)
+                         : static_cast<long double>(count));
     if (rows > 1e12L)
       L.fail(subj_e.value, "the run has " + format_value(static_cast<double>(rows)) +
                                " subjects (replicates x sweep points x subjects), more than 10^12");

@@ -1,7 +1,6 @@
 // Population and sweep runs, streamed chunk by chunk (see population_run.hpp).
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <memory>
 #include <pkscan/config/population_run.hpp>
 #include <pkscan/config/sink.hpp>
@@ -29,34 +28,24 @@ std::int64_t replicates(const RunSpec& spec) noexcept {
   return spec.population ? spec.population->replicates : 1;
 }
 
-// The last dose time of the regimen (Cmin is taken over the last dosing interval), or -inf.
-double last_dose_time(const Problem& p) {
-  double last = -std::numeric_limits<double>::infinity();
-  const double t_end = p.grid.time(p.grid.steps);
-  for (const DoseEvent& d : p.doses) {
-    double t = d.time;
-    if (d.repeat > 0 && d.every > 0) t += d.every * static_cast<double>(d.repeat);
-    while (t > t_end * (1 + 1e-12) && d.every > 0 && t - d.every >= d.time) t -= d.every;
-    if (t <= t_end * (1 + 1e-12)) last = std::max(last, t);
-  }
-  return last;
-}
-
-PopulationSpec to_population_spec(const PopulationInput& in) {
-  PopulationSpec ps;
-  ps.count = in.count;
-  ps.seed = in.seed;
+PopulationSpec to_population_spec(const PopulationInput& in,
+                                  const std::shared_ptr<const ModelInfo>& model) {
+  PopulationSpec ps(model, in.count, in.seed);
   ps.typical = in.typical;
-  ps.eta_columns = in.eta_columns;
-  ps.omega = in.omega;
+  ps.iiv = in.eta_columns;
+  const auto m = static_cast<Eigen::Index>(in.eta_columns.size());
+  ps.omega = Eigen::MatrixXd::Zero(m, m);
+  for (Eigen::Index r = 0; r < m; ++r)
+    for (Eigen::Index c = 0; c < m; ++c)
+      ps.omega(r, c) = in.omega[static_cast<std::size_t>(r * m + c)];
   ps.covariate_names = in.covariate_names;
   ps.covariates = in.covariates;
   for (const PopulationInput::Effect& e : in.effects) {
     CovariateEffect ce;
-    ce.column = e.column;
+    ce.parameter = e.column;
     ce.covariate = e.covariate;
-    ce.kind = e.power ? CovariateEffectKind::Power : CovariateEffectKind::Exponential;
-    ce.coefficient = e.coefficient;
+    ce.model = e.power ? CovariateModel::Power : CovariateModel::Exponential;
+    ce.theta = e.coefficient;
     ce.reference = e.reference;
     ps.effects.push_back(ce);
   }
@@ -125,13 +114,17 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
 
   std::unique_ptr<PopulationSampler> sampler;
   if (spec.population)
-    sampler = std::make_unique<PopulationSampler>(model_ptr, to_population_spec(*spec.population));
+    sampler = std::make_unique<PopulationSampler>(to_population_spec(*spec.population, model_ptr));
 
   std::unique_ptr<ResultSink> sink = make_sink(path, layout);
   std::unique_ptr<TimeSummary> summary;
-  if (spec.stream.summaries)
-    summary = std::make_unique<TimeSummary>(times, n_cmt, spec.stream.percentiles);
-  const double last_dose = last_dose_time(base);
+  if (spec.stream.summaries) {
+    TimeSummaryOptions to;
+    to.percentiles = spec.stream.percentiles;
+    to.threads = sim.threads;
+    summary = std::make_unique<TimeSummary>(times, n_cmt, to);
+  }
+  const double last_dose = last_dose_time(base.doses);
 
   Engine engine;
   SimulationResult result;
@@ -190,8 +183,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
         double* e = extra.data() + row * n_extra;
         int k = 0;
         if (with_replicate) e[k++] = static_cast<double>(rep + 1);
-        for (std::size_t j = 0; j < spec.sweep.columns.size(); ++j)
-          e[k++] = sweep_value(point, j);
+        for (std::size_t j = 0; j < spec.sweep.columns.size(); ++j) e[k++] = sweep_value(point, j);
       }
       r += len;
     }
@@ -211,7 +203,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
     if (summary) {
       summary->add(result);
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
-      subject_metrics(result, layout.metric_compartment, last_dose, metrics.data());
+      subject_metrics(result, layout.metric_compartment, last_dose, metrics.data(), sim.threads);
     }
     Chunk c;
     c.first = first;

@@ -4,15 +4,12 @@
 #include <pkscan/models/model_kind.hpp>
 #include <string>
 
+#include "csv_format.hpp"
+
 namespace pkscan::config {
 
 namespace {
-// Shortest representation that reads back to the same value (round-trip), for the value's own
-// type: float32 results round-trip as float, float64 as double.
-template <class T>
-char* put(char* p, char* end, T v) {
-  return std::to_chars(p, end, v).ptr;
-}
+using detail::put;  // shortest round-trip text, for the value's own type
 
 template <class Real>
 void write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFile& out) {

@@ -6,7 +6,8 @@
 // A has real eigenvalues and a well-conditioned eigenvector matrix (cond < 1e4: errors stay within
 // a few hundred ulps); otherwise from the exponential of [[A, I], [0, 0]] d (Eigen,
 // scaling and squaring). float64 throughout. Every CPU method calls the same per-subject
-// function, so results are identical for any method and thread count.
+// function, so results are identical for any method and thread count. The propagator, the event
+// order and the steady state are shared with the Predictor (detail/event_list.hpp).
 #include <omp.h>
 
 #include <Eigen/Dense>
@@ -22,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "detail/event_list.hpp"
 #include "detail/parallel.hpp"
 #include "detail/transition.hpp"
 
@@ -32,120 +34,16 @@ namespace {
 using detail::Mat;
 using detail::Vec;
 
-// K(d) and G(d) for one parameter set.
-template <int N>
-class Propagator {
- public:
-  void reset(const Mat<N>& a) {
-    a_ = a;
-    cache_d_.clear();
-    cache_k_.clear();
-    cache_g_.clear();
-    fast_ = false;
-    // Structural zeros: expm(A d)[i][j] (and G) can be non-zero only where compartment i is
-    // reachable from j through the flows of A (transitive closure). The eigendecomposition does
-    // not keep those zeros exactly (an eigenvector entry of 1e-17 instead of 0 leaks amount into
-    // a depot that should be decaying alone), so K and G are masked with this pattern.
-    mask_.setZero();
-    for (int i = 0; i < N; ++i)
-      for (int j = 0; j < N; ++j) mask_(i, j) = (i == j || a_(i, j) != 0.0) ? 1.0 : 0.0;
-    for (int via = 0; via < N; ++via)
-      for (int i = 0; i < N; ++i)
-        for (int j = 0; j < N; ++j)
-          if (mask_(i, via) != 0.0 && mask_(via, j) != 0.0) mask_(i, j) = 1.0;
-    Eigen::EigenSolver<Eigen::Matrix<double, N, N>> es(a_);
-    if (es.info() != Eigen::Success) return;
-    const double scale = std::max(1.0, a_.cwiseAbs().maxCoeff());
-    if (es.eigenvalues().imag().cwiseAbs().maxCoeff() > 1e-12 * scale) return;
-    v_ = es.eigenvectors().real();
-    lambda_ = es.eigenvalues().real();
-    const auto lu = v_.fullPivLu();
-    if (!lu.isInvertible()) return;
-    vinv_ = lu.inverse();
-    // 1-norm condition number of the eigenvector matrix.
-    const double cond =
-        v_.cwiseAbs().colwise().sum().maxCoeff() * vinv_.cwiseAbs().colwise().sum().maxCoeff();
-    if (!(cond < 1e4)) return;
-    // Reconstruction check: A = V diag(lambda) V^-1 to near rounding.
-    const Eigen::Matrix<double, N, N> back = v_ * lambda_.asDiagonal() * vinv_;
-    if ((back - a_).cwiseAbs().maxCoeff() > 1e-12 * scale) return;
-    fast_ = true;
-  }
-
-  void step(double d, Mat<N>& k, Mat<N>& g) {
-    if (d == 0.0) {
-      k.setIdentity();
-      g.setZero();
-      return;
-    }
-    if (fast_) {
-      Vec<N> e, s;
-      for (int i = 0; i < N; ++i) {
-        const double l = lambda_(i);
-        const double x = l * d;
-        e(i) = std::exp(x);
-        // exp(x) - 1 is accurate to ~1e-14 relative for |x| >= 0.01; expm1 below that.
-        s(i) = l == 0.0 ? d : (std::fabs(x) < 0.01 ? std::expm1(x) : e(i) - 1.0) / l;
-      }
-      k = (v_ * e.asDiagonal() * vinv_).cwiseProduct(mask_);
-      g = (v_ * s.asDiagonal() * vinv_).cwiseProduct(mask_);
-      return;
-    }
-    for (std::size_t i = 0; i < cache_d_.size(); ++i)
-      if (cache_d_[i] == d) {
-        k = cache_k_[i];
-        g = cache_g_[i];
-        return;
-      }
-    detail::exact_transition<N>(a_, d, k, g);
-    if (cache_d_.size() < 64) {
-      cache_d_.push_back(d);
-      cache_k_.push_back(k);
-      cache_g_.push_back(g);
-    }
-  }
-
-  const Mat<N>& a() const { return a_; }
-
- private:
-  Mat<N> a_;
-  bool fast_ = false;
-  Eigen::Matrix<double, N, N> v_, vinv_, mask_;
-  Eigen::Matrix<double, N, 1> lambda_;
-  std::vector<double> cache_d_;
-  std::vector<Mat<N>> cache_k_, cache_g_;
-};
-
-enum Kind : int { kStop = 0, kReset = 1, kDose = 2, kObserve = 3, kBoundary = 4 };
-
-struct Event {
-  double time;
-  int cls;           // at equal times: 0 infusion stops, 1 generated arrivals, 2 records
-  std::int64_t seq;  // record index (file order)
-  int sub;           // order within a record (reset before dose)
-  Kind kind;
-  int cmt = 0;
-  double amount = 0.0;  // after F
-  double rate = 0.0;    // > 0: infusion
-  double duration = 0.0;
-  int ss = 0;
-  double ii = 0.0;
-  std::int64_t id = -1;   // infusion id
-  std::int64_t row = -1;  // output row (observations)
-};
-
-bool before(const Event& a, const Event& b) {
-  if (a.time != b.time) return a.time < b.time;
-  if (a.cls != b.cls) return a.cls < b.cls;
-  if (a.seq != b.seq) return a.seq < b.seq;
-  return a.sub < b.sub;
-}
-
-struct Running {
-  std::int64_t id;
-  int cmt;
-  double rate;
-};
+using detail::before;
+using detail::Event;
+using detail::kBoundary;
+using detail::kDose;
+using detail::kObserve;
+using detail::kReset;
+using detail::kStop;
+using detail::Propagator;
+using detail::Running;
+using detail::steady_state;
 
 struct SubjectContext {
   const Dataset* data;
@@ -248,53 +146,6 @@ struct Solver {
     while (cursor < rs.size() && rs[cursor].time < t) ++cursor;
     if (cursor == rs.size()) return static_cast<std::int64_t>(rs.size()) - 1;
     return static_cast<std::int64_t>(cursor);
-  }
-
-  // Steady state just before a dose given every ii (the dose at this time not included).
-  // Appends the infusions of earlier doses still running at t to `virtual_runs` (rate, ends at).
-  Vec<N> steady_state(Propagator<N>& pr, const Event& d,
-                      std::vector<std::pair<double, double>>& runs) {
-    Mat<N> kii, gii;
-    Vec<N> x = Vec<N>::Zero();
-    if (d.ii == 0.0) {  // constant infusion at steady state: 0 = A x + r
-      Vec<N> r = Vec<N>::Zero();
-      r(d.cmt) = d.rate;
-      const auto lu_a = pr.a().fullPivLu();
-      // No equilibrium without elimination (A singular): the steady state does not exist.
-      if (!lu_a.isInvertible()) return Vec<N>::Constant(std::numeric_limits<double>::quiet_NaN());
-      x = lu_a.solve(-r);
-      return x;
-    }
-    pr.step(d.ii, kii, gii);
-    const Eigen::Matrix<double, N, N> i_minus_k = Eigen::Matrix<double, N, N>::Identity() - kii;
-    const auto lu = i_minus_k.fullPivLu();
-    // Without elimination I - K(ii) is singular and the doses accumulate without bound.
-    if (!lu.isInvertible()) return Vec<N>::Constant(std::numeric_limits<double>::quiet_NaN());
-    if (d.rate <= 0.0) {  // bolus: sum_{k>=1} K(k ii) b = K(ii) (I - K(ii))^-1 b
-      Vec<N> b = Vec<N>::Zero();
-      b(d.cmt) = d.amount;
-      const Vec<N> y = lu.solve(b);
-      return kii * y;
-    }
-    // Infusion of duration D every ii: infusions started k*ii ago with k*ii < D are running
-    // (contributing G(k ii) r), the others finished (sum over k >= k0 of K(k ii - D) G(D) r).
-    Vec<N> r = Vec<N>::Zero();
-    r(d.cmt) = d.rate;
-    const double dur = d.duration;
-    std::int64_t k0 = static_cast<std::int64_t>(std::ceil(dur / d.ii - 1e-12));
-    if (k0 < 1) k0 = 1;
-    Mat<N> kk, gg;
-    for (std::int64_t k = 1; k < k0; ++k) {
-      pr.step(static_cast<double>(k) * d.ii, kk, gg);
-      x += gg * r;
-      runs.emplace_back(d.rate, d.time - static_cast<double>(k) * d.ii + dur);
-    }
-    Mat<N> kd, gd;
-    pr.step(dur, kd, gd);
-    pr.step(static_cast<double>(k0) * d.ii - dur, kk, gg);
-    const Vec<N> y = lu.solve(Vec<N>(gd * r));
-    x += kk * y;
-    return x;
   }
 
   // Simulates the subject; writes rows (N amounts each) for its observations into out.

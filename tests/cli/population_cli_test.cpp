@@ -14,7 +14,8 @@ namespace pkscan::cli::test {
 namespace {
 
 // A small population run; `extra` is appended to the population mapping.
-[[maybe_unused]] std::string population_yaml(const std::string& extra = "", const std::string& tail = "") {
+[[maybe_unused]] std::string population_yaml(const std::string& extra = "",
+                                             const std::string& tail = "") {
   return "model: three_compartment\n"
          "time: {dt: 1, steps: 24}\n"
          "subjects:\n"
@@ -35,6 +36,9 @@ struct Bad {
   std::string where;
   std::vector<std::string> words;
 };
+
+// Test names in ctest show the case name, not the bytes of the struct.
+void PrintTo(const Bad& b, std::ostream* os) { *os << b.name; }
 
 class PopulationBadInput : public ::testing::TestWithParam<Bad> {};
 
@@ -60,96 +64,124 @@ std::string pop(const std::string& body) { return kTime + "subjects:\n  populati
 INSTANTIATE_TEST_SUITE_P(
     Cli, PopulationBadInput,
     ::testing::Values(
-        Bad{"MissingSeed", pop("    count: 2\n" + kTypical), "run.yaml:4:5", {"missing key 'seed'"}},
-        Bad{"CountZero", pop("    count: 0\n    seed: 1\n" + kTypical), "run.yaml:4:12",
+        Bad{"MissingSeed",
+            pop("    count: 2\n" + kTypical),
+            "run.yaml:4:5",
+            {"missing key 'seed'"}},
+        Bad{"CountZero",
+            pop("    count: 0\n    seed: 1\n" + kTypical),
+            "run.yaml:4:12",
             {"subjects.population.count", "[1, "}},
-        Bad{"UnknownKey", pop("    count: 2\n    seed: 1\n    omega: {}\n" + kTypical),
-            "run.yaml:6:5", {"unknown key 'omega'", "iiv"}},
+        Bad{"UnknownKey",
+            pop("    count: 2\n    seed: 1\n    omega: {}\n" + kTypical),
+            "run.yaml:6:5",
+            {"unknown key 'omega'", "iiv"}},
         Bad{"TypicalMissingRequired",
             pop("    count: 2\n    seed: 1\n    typical: {ka: 1, cl: 5, v_central: 20}\n"),
-            "run.yaml:6:14", {"missing parameter", "typical"}},
+            "run.yaml:6:14",
+            {"missing parameter", "typical"}},
         Bad{"TypicalNegative",
             pop("    count: 2\n    seed: 1\n    typical: {ka: -1, cl: 5, v_central: 20, q: 8, "
                 "v_peripheral: 70}\n"),
-            "run.yaml:6:19", {"typical.ka", ">= 0"}},
+            "run.yaml:6:19",
+            {"typical.ka", ">= 0"}},
         Bad{"IivUnknownParameter",
             pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {clx: 0.1}\n"),
-            "run.yaml:7:11", {"clx", "has the parameters"}},
+            "run.yaml:7:11",
+            {"clx", "has the parameters"}},
         Bad{"IivNegativeVariance",
             pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {cl: -0.1}\n"),
-            "run.yaml:7:15", {"iiv.cl", ">= 0"}},
+            "run.yaml:7:15",
+            {"iiv.cl", ">= 0"}},
         Bad{"IivNoTypical",
             pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {ke: 0.1}\n"),
-            "run.yaml:7:10", {"ke", "no typical value"}},
+            "run.yaml:7:10",
+            {"ke", "no typical value"}},
         Bad{"OmegaWrongLength",
             pop("    count: 2\n    seed: 1\n" + kTypical +
                 "    iiv: {block: [cl, v_central], omega: [0.1, 0.2]}\n"),
-            "run.yaml:7:42", {"3 numbers", "lower triangle"}},
+            "run.yaml:7:42",
+            {"3 numbers", "lower triangle"}},
         Bad{"OmegaNotPositiveDefinite",
             pop("    count: 2\n    seed: 1\n" + kTypical +
                 "    iiv: {block: [cl, v_central], omega: [0.1, 0.5, 0.1]}\n"),
-            "run.yaml:7:42", {"not positive definite"}},
+            "run.yaml:7:42",
+            {"not positive definite"}},
         Bad{"BlockWithoutOmega",
             pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {block: [cl]}\n"),
-            "run.yaml:7:10", {"needs both block"}},
+            "run.yaml:7:10",
+            {"needs both block"}},
         Bad{"ParametersWithPopulation",
             kTime + "subjects:\n  parameters: {ka: 1}\n  population:\n    count: 2\n    seed: 1\n" +
                 kTypical,
-            "run.yaml:3:3", {"cannot be given with subjects.population"}},
+            "run.yaml:3:3",
+            {"cannot be given with subjects.population"}},
         Bad{"CovariateFileMissing",
-            pop("    count: 2\n    seed: 1\n" + kTypical +
-                "    covariates: {file: nothere.csv}\n"),
-            "run.yaml:7:24", {"nothere.csv", "cannot read"}},
+            pop("    count: 2\n    seed: 1\n" + kTypical + "    covariates: {file: nothere.csv}\n"),
+            "run.yaml:7:24",
+            {"nothere.csv", "cannot read"}},
         Bad{"CovariateRowsDisagree",
             pop("    count: 3\n    seed: 1\n" + kTypical + "    covariates: {file: cov.csv}\n"),
-            "run.yaml:7:24", {"has 2 rows", "count is 3"}},
+            "run.yaml:7:24",
+            {"has 2 rows", "count is 3"}},
         Bad{"CovariateUnknownColumn",
             pop("    count: 2\n    seed: 1\n" + kTypical +
                 "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: cl, "
                 "covariate: weight, type: power, coefficient: 0.75, reference: 70}\n"),
-            "run.yaml:10:38", {"weight", "wt, age"}},
+            "run.yaml:10:38",
+            {"weight", "wt, age"}},
         Bad{"CovariateBadType",
             pop("    count: 2\n    seed: 1\n" + kTypical +
                 "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: cl, "
                 "covariate: wt, type: linear, coefficient: 0.75, reference: 70}\n"),
-            "run.yaml:10:48", {"power or exponential"}},
+            "run.yaml:10:48",
+            {"power or exponential"}},
         Bad{"CovariatePowerZeroReference",
             pop("    count: 2\n    seed: 1\n" + kTypical +
                 "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: cl, "
                 "covariate: wt, type: power, coefficient: 0.75, reference: 0}\n"),
-            "run.yaml:10:85", {"reference", "> 0"}},
+            "run.yaml:10:85",
+            {"reference", "> 0"}},
         Bad{"SweepNotAList",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\nsweep: {cl: 4}\n",
-            "run.yaml:4:13", {"sweep.cl", "non-empty list"}},
+            "run.yaml:4:13",
+            {"sweep.cl", "non-empty list"}},
         Bad{"SweepUnknownParameter",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\nsweep: {clearance: [4]}\n",
-            "run.yaml:4:9", {"clearance"}},
+            "run.yaml:4:9",
+            {"clearance"}},
         Bad{"SweepNegative",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\nsweep: {cl: [4, -1]}\n",
-            "run.yaml:4:17", {"sweep.cl[2]", ">= 0"}},
+            "run.yaml:4:17",
+            {"sweep.cl[2]", ">= 0"}},
         Bad{"SweepBioavailability",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\nsweep: {f_depot: [0.5, 1]}\n",
-            "run.yaml:4:9", {"f_depot", "subjects.dataset"}},
+            "run.yaml:4:9",
+            {"f_depot", "subjects.dataset"}},
         Bad{"PercentileOutOfRange",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\noutput: {summaries: {percentiles: [5, 150]}}\n",
-            "run.yaml:4:39", {"[0, 100]"}},
+            "run.yaml:4:39",
+            {"[0, 100]"}},
         Bad{"PercentilesNotIncreasing",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\noutput: {summaries: {percentiles: [50, 5]}}\n",
-            "run.yaml:4:40", {"must increase"}},
+            "run.yaml:4:40",
+            {"must increase"}},
         Bad{"NothingToWrite",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\noutput: {trajectories: false, summaries: false}\n",
-            "run.yaml:4:42", {"nothing to write"}},
+            "run.yaml:4:42",
+            {"nothing to write"}},
         Bad{"TrajectoriesNotBoolean",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\noutput: {trajectories: maybe}\n",
-            "run.yaml:4:24", {"true or false"}}),
+            "run.yaml:4:24",
+            {"true or false"}}),
     [](const ::testing::TestParamInfo<Bad>& i) { return std::string(i.param.name); });
 
 }  // namespace

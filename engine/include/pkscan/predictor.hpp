@@ -11,17 +11,32 @@
 /// named like parameters override the row per record, as in simulate_dataset(); a column that
 /// a dataset record overrides has derivative 0 over the intervals it governs.
 ///
+/// Predictions are those of simulate_dataset() for the same dataset and parameters (same event
+/// order, same per-interval propagation; equal to rounding), with the same conventions
+/// (docs/conventions.md): EVID 0-4, ADDL/II, SS=1/2 in closed form, f_<cmt> scaling the amount
+/// (and with a fixed RATE the duration), lag_<cmt>, next-record-carries-backward parameter
+/// columns. A steady state that does not exist (no elimination) gives NaN predictions, not an
+/// exception (simulate_dataset() reports SubjectStatus::NonFinite).
+///
 /// Derivatives are exact (forward sensitivities of the linear ODE: the Frechet derivative of
 /// the matrix exponential and of its integral, plus the jump terms of event times that move with
 /// lag_* and, for fixed-RATE infusions, of infusion ends that move with f_*), not finite
 /// differences. Observations exactly at a lagged dose's arrival time or at an infusion's end
-/// are points where the prediction is not differentiable in lag_* / f_*; the one-sided
-/// derivative from the later side (the side the observation sees) is returned.
+/// are points where the prediction is not differentiable in lag_* / f_*; there the one-sided
+/// derivative on the side of the state the observation reports is returned (the observation
+/// sees the arrival, and sees the infusion stopped: lag_* or f_* decreasing). Where a moving
+/// event time coincides with a change of the parameter row (always so for a dose with lag 0,
+/// which arrives at its own record's time), the derivative is the one for the event moving
+/// later (the rate matrix of the interval after the event). Event order, steady-state interval
+/// counts and F = 0 (no infusion) are discrete: the derivative is that of the current order.
 ///
 /// Thread-safety: a Predictor is immutable after construction; evaluate from any number of
-/// threads at once, each with its own Workspace. The evaluation functions do not allocate, log
-/// or throw for valid parameters once the workspace exists (they throw DomainError for invalid
-/// parameter values, which allocates the message).
+/// threads at once, each with its own Workspace (a Workspace is used by one thread at a time).
+/// The per-subject evaluation functions (predict, predict_gradient, log_likelihood) do not
+/// allocate or log once the workspace has served one evaluation of the subject shape at hand
+/// (its buffers keep their capacity), and throw only for invalid input (DomainError for
+/// invalid parameter values, which allocates the message). The *_all functions make one
+/// workspace per thread per call.
 
 #include <cstdint>
 #include <memory>
@@ -40,8 +55,10 @@ enum class ErrorModelKind {
 };
 
 /// An error model. Error-model parameters, in this order where used: sigma_add, sigma_prop
-/// (standard deviations, > 0). With log_scale, the model applies to log(DV) around log(IPRED)
-/// (additive on the log scale: sd = sigma_add; DV and IPRED must be > 0).
+/// (standard deviations, finite and > 0). With log_scale, the model applies to log(DV) around
+/// log(IPRED), additive on the log scale: log(DV) = log(IPRED) + eps, sd = sigma_add (the
+/// exponential error model; only ErrorModelKind::Additive is accepted there, and DV and IPRED
+/// must be > 0). The proportional sd is sigma_prop * |IPRED|.
 struct ErrorModel {
   ErrorModelKind kind = ErrorModelKind::Additive;  ///< which model
   bool log_scale = false;                          ///< log-transform both sides
@@ -55,14 +72,27 @@ struct ErrorModel {
 /// (EVID 0), in dataset order within the subject.
 class Predictor {
  public:
-  /// Scratch memory for one thread; make one per thread with make_workspace().
-  class Workspace;
+  /// Scratch memory for one thread; make one per thread with make_workspace(). Opaque; movable
+  /// only through its std::unique_ptr. Valid only with the Predictor that made it.
+  class Workspace {
+   public:
+    ~Workspace();
+    Workspace(const Workspace&) = delete;
+    Workspace& operator=(const Workspace&) = delete;
+
+   private:
+    friend class Predictor;
+    struct State;
+    explicit Workspace(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+  };
 
   /// Prepares `data` for `model`: sorts each subject's events, builds ADDL doses, finds the
   /// observation records. @throws InvalidArgument when the dataset does not fit the model
-  /// (a CMT out of range, a parameter column the model does not have).
+  /// (a CMT out of range, a parameter column the model does not have), or `model` is null.
   Predictor(Dataset data, std::shared_ptr<const ModelInfo> model);
-  /// Same for a built-in model.
+  /// Same for a built-in model. @throws InvalidArgument for ModelKind::Linear (pass the
+  /// ModelInfo from make_linear_model() instead).
   Predictor(Dataset data, ModelKind model);
   ~Predictor();
   Predictor(Predictor&&) noexcept;
@@ -89,13 +119,19 @@ class Predictor {
   std::unique_ptr<Workspace> make_workspace() const;
 
   /// Predictions (concentration of the observed compartment: CMT or the model's observation
-  /// compartment) of subject `s` with parameters `params` (parameters() values).
+  /// compartment) of subject `s` (0-based) with parameters `params` (parameters() values).
   /// @param out observations(s) values
+  /// @param ws a workspace of this predictor (make_workspace())
   /// @throws DomainError naming the subject ID and line for invalid parameter values
+  /// @throws InvalidArgument for `s` out of range, null pointers, or a workspace made by another
+  ///         Predictor
   void predict(std::int64_t s, const double* params, double* out, Workspace& ws) const;
 
-  /// Predictions and their Jacobian with respect to the parameters.
+  /// Predictions and their Jacobian with respect to the parameters (every column; 0 for
+  /// unused (NaN) columns and for columns with no influence on this subject). The predictions
+  /// are bit for bit those of predict().
   /// @param jacobian observations(s) x parameters() values, row-major
+  /// @throws as predict()
   void predict_gradient(std::int64_t s, const double* params, double* out, double* jacobian,
                         Workspace& ws) const;
 
@@ -103,21 +139,28 @@ class Predictor {
   /// `error` with error-model parameters `sigma` (error.parameter_count() values, > 0), the
   /// full Gaussian density including -0.5 log(2 pi) terms (log-normal density on the DV scale
   /// for log_scale, i.e. including the -log(DV) Jacobian term).
+  /// A proportional model at a prediction of exactly 0 has no density: the result is -infinity
+  /// and the gradients NaN. A subject without such observations gives 0.
   /// @param gradient if not null: parameters() values, d loglik / d params
   /// @param sigma_gradient if not null: error.parameter_count() values, d loglik / d sigma
   /// @throws DomainError for invalid parameters or sigma, or a non-positive prediction or DV
-  ///         on the log scale
+  ///         on the log scale (naming the dataset line)
+  /// @throws InvalidArgument as predict(), for a null sigma, or log_scale with a proportional
+  ///         or combined model
   double log_likelihood(std::int64_t s, const double* params, const ErrorModel& error,
                         const double* sigma, double* gradient, double* sigma_gradient,
                         Workspace& ws) const;
 
   /// All subjects at once on `threads` threads (0 = all cores), params subjects() x parameters()
-  /// row-major. Same values as the per-subject calls.
+  /// row-major. Same values as the per-subject calls, for any thread count. When subjects fail,
+  /// the exception of the lowest-numbered one is thrown.
   /// @param out observations() values
   void predict_all(const double* params, double* out, int threads = 0) const;
 
   /// Sum over subjects of log_likelihood(); per_subject (if not null) receives subjects()
-  /// values, gradient (if not null) subjects() x parameters() values.
+  /// values, gradient (if not null) subjects() x parameters() values (each subject's gradient
+  /// with respect to its own row), sigma_gradient (if not null) the sum over subjects. Sums run
+  /// in subject order: the same bits for any thread count.
   double log_likelihood_all(const double* params, const ErrorModel& error, const double* sigma,
                             double* per_subject, double* gradient, double* sigma_gradient,
                             int threads = 0) const;

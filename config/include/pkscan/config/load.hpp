@@ -21,9 +21,9 @@ struct PopulationInput {
   /// Typical values, one row in ModelInfo::parameters order (model defaults where not given,
   /// NaN for the unused one of micro constants / clearances).
   std::vector<double> typical;
-  std::vector<int> eta_columns;  ///< parameters with between-subject variability
-  std::vector<double> omega;     ///< eta_columns^2 covariance, row-major, symmetric
-  std::string covariate_file;    ///< covariates CSV ("" when none)
+  std::vector<int> eta_columns;              ///< parameters with between-subject variability
+  std::vector<double> omega;                 ///< eta_columns^2 covariance, row-major, symmetric
+  std::string covariate_file;                ///< covariates CSV ("" when none)
   std::vector<std::string> covariate_names;  ///< its columns
   std::vector<double> covariates;            ///< count x covariate_names, row-major
   /// A covariate effect: parameter *= (cov / reference)^coefficient (power) or

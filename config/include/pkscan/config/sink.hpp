@@ -5,6 +5,11 @@
 /// number of subjects. The file format follows the output path's extension (.csv or .h5).
 /// Every writer writes to a temporary file next to the target and renames it on commit(); a
 /// writer destroyed without commit() removes its temporary file (no partial output).
+///
+/// Memory: a writer's buffers do not grow with the number of rows (CSV: one line and the
+/// files' 1 MiB write buffers; HDF5: at most 2 MiB of chunk cache per dataset, a 4 MiB metadata
+/// cache and a 4 MiB block of concentrations). Not thread-safe: one thread calls
+/// write(), write_summary() and commit(), in that order.
 
 #include <cstdint>
 #include <memory>
@@ -19,10 +24,13 @@ namespace pkscan::config {
 
 /// What a writer knows before the first chunk.
 struct RunLayout {
-  std::shared_ptr<const ModelInfo> model;  ///< compartments and parameter names
-  std::vector<double> times;               ///< output times, ascending
+  std::shared_ptr<const ModelInfo> model;    ///< compartments and parameter names
+  std::vector<double> times;                 ///< output times, ascending
   Precision precision = Precision::Float64;  ///< precision of the simulated values
-  std::int64_t rows = 0;  ///< total number of simulated subjects (replicates x grid x subjects)
+  /// Total number of simulated subjects (replicates x grid x subjects). When > 0, commit()
+  /// checks that exactly this many rows were written; 0 = not known in advance (the HDF5
+  /// datasets then grow as chunks arrive).
+  std::int64_t rows = 0;
   /// Names of per-subject columns that describe a row beyond its id: "replicate", then the sweep
   /// parameters, in that order (may be empty).
   std::vector<std::string> extra_columns;
@@ -33,17 +41,23 @@ struct RunLayout {
   int metric_compartment = 1;
   bool trajectories = true;  ///< write amounts/concentrations per subject and time
   std::string run_text;      ///< the run file's text (stored as an attribute in HDF5)
-  std::string run_file;      ///< the run file's path
+  std::string run_file;      ///< the run file's path (HDF5 attribute; file of a ConfigError)
 };
 
-/// One chunk of consecutive subjects, rows [first, first + result.subjects()).
+/// One chunk of consecutive subjects, rows [first, first + result.subjects()). The pointers are
+/// borrowed for the duration of ResultSink::write() only.
 struct Chunk {
-  std::int64_t first = 0;            ///< global 0-based row index of the chunk's first subject
-  const SimulationResult* result;    ///< amounts (and concentrations) of the chunk's subjects
-  const std::int64_t* ids = nullptr; ///< per subject: the `id` column (1-based)
+  std::int64_t first = 0;  ///< global 0-based row index of the chunk's first subject
+  /// Amounts of the chunk's subjects (model, output times and precision of the RunLayout).
+  /// Concentrations are divided by the writers (amount / volume in the result's precision, as
+  /// write_csv does), so SimulateOptions::concentrations may be false.
+  const SimulationResult* result = nullptr;
+  /// per subject: the `id` column (1-based); null = row number + 1 (first + s + 1)
+  const std::int64_t* ids = nullptr;
   /// per subject x extra_columns, row-major (replicate number 1-based, sweep values)
   const double* extra = nullptr;
-  /// per subject x model parameters (ModelInfo::parameters order; NaN = unused), row-major
+  /// per subject x model parameters (ModelInfo::parameters order; NaN = unused), row-major;
+  /// required by the HDF5 writer (/parameters), unused by the CSV writer
   const double* parameters = nullptr;
   /// per subject x metric_names, row-major; null when metrics are not written
   const double* metrics = nullptr;
@@ -56,19 +70,31 @@ using TimeSummaryTable = pkscan::TimeSummaryTable;
 class ResultSink {
  public:
   virtual ~ResultSink() = default;
-  /// Writes one chunk; chunks arrive in row order. @throws Error on I/O failure.
+  /// Writes one chunk; chunks arrive in row order, without gaps.
+  /// @throws InvalidArgument when the chunk does not continue the rows written so far, goes past
+  /// RunLayout::rows, differs from the layout (compartments, output times, precision) or lacks
+  /// an array the layout announces (extra, metrics; parameters for HDF5); Error on I/O failure.
   virtual void write(const Chunk& chunk) = 0;
-  /// Writes the per-time summary (at most once, after the last chunk).
+  /// Writes the per-time summary (at most once, after the last chunk). Without this call no
+  /// summary is written (CSV: no `<stem>.summary.csv`; HDF5: no /summary group).
+  /// @throws InvalidArgument when the table does not match the layout (times, compartments,
+  /// sizes) or on a second call; Error on I/O failure.
   virtual void write_summary(const TimeSummaryTable& table) = 0;
-  /// Completes the file(s) and moves them into place. @throws Error on I/O failure.
+  /// Completes the file(s) and moves them into place (CSV: metrics and summary first, the
+  /// trajectories last). @throws InvalidArgument when fewer than RunLayout::rows rows were
+  /// written (nothing is moved into place); Error on I/O failure.
   virtual void commit() = 0;
 };
 
-/// A sink for `path`, chosen by its extension (".csv" or ".h5").
-/// CSV: trajectories in `path` (contract columns, then `extra_columns`), the time summary in
-/// `<stem>.summary.csv` and the metrics in `<stem>.metrics.csv` (stem = path without ".csv").
-/// HDF5: one file; layout in docs/output.md.
-/// @throws ConfigError for an unknown extension, Error when the file cannot be created
+/// A sink for `path`, chosen by its extension (".csv", ".h5" or ".hdf5"; case-sensitive).
+/// CSV: trajectories in `path` (contract columns, then `extra_columns`; only when
+/// RunLayout::trajectories), the time summary in `<stem>.summary.csv` and the metrics in
+/// `<stem>.metrics.csv` (stem = path without ".csv"; only when metric_names is non-empty).
+/// HDF5: one file; layout in docs/output.md. The files are created (under temporary names) at
+/// once, so a missing or read-only directory fails here, before anything is simulated.
+/// @throws ConfigError (file = RunLayout::run_file, no line) for another extension naming the
+/// accepted ones; InvalidArgument for an inconsistent layout (no model, no output times, a
+/// metric compartment out of range); Error when the file cannot be created
 std::unique_ptr<ResultSink> make_sink(const std::string& path, const RunLayout& layout);
 
 /// The CSV sink (see make_sink).

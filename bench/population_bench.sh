@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Population-run figures of docs/performance.md (issue 5), measured in one run:
+#  1. 1e6 subjects x 1000 steps, summaries only: peak resident memory and subject-steps per
+#     second, against `pkscan bench` (dense float64 output, same N and T) in the same run.
+#  2. 1e6 subjects x 100 steps, float32 trajectories to HDF5: peak resident memory.
+# Usage: bench/population_bench.sh [BUILD_DIR] [N]   (N defaults to 1000000)
+# Prints one JSON line per figure; needs /usr/bin/time (GNU time) for peak memory.
+set -euo pipefail
+build=${1:-build}
+n=${2:-1000000}
+pkscan="$build/bin/pkscan"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+population() {  # $1 steps, $2 precision, $3 output block
+  cat <<YAML
+model: three_compartment
+time: {dt: 0.1, steps: $1}
+subjects:
+  population:
+    count: $n
+    seed: 1
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {block: [cl, v_central, ka], omega: [0.09, 0.03, 0.04, 0, 0, 0.16]}
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 2.4, repeat: 40}
+precision: $2
+engine: {method: batched, device: cpu}
+output: $3
+YAML
+}
+
+peak_run() {  # $1 yaml file, $2 output path -> "seconds peak_kib"
+  /usr/bin/time -f "%e %M" -o "$work/time.txt" "$pkscan" run "$1" --output "$2" --quiet
+  cat "$work/time.txt"
+}
+
+# 1. summaries only
+population 1000 float64 "{trajectories: false}" > "$work/summaries.yaml"
+read -r s1 kib1 < <(peak_run "$work/summaries.yaml" "$work/summaries.csv")
+bench_json=$("$pkscan" bench --n "$n" --t 1000 --method batched --device cpu --precision float64 \
+             --output dense --repeat 1)
+bench_s=$(printf '%s' "$bench_json" | sed -E 's/.*"best_s":([0-9.eE+-]+).*/\1/')
+awk -v n="$n" -v s="$s1" -v kib="$kib1" -v b="$bench_s" 'BEGIN {
+  printf "{\"figure\": \"summaries_only\", \"n\": %d, \"t\": 1000, \"seconds\": %.3f, ", n, s
+  printf "\"subject_steps_per_s\": %.4g, \"peak_rss_mib\": %.1f, ", n * 1000 / s, kib / 1024
+  printf "\"bench_dense_s\": %.3f, \"time_ratio_vs_bench\": %.3f}\n", b, s / b }'
+
+# 2. float32 trajectories to HDF5
+population 100 float32 "{trajectories: true}" > "$work/h5.yaml"
+read -r s2 kib2 < <(peak_run "$work/h5.yaml" "$work/trajectories.h5")
+size=$(stat -c %s "$work/trajectories.h5")
+awk -v n="$n" -v s="$s2" -v kib="$kib2" -v sz="$size" 'BEGIN {
+  printf "{\"figure\": \"hdf5_float32_trajectories\", \"n\": %d, \"t\": 100, \"seconds\": %.3f, ", n, s
+  printf "\"peak_rss_mib\": %.1f, \"file_mib\": %.1f}\n", kib / 1024, sz / 1048576 }'

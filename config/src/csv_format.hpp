@@ -1,0 +1,21 @@
+#pragma once
+// Number formatting shared by the CSV writers (write_csv.cpp, sink_csv.cpp), so that every CSV
+// pkscan writes spells the same value the same way.
+
+#include <charconv>
+
+namespace pkscan::config::detail {
+
+// Writes the shortest representation of `v` that reads back to the same value (round-trip), for
+// the value's own type: float32 results round-trip as float (at most 9 significant digits),
+// float64 as double (at most 17), integers exactly. Returns the end of the written text.
+// The caller provides room: 32 characters are enough for any double, float or 64-bit integer.
+template <class T>
+char* put(char* p, char* end, T v) {
+  return std::to_chars(p, end, v).ptr;
+}
+
+// Room put() may need for one number.
+inline constexpr int kMaxNumberChars = 32;
+
+}  // namespace pkscan::config::detail

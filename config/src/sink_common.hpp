@@ -1,0 +1,95 @@
+#pragma once
+// Checks shared by the result sinks (sink_csv.cpp, sink_h5.cpp). A sink checks its layout once,
+// when it is made, and every chunk and summary against it, so a driver bug shows as an
+// InvalidArgument naming what is inconsistent instead of a garbled file.
+
+#include <cstdint>
+#include <pkscan/config/sink.hpp>
+#include <pkscan/error.hpp>
+#include <string>
+
+namespace pkscan::config::detail {
+
+// The layout must name a model and at least one output time; the metric compartment must exist
+// when metrics are written. @throws InvalidArgument
+inline void check_layout(const RunLayout& layout, const std::string& where) {
+  if (!layout.model)
+    throw InvalidArgument(where + ": layout.model is null, but must describe the model");
+  if (layout.model->compartments.empty())
+    throw InvalidArgument(where + ": the model has no compartments");
+  if (layout.times.empty())
+    throw InvalidArgument(where + ": layout.times is empty, but must hold the output times");
+  if (layout.rows < 0)
+    throw InvalidArgument(where + ": layout.rows is " + std::to_string(layout.rows) +
+                          ", but must be >= 0 (0 = not known in advance)");
+  const int n = static_cast<int>(layout.model->compartments.size());
+  if (!layout.metric_names.empty() &&
+      (layout.metric_compartment < 0 || layout.metric_compartment >= n))
+    throw InvalidArgument(where + ": layout.metric_compartment (0-based) is " +
+                          std::to_string(layout.metric_compartment) + ", but must be in [0, " +
+                          std::to_string(n) + ")");
+}
+
+// A chunk must continue the rows written so far, hold results of the layout's model, times and
+// precision, and carry the per-subject arrays the layout announces. @throws InvalidArgument
+inline void check_chunk(const RunLayout& layout, std::int64_t written, const Chunk& chunk,
+                        const std::string& where) {
+  if (chunk.result == nullptr) throw InvalidArgument(where + ": chunk.result is null");
+  const SimulationResult& r = *chunk.result;
+  if (chunk.first != written)
+    throw InvalidArgument(where + ": chunk.first is " + std::to_string(chunk.first) +
+                          ", but must be " + std::to_string(written) +
+                          " (chunks arrive in row order, without gaps)");
+  if (layout.rows > 0 && written + r.subjects() > layout.rows)
+    throw InvalidArgument(where + ": the chunk ends at row " +
+                          std::to_string(written + r.subjects()) + ", but layout.rows is " +
+                          std::to_string(layout.rows));
+  if (r.compartments() != static_cast<int>(layout.model->compartments.size()))
+    throw InvalidArgument(where + ": the chunk has " + std::to_string(r.compartments()) +
+                          " compartments, but the model " + layout.model->name + " has " +
+                          std::to_string(layout.model->compartments.size()));
+  if (r.output_times() != layout.times)
+    throw InvalidArgument(where + ": the chunk's output times differ from layout.times");
+  if (r.precision() != layout.precision)
+    throw InvalidArgument(where + ": the chunk's precision differs from layout.precision");
+  if (r.subjects() > 0 && !layout.extra_columns.empty() && chunk.extra == nullptr)
+    throw InvalidArgument(where + ": chunk.extra is null, but layout.extra_columns has " +
+                          std::to_string(layout.extra_columns.size()) + " columns");
+  if (r.subjects() > 0 && !layout.metric_names.empty() && chunk.metrics == nullptr)
+    throw InvalidArgument(where + ": chunk.metrics is null, but layout.metric_names has " +
+                          std::to_string(layout.metric_names.size()) + " names");
+}
+
+// The summary must describe the layout's times and compartments, with consistent sizes.
+// @throws InvalidArgument
+inline void check_summary(const RunLayout& layout, const TimeSummaryTable& t,
+                          const std::string& where) {
+  const std::size_t times = layout.times.size();
+  const std::size_t n = layout.model->compartments.size();
+  const std::size_t q = t.percentiles.size();
+  if (t.times != layout.times)
+    throw InvalidArgument(where + ": the summary's times differ from layout.times");
+  if (t.compartments != static_cast<int>(n))
+    throw InvalidArgument(where + ": the summary has " + std::to_string(t.compartments) +
+                          " compartments, but the model has " + std::to_string(n));
+  if (t.mean.size() != times * n)
+    throw InvalidArgument(
+        where + ": the summary's mean has " + std::to_string(t.mean.size()) +
+        " values, but must have times x compartments = " + std::to_string(times * n));
+  if (t.quantiles.size() != times * n * q)
+    throw InvalidArgument(where + ": the summary's quantiles have " +
+                          std::to_string(t.quantiles.size()) +
+                          " values, but must have times x compartments x percentiles = " +
+                          std::to_string(times * n * q));
+}
+
+// commit(): every announced row must have been written. @throws InvalidArgument
+inline void check_complete(const RunLayout& layout, std::int64_t written,
+                           const std::string& where) {
+  if (layout.rows > 0 && written != layout.rows)
+    throw InvalidArgument(where + ": " + std::to_string(written) +
+                          " rows were written, but layout.rows is " + std::to_string(layout.rows) +
+                          "; nothing was committed");
+}
+
+}  // namespace pkscan::config::detail

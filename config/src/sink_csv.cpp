@@ -1,0 +1,214 @@
+// The CSV result sink, and make_sink's choice by extension.
+//
+// Files: trajectories in `path` (the contract's columns, exactly as write_csv writes them, then
+// the extra columns), the time summary in `<stem>.summary.csv`, the metrics in
+// `<stem>.metrics.csv`. Each is an AtomicFile, created when the sink is made (so a bad directory
+// fails before anything is simulated) and renamed into place by commit(); the summary file is
+// dropped at commit() when write_summary() was never called.
+
+#include <memory>
+#include <pkscan/config/output.hpp>
+#include <pkscan/config/sink.hpp>
+#include <pkscan/error.hpp>
+#include <string>
+#include <vector>
+
+#include "csv_format.hpp"
+#include "sink_common.hpp"
+
+namespace pkscan::config {
+
+namespace {
+
+using detail::put;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// `path` without its ".csv" (the whole path when it has another ending).
+std::string csv_stem(const std::string& path) {
+  return ends_with(path, ".csv") ? path.substr(0, path.size() - 4) : path;
+}
+
+// "5", "50", "2.5": a percentile as it appears in a column name.
+std::string percentile_label(double q) {
+  char buf[detail::kMaxNumberChars];
+  return std::string(buf, put(buf, buf + sizeof buf, q));
+}
+
+class CsvSink final : public ResultSink {
+ public:
+  CsvSink(const std::string& path, const RunLayout& layout)
+      : layout_(layout), compartments_(static_cast<int>(layout.model->compartments.size())) {
+    const std::string stem = csv_stem(path);
+    const std::size_t extras = layout_.extra_columns.size();
+    if (layout_.trajectories) {
+      trajectories_ = std::make_unique<AtomicFile>(path);
+      std::string header = "id,time";
+      for (const std::string& c : layout_.model->compartments) header += ",amount_" + c;
+      for (const std::string& c : layout_.model->compartments) header += ",conc_" + c;
+      for (const std::string& e : layout_.extra_columns) header += "," + e;
+      header += '\n';
+      trajectories_->write(header.data(), header.size());
+    }
+    summary_ = std::make_unique<AtomicFile>(stem + ".summary.csv");
+    if (!layout_.metric_names.empty()) {
+      metrics_ = std::make_unique<AtomicFile>(stem + ".metrics.csv");
+      std::string header = "id";
+      for (const std::string& e : layout_.extra_columns) header += "," + e;
+      for (const std::string& m : layout_.metric_names) header += "," + m;
+      header += '\n';
+      metrics_->write(header.data(), header.size());
+    }
+    const std::size_t numbers =
+        2 + 2 * static_cast<std::size_t>(compartments_) + extras + layout_.metric_names.size();
+    line_.resize(numbers * (detail::kMaxNumberChars + 1) + 2);
+  }
+
+  void write(const Chunk& chunk) override {
+    if (committed_) throw InvalidArgument("CSV sink: write() after commit()");
+    detail::check_chunk(layout_, written_, chunk, "CSV sink");
+    if (trajectories_) {
+      if (layout_.precision == Precision::Float64)
+        write_trajectories(chunk, chunk.result->amounts_f64());
+      else
+        write_trajectories(chunk, chunk.result->amounts_f32());
+    }
+    if (metrics_) write_metrics(chunk);
+    written_ += chunk.result->subjects();
+  }
+
+  void write_summary(const TimeSummaryTable& t) override {
+    if (committed_) throw InvalidArgument("CSV sink: write_summary() after commit()");
+    if (summary_written_) throw InvalidArgument("CSV sink: write_summary() called twice");
+    detail::check_summary(layout_, t, "CSV sink");
+    const std::vector<std::string>& names = layout_.model->compartments;
+    std::string header = "time";
+    for (const std::string& c : names) header += ",mean_conc_" + c;
+    for (double q : t.percentiles)
+      for (const std::string& c : names) header += ",p" + percentile_label(q) + "_conc_" + c;
+    header += '\n';
+    summary_->write(header.data(), header.size());
+    const std::size_t n = names.size();
+    const std::size_t nq = t.percentiles.size();
+    std::vector<char> line((1 + n + n * nq) * (detail::kMaxNumberChars + 1) + 2);
+    char* const end = line.data() + line.size();
+    for (std::size_t i = 0; i < t.times.size(); ++i) {
+      char* p = put(line.data(), end, t.times[i]);
+      for (std::size_t c = 0; c < n; ++c) {
+        *p++ = ',';
+        p = put(p, end, t.mean[i * n + c]);
+      }
+      for (std::size_t q = 0; q < nq; ++q)
+        for (std::size_t c = 0; c < n; ++c) {
+          *p++ = ',';
+          p = put(p, end, t.quantiles[(i * n + c) * nq + q]);
+        }
+      *p++ = '\n';
+      summary_->write(line.data(), static_cast<std::size_t>(p - line.data()));
+    }
+    summary_written_ = true;
+  }
+
+  void commit() override {
+    if (committed_) throw InvalidArgument("CSV sink: commit() called twice");
+    detail::check_complete(layout_, written_, "CSV sink");
+    // The trajectories go last: once `path` is in place, its companions are too.
+    if (metrics_) metrics_->commit();
+    if (summary_written_)
+      summary_->commit();
+    else
+      summary_.reset();  // removes the unused temporary file
+    if (trajectories_) trajectories_->commit();
+    committed_ = true;
+  }
+
+ private:
+  // One row per subject and output time, as write_csv writes them (same number formatting, same
+  // deferred division by the volume in the result's precision), then the extra columns.
+  template <class Real>
+  void write_trajectories(const Chunk& chunk, const Array<Real>& amounts) {
+    const SimulationResult& r = *chunk.result;
+    const int n = compartments_;
+    const std::int64_t times = r.times();
+    const std::size_t extras = layout_.extra_columns.size();
+    char* const line = line_.data();
+    char* const end = line + line_.size();
+    std::vector<Real> volume(static_cast<std::size_t>(n));
+    for (std::int64_t s = 0; s < r.subjects(); ++s) {
+      for (int c = 0; c < n; ++c)
+        volume[static_cast<std::size_t>(c)] = static_cast<Real>(r.volume(s, c));
+      const std::int64_t id = chunk.ids != nullptr ? chunk.ids[s] : chunk.first + s + 1;
+      const double* extra = chunk.extra + static_cast<std::size_t>(s) * extras;
+      for (std::int64_t t = 0; t < times; ++t) {
+        const Real* a = amounts.data() + (s * times + t) * n;
+        char* p = put(line, end, id);
+        *p++ = ',';
+        p = put(p, end, r.output_times()[static_cast<std::size_t>(t)]);
+        for (int c = 0; c < n; ++c) {
+          *p++ = ',';
+          p = put(p, end, a[c]);
+        }
+        for (int c = 0; c < n; ++c) {
+          *p++ = ',';
+          p = put(p, end, static_cast<Real>(a[c] / volume[static_cast<std::size_t>(c)]));
+        }
+        for (std::size_t e = 0; e < extras; ++e) {
+          *p++ = ',';
+          p = put(p, end, extra[e]);
+        }
+        *p++ = '\n';
+        trajectories_->write(line, static_cast<std::size_t>(p - line));
+      }
+    }
+  }
+
+  void write_metrics(const Chunk& chunk) {
+    const std::size_t extras = layout_.extra_columns.size();
+    const std::size_t metrics = layout_.metric_names.size();
+    char* const line = line_.data();
+    char* const end = line + line_.size();
+    for (std::int64_t s = 0; s < chunk.result->subjects(); ++s) {
+      const std::size_t us = static_cast<std::size_t>(s);
+      char* p = put(line, end, chunk.ids != nullptr ? chunk.ids[s] : chunk.first + s + 1);
+      for (std::size_t e = 0; e < extras; ++e) {
+        *p++ = ',';
+        p = put(p, end, chunk.extra[us * extras + e]);
+      }
+      for (std::size_t m = 0; m < metrics; ++m) {
+        *p++ = ',';
+        p = put(p, end, chunk.metrics[us * metrics + m]);
+      }
+      *p++ = '\n';
+      metrics_->write(line, static_cast<std::size_t>(p - line));
+    }
+  }
+
+  RunLayout layout_;
+  int compartments_;
+  std::unique_ptr<AtomicFile> trajectories_;  // null when !layout.trajectories
+  std::unique_ptr<AtomicFile> summary_;       // created eagerly, committed only if written
+  std::unique_ptr<AtomicFile> metrics_;       // null when there are no metrics
+  std::vector<char> line_;                    // one output line
+  std::int64_t written_ = 0;                  // rows written so far
+  bool summary_written_ = false;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayout& layout) {
+  detail::check_layout(layout, "CSV sink");
+  return std::make_unique<CsvSink>(path, layout);
+}
+
+std::unique_ptr<ResultSink> make_sink(const std::string& path, const RunLayout& layout) {
+  if (ends_with(path, ".csv")) return make_csv_sink(path, layout);
+  if (ends_with(path, ".h5") || ends_with(path, ".hdf5")) return make_h5_sink(path, layout);
+  throw ConfigError(layout.run_file, 0, 0,
+                    "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5");
+}
+
+}  // namespace pkscan::config

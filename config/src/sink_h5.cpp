@@ -1,0 +1,526 @@
+// The HDF5 result sink (layout in docs/output.md).
+//
+// One file, created under a temporary name next to the target (mkstemp, then H5Fcreate over it)
+// and renamed into place by commit(); a sink destroyed without commit() closes and removes it.
+// Every dataset indexed by row (subject) is chunked along the rows, shuffled and
+// gzip-compressed, created at its final size when layout.rows is known (extended as chunks
+// arrive when it is 0) and written chunk by chunk with hyperslab selections, so memory stays
+// bounded: the HDF5 chunk caches (kCacheBytes per dataset) plus one block of concentrations
+// (kConcBlockBytes) whatever the number of subjects.
+//
+// Errors: every HDF5 call is checked; a failure becomes pkscan::Error("cannot write HDF5 file
+// PATH: what: HDF5's innermost message"). HDF5's automatic error printing is switched off while
+// a sink method runs (a library never prints) and the caller's setting restored afterwards.
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <pkscan/config/sink.hpp>
+#include <pkscan/error.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sink_common.hpp"
+
+#if __has_include(<pkscan/build_config.hpp>)
+#include <pkscan/build_config.hpp>
+#endif
+#ifndef PKSCAN_VERSION_STRING
+#define PKSCAN_VERSION_STRING "0.1.0"
+#endif
+
+namespace pkscan::config {
+
+namespace {
+
+// Target size of one HDF5 chunk: large enough for gzip to work well and for few chunk-index
+// entries, small enough that reading one subject's trajectory decompresses little.
+constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
+// Chunk cache per dataset: holds the partly written chunk at a boundary between two of the
+// caller's chunks (the caller's chunks need not align with HDF5's) plus a few full ones.
+constexpr std::size_t kCacheBytes = std::size_t{2} << 20;
+// Largest size of HDF5's metadata cache (chunk index nodes, object headers) for one file.
+constexpr std::size_t kMetadataCacheBytes = std::size_t{4} << 20;
+// Concentrations are divided and written in blocks of at most this many bytes.
+constexpr std::size_t kConcBlockBytes = std::size_t{4} << 20;
+// gzip level: 1 compresses shuffled PK trajectories nearly as well as 4, at a fraction of the
+// time (docs/output.md).
+constexpr unsigned kDeflateLevel = 1;
+
+// Switches HDF5's automatic error printing off for the lifetime of the object and restores the
+// previous handler afterwards.
+class QuietHdf5 {
+ public:
+  QuietHdf5() {
+    if (H5Eget_auto2(H5E_DEFAULT, &func_, &data_) < 0) func_ = nullptr;
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  QuietHdf5(const QuietHdf5&) = delete;
+  QuietHdf5& operator=(const QuietHdf5&) = delete;
+  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+// The innermost (most specific) message of HDF5's error stack, then clears the stack.
+herr_t take_innermost(unsigned n, const H5E_error2_t* e, void* out) {
+  if (n == 0 && e != nullptr && e->desc != nullptr) *static_cast<std::string*>(out) = e->desc;
+  return 0;
+}
+
+std::string hdf5_message() {
+  std::string msg;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_innermost, &msg);
+  H5Eclear2(H5E_DEFAULT);
+  for (char& c : msg)
+    if (c == '\n' || c == '\r') c = ' ';
+  return msg;
+}
+
+[[noreturn]] __attribute__((cold, noinline)) void fail(const std::string& path,
+                                                       const std::string& what) {
+  const std::string msg = hdf5_message();
+  throw Error("cannot write HDF5 file " + path + ": " + what + (msg.empty() ? "" : ": " + msg));
+}
+
+// An HDF5 identifier closed by its own close function (H5Dclose, H5Sclose, ...). Move-only.
+class Id {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Id() = default;
+  Id(hid_t id, Closer close) : id_(id), close_(close) {}
+  Id(Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
+  Id& operator=(Id&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, -1);
+      close_ = o.close_;
+    }
+    return *this;
+  }
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  ~Id() { reset(); }
+  hid_t get() const noexcept { return id_; }
+  explicit operator bool() const noexcept { return id_ >= 0; }
+  // Closes now; returns the close function's status (0 when nothing was open).
+  herr_t close() noexcept {
+    const herr_t r = id_ >= 0 ? close_(id_) : 0;
+    id_ = -1;
+    return r;
+  }
+  void reset() noexcept { close(); }
+
+ private:
+  hid_t id_ = -1;
+  Closer close_ = nullptr;
+};
+
+// Wraps a freshly returned identifier; a negative one is an error.
+Id checked(hid_t id, Id::Closer close, const std::string& path, const std::string& what) {
+  if (id < 0) fail(path, what);
+  return Id(id, close);
+}
+
+void check(herr_t status, const std::string& path, const std::string& what) {
+  if (status < 0) fail(path, what);
+}
+
+// Elements of one row (subject) of a dataset with these dimensions (all but the first).
+std::size_t row_elements(const std::vector<hsize_t>& dims) {
+  std::size_t n = 1;
+  for (std::size_t i = 1; i < dims.size(); ++i) n *= static_cast<std::size_t>(dims[i]);
+  return n;
+}
+
+// Chunk shape for a dataset of `dims` (rows first) with elements of `elem` bytes: whole rows
+// (one subject's complete trajectory in one chunk) of as many consecutive subjects as fit in
+// kChunkBytes; when one row is larger than that, one subject and a block of times (second axis).
+std::vector<hsize_t> chunk_shape(const std::vector<hsize_t>& dims, std::size_t elem) {
+  std::vector<hsize_t> chunk = dims;
+  const std::size_t row_bytes = std::max<std::size_t>(1, row_elements(dims)) * elem;
+  if (row_bytes <= kChunkBytes) {
+    hsize_t rows = static_cast<hsize_t>(kChunkBytes / row_bytes);
+    if (dims[0] > 0) rows = std::min(rows, dims[0]);
+    chunk[0] = std::max<hsize_t>(1, rows);
+  } else {
+    chunk[0] = 1;
+    std::size_t rest = elem;  // bytes of one element of the second axis
+    for (std::size_t i = 2; i < dims.size(); ++i) rest *= static_cast<std::size_t>(dims[i]);
+    chunk[1] = std::max<hsize_t>(1, std::min<hsize_t>(dims[1], kChunkBytes / rest));
+  }
+  for (hsize_t& c : chunk) c = std::max<hsize_t>(1, c);
+  return chunk;
+}
+
+std::size_t elements(const std::vector<hsize_t>& dims) {
+  std::size_t n = 1;
+  for (hsize_t d : dims) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+// A variable-length UTF-8 string type (h5py reads its values as str).
+Id string_type(const std::string& path) {
+  Id t = checked(H5Tcopy(H5T_C_S1), H5Tclose, path, "string type");
+  check(H5Tset_size(t.get(), H5T_VARIABLE), path, "string type");
+  check(H5Tset_cset(t.get(), H5T_CSET_UTF8), path, "string type");
+  return t;
+}
+
+void write_string_attribute(hid_t loc, const char* name, const std::string& value,
+                            const std::string& path) {
+  const std::string what = std::string("attribute ") + name;
+  Id type = string_type(path);
+  Id space = checked(H5Screate(H5S_SCALAR), H5Sclose, path, what);
+  Id attr = checked(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                    H5Aclose, path, what);
+  const char* p = value.c_str();
+  check(H5Awrite(attr.get(), type.get(), &p), path, what);
+}
+
+void write_strings_attribute(hid_t loc, const char* name, const std::vector<std::string>& values,
+                             const std::string& path) {
+  const std::string what = std::string("attribute ") + name;
+  Id type = string_type(path);
+  const hsize_t n = values.size();
+  Id space = checked(values.empty() ? H5Screate(H5S_NULL) : H5Screate_simple(1, &n, nullptr),
+                     H5Sclose, path, what);
+  Id attr = checked(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                    H5Aclose, path, what);
+  if (values.empty()) return;
+  std::vector<const char*> p;
+  p.reserve(values.size());
+  for (const std::string& v : values) p.push_back(v.c_str());
+  check(H5Awrite(attr.get(), type.get(), p.data()), path, what);
+}
+
+// Creates dataset `name` of `file_type`. With `extendible`, the first axis may grow beyond
+// dims[0] (layout.rows unknown). Non-empty datasets are chunked (chunk_shape), shuffled and
+// gzip-compressed; empty ones are contiguous.
+Id create_dataset(hid_t loc, const char* name, hid_t file_type, const std::vector<hsize_t>& dims,
+                  bool extendible, const std::string& path) {
+  const std::string what = std::string("dataset ") + name;
+  const int rank = static_cast<int>(dims.size());
+  std::vector<hsize_t> maxdims = dims;
+  if (extendible) maxdims[0] = H5S_UNLIMITED;
+  Id space = checked(
+      rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), maxdims.data()),
+      H5Sclose, path, what);
+  Id dcpl = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, path, what);
+  Id dapl = checked(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose, path, what);
+  if (rank > 0 && (extendible || elements(dims) > 0)) {
+    const std::vector<hsize_t> chunk = chunk_shape(dims, H5Tget_size(file_type));
+    check(H5Pset_chunk(dcpl.get(), rank, chunk.data()), path, what + ": chunk shape");
+    check(H5Pset_shuffle(dcpl.get()), path, what + ": shuffle filter");
+    check(H5Pset_deflate(dcpl.get(), kDeflateLevel), path, what + ": gzip filter");
+    // w0 = 1: chunks written completely leave the cache first; the partly written one stays.
+    check(H5Pset_chunk_cache(dapl.get(), 521, kCacheBytes, 1.0), path, what + ": chunk cache");
+  }
+  return checked(H5Dcreate2(loc, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), dapl.get()),
+                 H5Dclose, path, what);
+}
+
+// Writes `data` (memory layout = the block, row-major) into the block of `dset` that starts at
+// `start` and spans `count`.
+void write_block(hid_t dset, hid_t mem_type, const std::vector<hsize_t>& start,
+                 const std::vector<hsize_t>& count, const void* data, const std::string& path,
+                 const std::string& what) {
+  if (elements(count) == 0) return;
+  Id file_space = checked(H5Dget_space(dset), H5Sclose, path, what);
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                            nullptr),
+        path, what);
+  Id mem_space = checked(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
+                         H5Sclose, path, what);
+  check(H5Dwrite(dset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data), path, what);
+}
+
+// Writes a whole dataset in one call.
+void write_all(hid_t dset, hid_t mem_type, const void* data, const std::string& path,
+               const std::string& what) {
+  check(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, what);
+}
+
+// A unique temporary file name next to the target (as AtomicFile makes it), removed by the
+// destructor unless release()d. Declared before the HDF5 handles in H5Sink, so the file is
+// closed before it is removed, also when the constructor throws.
+class TempName {
+ public:
+  explicit TempName(const std::string& target) {
+    std::vector<char> name(target.begin(), target.end());
+    const char suffix[] = ".tmp.XXXXXX";
+    name.insert(name.end(), suffix, suffix + sizeof suffix);  // with the terminating NUL
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) throw Error("cannot create output file " + target + ": " + std::strerror(errno));
+    ::fchmod(fd, 0644);  // mkstemp creates 0600; results are ordinary files
+    ::close(fd);
+    path_ = name.data();
+  }
+  TempName(const TempName&) = delete;
+  TempName& operator=(const TempName&) = delete;
+  ~TempName() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  const std::string& path() const noexcept { return path_; }
+  void release() noexcept { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+class H5Sink final : public ResultSink {
+ public:
+  H5Sink(std::string path, const RunLayout& layout)
+      : path_(std::move(path)),
+        temp_(path_),
+        layout_(layout),
+        times_(static_cast<hsize_t>(layout.times.size())),
+        compartments_(static_cast<hsize_t>(layout.model->compartments.size())),
+        parameters_(static_cast<hsize_t>(layout.model->parameters.size())),
+        rows_(static_cast<hsize_t>(layout.rows)),
+        extendible_(layout.rows == 0) {
+    const QuietHdf5 quiet;
+    Id fapl = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, path_, "create");
+    {
+      // The metadata cache (chunk indexes) grows adaptively up to 32 MiB by default; cap it so
+      // the writer's memory stays small whatever the number of chunks.
+      H5AC_cache_config_t mdc;
+      mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+      check(H5Pget_mdc_config(fapl.get(), &mdc), path_, "create: metadata cache");
+      mdc.max_size = kMetadataCacheBytes;
+      mdc.min_size = std::min<std::size_t>(mdc.min_size, kMetadataCacheBytes);
+      mdc.initial_size = std::min<std::size_t>(mdc.initial_size, kMetadataCacheBytes);
+      mdc.set_initial_size = 1;
+      check(H5Pset_mdc_config(fapl.get(), &mdc), path_, "create: metadata cache");
+    }
+    file_ = checked(H5Fcreate(temp_.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
+                    H5Fclose, path_, "create");
+    const hid_t root = file_.get();
+    write_string_attribute(root, "run_file", layout_.run_file, path_);
+    write_string_attribute(root, "run_text", layout_.run_text, path_);
+    write_string_attribute(root, "model", layout_.model->name, path_);
+    write_strings_attribute(root, "compartments", layout_.model->compartments, path_);
+    write_string_attribute(root, "pkscan_version", PKSCAN_VERSION_STRING, path_);
+
+    Id time = create_dataset(root, "time", H5T_IEEE_F64LE, {times_}, false, path_);
+    write_all(time.get(), H5T_NATIVE_DOUBLE, layout_.times.data(), path_, "dataset time");
+
+    const bool f32 = layout_.precision == Precision::Float32;
+    const hid_t real_type = f32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
+    if (layout_.trajectories) {
+      amount_ = create_dataset(root, "amount", real_type, {rows_, times_, compartments_},
+                               extendible_, path_);
+      concentration_ = create_dataset(root, "concentration", real_type,
+                                      {rows_, times_, compartments_}, extendible_, path_);
+    }
+    id_ = create_dataset(root, "id", H5T_STD_I64LE, {rows_}, extendible_, path_);
+    if (!layout_.extra_columns.empty()) {
+      extra_ = create_dataset(root, "extra", H5T_IEEE_F64LE,
+                              {rows_, static_cast<hsize_t>(layout_.extra_columns.size())},
+                              extendible_, path_);
+      write_strings_attribute(extra_.get(), "columns", layout_.extra_columns, path_);
+    }
+    parameters_set_ = create_dataset(root, "parameters", H5T_IEEE_F64LE, {rows_, parameters_},
+                                     extendible_, path_);
+    std::vector<std::string> names;
+    for (const ParameterInfo& p : layout_.model->parameters) names.push_back(p.name);
+    write_strings_attribute(parameters_set_.get(), "columns", names, path_);
+    if (!layout_.metric_names.empty()) {
+      metrics_ = create_dataset(root, "metrics", H5T_IEEE_F64LE,
+                                {rows_, static_cast<hsize_t>(layout_.metric_names.size())},
+                                extendible_, path_);
+      write_strings_attribute(metrics_.get(), "columns", layout_.metric_names, path_);
+      write_string_attribute(
+          metrics_.get(), "compartment",
+          layout_.model->compartments[static_cast<std::size_t>(layout_.metric_compartment)], path_);
+    }
+  }
+
+  H5Sink(const H5Sink&) = delete;
+  H5Sink& operator=(const H5Sink&) = delete;
+
+  ~H5Sink() override {
+    const QuietHdf5 quiet;
+    close_all();  // then temp_ removes the file unless committed
+  }
+
+  void write(const Chunk& chunk) override {
+    if (committed_) throw InvalidArgument("HDF5 sink: write() after commit()");
+    detail::check_chunk(layout_, written_, chunk, "HDF5 sink");
+    if (chunk.result->subjects() > 0 && chunk.parameters == nullptr)
+      throw InvalidArgument("HDF5 sink: chunk.parameters is null, but /parameters is written");
+    const QuietHdf5 quiet;
+    const SimulationResult& r = *chunk.result;
+    const hsize_t n = static_cast<hsize_t>(r.subjects());
+    const hsize_t first = static_cast<hsize_t>(chunk.first);
+    if (n == 0) return;
+    if (extendible_) extend(first + n);
+
+    if (layout_.trajectories) {
+      if (layout_.precision == Precision::Float64)
+        write_trajectories(r, first, r.amounts_f64(), H5T_NATIVE_DOUBLE);
+      else
+        write_trajectories(r, first, r.amounts_f32(), H5T_NATIVE_FLOAT);
+    }
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+    for (std::size_t s = 0; s < ids.size(); ++s)
+      ids[s] = chunk.ids != nullptr ? chunk.ids[s] : chunk.first + static_cast<std::int64_t>(s) + 1;
+    write_block(id_.get(), H5T_NATIVE_INT64, {first}, {n}, ids.data(), path_, "dataset id");
+    if (extra_)
+      write_block(extra_.get(), H5T_NATIVE_DOUBLE, {first, 0},
+                  {n, static_cast<hsize_t>(layout_.extra_columns.size())}, chunk.extra, path_,
+                  "dataset extra");
+    write_block(parameters_set_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, parameters_},
+                chunk.parameters, path_, "dataset parameters");
+    if (metrics_)
+      write_block(metrics_.get(), H5T_NATIVE_DOUBLE, {first, 0},
+                  {n, static_cast<hsize_t>(layout_.metric_names.size())}, chunk.metrics, path_,
+                  "dataset metrics");
+    written_ += r.subjects();
+  }
+
+  void write_summary(const TimeSummaryTable& t) override {
+    if (committed_) throw InvalidArgument("HDF5 sink: write_summary() after commit()");
+    if (summary_written_) throw InvalidArgument("HDF5 sink: write_summary() called twice");
+    detail::check_summary(layout_, t, "HDF5 sink");
+    const QuietHdf5 quiet;
+    Id group = checked(H5Gcreate2(file_.get(), "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                       H5Gclose, path_, "group summary");
+    const hsize_t q = static_cast<hsize_t>(t.percentiles.size());
+    Id mean =
+        create_dataset(group.get(), "mean", H5T_IEEE_F64LE, {times_, compartments_}, false, path_);
+    write_all(mean.get(), H5T_NATIVE_DOUBLE, t.mean.data(), path_, "dataset summary/mean");
+    Id quantiles = create_dataset(group.get(), "quantiles", H5T_IEEE_F64LE,
+                                  {times_, compartments_, q}, false, path_);
+    if (q > 0)
+      write_all(quantiles.get(), H5T_NATIVE_DOUBLE, t.quantiles.data(), path_,
+                "dataset summary/quantiles");
+    Id percentiles = create_dataset(group.get(), "percentiles", H5T_IEEE_F64LE, {q}, false, path_);
+    if (q > 0)
+      write_all(percentiles.get(), H5T_NATIVE_DOUBLE, t.percentiles.data(), path_,
+                "dataset summary/percentiles");
+    Id count = create_dataset(group.get(), "count", H5T_STD_I64LE, {}, false, path_);
+    write_all(count.get(), H5T_NATIVE_INT64, &t.count, path_, "dataset summary/count");
+    Id excluded = create_dataset(group.get(), "excluded", H5T_STD_I64LE, {}, false, path_);
+    write_all(excluded.get(), H5T_NATIVE_INT64, &t.excluded, path_, "dataset summary/excluded");
+    {
+      // 1: exact percentiles; 0: the histogram sketch's estimates (engine summary.hpp).
+      Id space = checked(H5Screate(H5S_SCALAR), H5Sclose, path_, "attribute summary/exact");
+      Id attr = checked(
+          H5Acreate2(group.get(), "exact", H5T_STD_I8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+          H5Aclose, path_, "attribute summary/exact");
+      const std::int8_t exact = t.exact ? 1 : 0;
+      check(H5Awrite(attr.get(), H5T_NATIVE_INT8, &exact), path_, "attribute summary/exact");
+    }
+    summary_written_ = true;
+  }
+
+  void commit() override {
+    if (committed_) throw InvalidArgument("HDF5 sink: commit() called twice");
+    detail::check_complete(layout_, written_, "HDF5 sink");
+    {
+      const QuietHdf5 quiet;
+      for (Id* d : datasets())
+        if (d->close() < 0) fail(path_, "close");
+      if (file_.close() < 0) fail(path_, "close");
+    }
+    const int fd = ::open(temp_.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const std::string why = std::strerror(errno);
+      if (fd >= 0) ::close(fd);
+      throw Error("cannot write HDF5 file " + path_ + ": " + why);
+    }
+    ::close(fd);
+    if (::rename(temp_.path().c_str(), path_.c_str()) != 0)
+      throw Error("cannot move output into place at " + path_ + ": " + std::strerror(errno));
+    temp_.release();
+    committed_ = true;
+  }
+
+ private:
+  std::vector<Id*> datasets() {
+    return {&amount_, &concentration_, &id_, &extra_, &parameters_set_, &metrics_};
+  }
+
+  void close_all() noexcept {
+    for (Id* d : datasets()) d->reset();
+    file_.reset();
+  }
+
+  // Grows every row-indexed dataset to `rows` rows (layout.rows unknown).
+  void extend(hsize_t rows) {
+    for (Id* d : datasets()) {
+      if (!*d) continue;
+      Id space = checked(H5Dget_space(d->get()), H5Sclose, path_, "extend");
+      hsize_t dims[3] = {0, 0, 0};
+      const int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+      if (rank < 1) fail(path_, "extend");
+      dims[0] = rows;
+      check(H5Dset_extent(d->get(), dims), path_, "extend");
+    }
+  }
+
+  // Amounts straight from the result; concentrations divided here (amount / volume in the
+  // result's precision, as write_csv does) and written in blocks of consecutive subjects.
+  template <class Real>
+  void write_trajectories(const SimulationResult& r, hsize_t first, const Array<Real>& amounts,
+                          hid_t mem_type) {
+    const hsize_t n = static_cast<hsize_t>(r.subjects());
+    write_block(amount_.get(), mem_type, {first, 0, 0}, {n, times_, compartments_}, amounts.data(),
+                path_, "dataset amount");
+    const std::size_t per_subject = static_cast<std::size_t>(times_ * compartments_);
+    const std::size_t block = std::max<std::size_t>(
+        1, std::min<std::size_t>(static_cast<std::size_t>(n),
+                                 kConcBlockBytes / (per_subject * sizeof(Real))));
+    std::vector<Real> conc(block * per_subject);
+    std::vector<Real> volume(static_cast<std::size_t>(compartments_));
+    const int nc = static_cast<int>(compartments_);
+    for (std::size_t s0 = 0; s0 < n; s0 += block) {
+      const std::size_t count = std::min<std::size_t>(block, static_cast<std::size_t>(n) - s0);
+      for (std::size_t s = 0; s < count; ++s) {
+        const std::int64_t subject = static_cast<std::int64_t>(s0 + s);
+        for (int c = 0; c < nc; ++c)
+          volume[static_cast<std::size_t>(c)] = static_cast<Real>(r.volume(subject, c));
+        const Real* a = amounts.data() + (s0 + s) * per_subject;
+        Real* out = conc.data() + s * per_subject;
+        for (std::size_t i = 0; i < per_subject; ++i)
+          out[i] = static_cast<Real>(a[i] / volume[i % static_cast<std::size_t>(nc)]);
+      }
+      write_block(concentration_.get(), mem_type, {first + s0, 0, 0},
+                  {static_cast<hsize_t>(count), times_, compartments_}, conc.data(), path_,
+                  "dataset concentration");
+    }
+  }
+
+  std::string path_;
+  TempName temp_;  // the file being written; removed unless committed
+  RunLayout layout_;
+  hsize_t times_;
+  hsize_t compartments_;
+  hsize_t parameters_;
+  hsize_t rows_;
+  bool extendible_;
+  Id file_;
+  Id amount_, concentration_, id_, extra_, parameters_set_, metrics_;
+  std::int64_t written_ = 0;
+  bool summary_written_ = false;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayout& layout) {
+  detail::check_layout(layout, "HDF5 sink");
+  return std::make_unique<H5Sink>(path, layout);
+}
+
+}  // namespace pkscan::config

@@ -1,0 +1,1011 @@
+// Streaming per-time summaries and per-subject exposure metrics of population runs.
+//
+// Numeric contract (the user-facing rules are in summary.hpp):
+//  - sums: per row (output time x compartment), subjects are added in global subject order
+//    within aligned blocks of 1024 subjects, block sums are added in block order;
+//  - histogram: integer increments; the window's position depends only on the largest key,
+//    so the final state does not depend on the order in which values arrive;
+//  - metrics: per subject, lanes = output index mod 8 within aligned blocks of 64 output
+//    indices, lanes combined in a fixed tree, blocks combined in time order; each subject's
+//    arithmetic does not depend on its chunk, its lane group or the thread running it.
+// Results are therefore bit-identical for any chunking and thread count on one machine (the
+// function clone chosen for the CPU is fixed). The threads of add() own disjoint ranges of
+// output times, so no counter or sum is shared.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector types stay inside always-inline code
+#endif
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <pkscan/error.hpp>
+#include <pkscan/summary.hpp>
+
+#include "detail/parallel.hpp"
+#include "detail/validate.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace pkscan {
+
+namespace {
+
+// Hot loops are compiled for AVX-512, AVX2 and baseline x86-64; the loader picks one clone per
+// machine (same rule as the batched backend). Bodies are forced inline into each clone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PKSCAN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define PKSCAN_CLONES
+#endif
+#if defined(__GNUC__)
+#define PKSCAN_INLINE __attribute__((always_inline)) inline
+#else
+#define PKSCAN_INLINE inline
+#endif
+
+// Eight-lane vectors (GCC/Clang vector extensions; lowered to what each clone's ISA offers).
+typedef double v8d __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef std::int64_t v8i __attribute__((vector_size(64)));
+typedef std::uint64_t v8u __attribute__((vector_size(64)));
+
+constexpr std::int64_t kBlock = 1024;          // subjects per summation block
+constexpr std::int64_t kUnit = 64;             // output indices per thread unit and metric block
+constexpr std::int64_t kSubTile = 8;           // output times per add() sub-tile
+constexpr std::int64_t kPrefetchSubjects = 8;  // how far ahead add() prefetches
+constexpr int kBatchValues = 1536;             // values per increment batch of add()
+constexpr std::uint64_t kPosFiniteMax = 0x7FEFFFFFFFFFFFFFull;  // bits of DBL_MAX
+constexpr std::uint64_t kAbsMask = 0x7FFFFFFFFFFFFFFFull;
+constexpr std::uint64_t kInfBits = 0x7FF0000000000000ull;
+constexpr double kDblMax = 1.7976931348623157e308;
+constexpr int kKeyShift = 45;  // a key is the exponent and the top 7 mantissa bits
+constexpr std::int64_t kEmpty = std::numeric_limits<std::int64_t>::min() / 4;
+
+PKSCAN_INLINE std::uint64_t bits_of(double x) noexcept {
+  std::uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+PKSCAN_INLINE double from_bits(std::uint64_t b) noexcept {
+  double x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+PKSCAN_INLINE v8d load8(const double* p) noexcept {
+  v8d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+PKSCAN_INLINE v8d load8(const float* p) noexcept {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, v8d);
+}
+PKSCAN_INLINE v8i load8(const std::int64_t* p) noexcept {
+  v8i v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+PKSCAN_INLINE void store8(double* p, v8d v) noexcept { std::memcpy(p, &v, sizeof v); }
+// Bit casts between the vector types.
+template <class To, class From>
+PKSCAN_INLINE To vcast(From v) noexcept {
+  static_assert(sizeof(To) == sizeof(From), "same size");
+  To r;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
+}
+PKSCAN_INLINE v8d splat(double x) noexcept { return v8d{x, x, x, x, x, x, x, x}; }
+
+int resolve_threads(int threads) noexcept {
+#if defined(_OPENMP)
+  return threads > 0 ? threads : omp_get_max_threads();
+#else
+  (void)threads;
+  return 1;
+#endif
+}
+
+// Where a chunk's concentrations come from: a concentration array, or amounts times the
+// reciprocal volume of the subject's compartment.
+struct Source {
+  const double* f64 = nullptr;  // values, subject-major (one of f64 / f32 is set)
+  const float* f32 = nullptr;
+  bool scale = false;  // multiply by 1 / volume
+  const SimulationResult* r = nullptr;
+  std::int64_t per_subject = 0;  // times * compartments
+  int compartments = 0;
+};
+
+Source source_of(const SimulationResult& r) {
+  Source s;
+  s.r = &r;
+  s.per_subject = r.times() * r.compartments();
+  s.compartments = r.compartments();
+  if (r.precision() == Precision::Float64) {
+    if (!r.concentrations_f64().empty()) {
+      s.f64 = r.concentrations_f64().data();
+    } else {
+      s.f64 = r.amounts_f64().data();
+      s.scale = true;
+    }
+  } else if (!r.concentrations_f32().empty()) {
+    s.f32 = r.concentrations_f32().data();
+  } else {
+    s.f32 = r.amounts_f32().data();
+    s.scale = true;
+  }
+  return s;
+}
+
+// Reciprocal volume of one compartment of one subject (1 when the source is concentrations).
+double inverse_volume(const Source& src, std::int64_t s, int c) {
+  return src.scale ? 1.0 / src.r->volume(s, c) : 1.0;
+}
+
+// Concentration of subject s at row r (= time * compartments + compartment): the one formula
+// every path uses.
+double value_at(const Source& src, std::int64_t s, std::int64_t r) {
+  const std::int64_t i = s * src.per_subject + r;
+  const double x = src.f64 ? src.f64[i] : static_cast<double>(src.f32[i]);
+  return src.scale ? x * inverse_volume(src, s, static_cast<int>(r % src.compartments)) : x;
+}
+
+// ---- Histogram sketch -----------------------------------------------------------------------
+
+// Per (time, compartment) row: the window of keys [lo, maxkey] (lo = maxkey - width + 1), the
+// count of finite values <= 0 and of positive values below the window. Counters of key k live
+// at slot k & mask of the row's ring; slots outside the window are zero.
+struct Sketch {
+  std::int64_t width = 0;  // window width in keys (window_binades * 128)
+  std::int64_t ring = 0;   // counters per row, a power of two >= width
+  std::int64_t mask = 0;
+  // Distance between rows: the ring plus one cache line, so that the same slot of consecutive
+  // rows (consecutive times hold similar values) falls in different cache sets.
+  std::int64_t stride = 0;
+  std::int64_t dummy = 0;  // index of a scratch counter after the last row (slow-path lanes)
+  std::uint32_t* counts = nullptr;   // rows x stride + dummies, zero pages mapped lazily
+  std::vector<std::int64_t> lo;      // kEmpty until the first positive value
+  std::vector<std::int64_t> maxkey;  // -1 until the first positive value
+  std::vector<std::uint64_t> zero;
+  std::vector<std::uint64_t> under;
+};
+
+// A positive finite key outside the window: a first value, a new maximum (the window moves up
+// and the counters that leave it are added to `under`), or a value below the window.
+void slow_add(Sketch& h, std::int64_t row, std::int64_t key) noexcept {
+  std::int64_t& lo = h.lo[static_cast<std::size_t>(row)];
+  std::int64_t& mx = h.maxkey[static_cast<std::size_t>(row)];
+  std::uint32_t* cnt = h.counts + row * h.stride;
+  if (mx < 0) {
+    mx = key;
+    lo = key - h.width + 1;
+    ++cnt[key & h.mask];
+    return;
+  }
+  if (key > mx) {
+    const std::int64_t new_lo = key - h.width + 1;
+    const std::int64_t end = std::min(new_lo, mx + 1);
+    for (std::int64_t k = std::max<std::int64_t>(lo, 0); k < end; ++k) {
+      std::uint32_t& c = cnt[k & h.mask];
+      if (c) {
+        h.under[static_cast<std::size_t>(row)] += c;
+        c = 0;
+      }
+    }
+    lo = new_lo;
+    mx = key;
+    ++cnt[key & h.mask];
+    return;
+  }
+  ++h.under[static_cast<std::size_t>(row)];  // below the window
+}
+
+// One value into one row; false for a non-finite value (not counted).
+PKSCAN_INLINE bool add_one(Sketch& h, std::int64_t row, double x) noexcept {
+  const std::uint64_t b = bits_of(x);
+  if (b - 1 < kPosFiniteMax) {
+    const std::int64_t key = static_cast<std::int64_t>(b >> kKeyShift);
+    if (static_cast<std::uint64_t>(key - h.lo[static_cast<std::size_t>(row)]) <
+        static_cast<std::uint64_t>(h.width))
+      ++h.counts[row * h.stride + (key & h.mask)];
+    else
+      slow_add(h, row, key);
+    return true;
+  }
+  if ((b & kAbsMask) < kInfBits) {
+    ++h.zero[static_cast<std::size_t>(row)];
+    return true;
+  }
+  return false;
+}
+
+// Removes a value added before (the rare undo of a subject found non-finite late).
+void remove_one(Sketch& h, std::int64_t row, double x) noexcept {
+  const std::uint64_t b = bits_of(x);
+  if (b - 1 < kPosFiniteMax) {
+    const std::int64_t key = static_cast<std::int64_t>(b >> kKeyShift);
+    if (key >= h.lo[static_cast<std::size_t>(row)])
+      --h.counts[row * h.stride + (key & h.mask)];
+    else
+      --h.under[static_cast<std::size_t>(row)];
+  } else if ((b & kAbsMask) < kInfBits) {
+    --h.zero[static_cast<std::size_t>(row)];
+  }
+}
+
+// ---- Exposure metrics -----------------------------------------------------------------------
+
+// Reciprocal of positive normal doubles in [2^-500, 2^500] (callers scale into that range):
+// a bit-pattern seed (relative error < 1/8) and five Newton steps; within 2 ulp of 1 / a.
+PKSCAN_INLINE v8d reciprocal(v8d a) noexcept {
+  v8d y = vcast<v8d>(0x7FDE623822835EEAll - vcast<v8i>(a));
+  for (int k = 0; k < 5; ++k) y = y + y * (1.0 - a * y);
+  return y;
+}
+
+// ln(x) for x in [1, DBL_MAX]. x = 2^e m, m in [1, 2); j = the top 4 bits of m's fraction,
+// c_j = 1 + (j + 1/2)/16, ic_j = RN(1/c_j): ln m = -ln(ic_j) + log1p(u) with u = m ic_j - 1
+// (|u| < 0.031), -ln(ic_j) tabulated correctly rounded, log1p(u) by its Taylor series to u^10
+// (truncation < 2e-18). No division; about 1 ulp.
+PKSCAN_INLINE v8d log_ge1(v8d x) noexcept {
+  static constexpr double kInvC[16] = {
+      0.9696969696969697, 0.9142857142857143, 0.8648648648648649, 0.8205128205128205,
+      0.7804878048780488, 0.7441860465116279, 0.7111111111111111, 0.6808510638297872,
+      0.6530612244897959, 0.6274509803921569, 0.6037735849056604, 0.5818181818181818,
+      0.5614035087719298, 0.5423728813559322, 0.5245901639344263, 0.5079365079365079};
+  static constexpr double kLogC[16] = {
+      0.03077165866675366, 0.08961215868968717, 0.14518200984449783, 0.19782574332991992,
+      0.2478361639045812,  0.2954642128938359,  0.3409265869705932,  0.38441169891033206,
+      0.42608439531090014, 0.46608972992459924, 0.5045560107523953,  0.5415972824327444,
+      0.5773153650348236,  0.6118015411059929,  0.6451379613735847,  0.6773988235918061};
+  const v8u b = vcast<v8u>(x);
+  // Exponent as a double, exactly: 2^52 + (b >> 52) minus 2^52 + 1023.
+  const v8d e = vcast<v8d>((b >> 52) | 0x4330000000000000ull) - 4503599627371519.0;
+  const v8d m = vcast<v8d>((b & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull);
+  const v8i j = vcast<v8i>((b >> 48) & 15);
+#if defined(__GNUC__) && !defined(__clang__)
+  // 16-entry table lookups as two-register permutes (vpermt2pd with AVX-512).
+  const v8d ic = __builtin_shuffle(load8(kInvC), load8(kInvC + 8), j);
+  const v8d lc = __builtin_shuffle(load8(kLogC), load8(kLogC + 8), j);
+#else
+  v8d ic, lc;
+  for (int l = 0; l < 8; ++l) {
+    ic[l] = kInvC[j[l]];
+    lc[l] = kLogC[j[l]];
+  }
+#endif
+  const v8d u = m * ic - 1.0;
+  const v8d p =
+      u *
+      (1.0 + u * (-1.0 / 2 +
+                  u * (1.0 / 3 +
+                       u * (-1.0 / 4 +
+                            u * (1.0 / 5 +
+                                 u * (-1.0 / 6 +
+                                      u * (1.0 / 7 +
+                                           u * (-1.0 / 8 + u * (1.0 / 9 + u * (-1.0 / 10))))))))));
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2 with 21 trailing zero bits
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;  // ln 2 - kLn2Hi
+  return e * kLn2Hi + (lc + (p + e * kLn2Lo));
+}
+
+// Lane state of one subject's metrics within one block of kUnit output indices; lane l holds
+// the output indices k with k mod 8 == l.
+struct MetricLanes {
+  v8d cmax{}, tmax{}, cmin{}, auc{};
+  v8d nonfinite{};  // 0 while every value seen is finite, NaN after (never reset)
+  void reset() noexcept {
+    const double inf = std::numeric_limits<double>::infinity();
+    cmax = splat(-inf);
+    tmax = splat(inf);
+    cmin = splat(inf);
+    auc = splat(0.0);
+  }
+};
+
+// One group of 8 output indices k0 .. k0 + 7 (lane l: k0 + l). Edge groups (the first, with
+// no interval ending at k = 0, and a last one running past t1) mask their lanes; the others do
+// not test them at all.
+//
+// Written for GCC 12's vector lowering: a comparison that feeds one select becomes a mask
+// blend, but one whose result is reused (or combined with &) is scalarised. So every
+// comparison below is used once; lanes whose piece is linear compute a harmless garbage
+// log-down piece that the last select drops (no floating-point traps are enabled).
+template <bool Edge>
+PKSCAN_INLINE void metric_group(const double* mv, std::int64_t k0, double end, double last,
+                                const double* times, const double* dts, MetricLanes& L) noexcept {
+  const double inf = std::numeric_limits<double>::infinity();
+  const v8d lane = v8d{0, 1, 2, 3, 4, 5, 6, 7};
+  const v8d k = lane + static_cast<double>(k0);
+  const v8d c1 = load8(mv);
+  const v8d c2 = load8(mv + 1);
+  // Linear-up / log-down piece of the interval ending at k: log-down when c1 > c2 > 0,
+  // i.e. when q = min(c2, c1 - c2) > 0.
+  const v8d d = c1 - c2;
+  const v8d q = (c2 < d) ? c2 : d;
+  // The ratio c1 / c2 with both scaled into the reciprocal's range; a ratio over DBL_MAX is
+  // clamped to it.
+  v8d sc = (c2 > 0x1.0p500) ? splat(0x1.0p-600) : splat(1.0);
+  sc = (c2 < 0x1.0p-500) ? splat(0x1.0p600) : sc;
+  v8d ratio = (c1 * sc) * reciprocal(c2 * sc);
+  ratio = (ratio < kDblMax) ? ratio : splat(kDblMax);
+  const v8d xr = ratio - 1.0;
+  // Below a ratio of 1 + 2^-8: c2 x / ln(1 + x) by the Gregory series (no cancellation).
+  const v8d series =
+      c2 * (1.0 + xr * (1.0 / 2 + xr * (-1.0 / 12 +
+                                        xr * (1.0 / 24 + xr * (-19.0 / 720 + xr * (3.0 / 160))))));
+  const v8d logp = d * reciprocal(log_ge1(ratio));
+  v8d piece = (xr < 0x1.0p-8) ? series : logp;
+  piece = (q > 0.0) ? piece : 0.5 * (c1 + c2);
+  if (Edge) {
+    piece = (k >= 1.0) ? piece : splat(0.0);
+    piece = (k < end) ? piece : splat(0.0);
+  }
+  L.auc = L.auc + load8(dts + k0) * piece;
+  // Maximum (first time reached): the time changes only when the maximum strictly grows.
+  v8d x = c2;
+  if (Edge) x = (k < end) ? x : splat(-inf);
+  const v8d cmax = (x > L.cmax) ? x : L.cmax;
+  L.tmax = (cmax != L.cmax) ? load8(times + k0) : L.tmax;
+  L.cmax = cmax;
+  // Minimum over the last dosing interval.
+  v8d y = (k >= last) ? c2 : splat(inf);
+  if (Edge) y = (k < end) ? y : splat(inf);
+  L.cmin = (y < L.cmin) ? y : L.cmin;
+  // inf * 0 and NaN * 0 are NaN
+  L.nonfinite = L.nonfinite + (Edge ? ((k < end) ? c2 * 0.0 : splat(0.0)) : c2 * 0.0);
+}
+
+// Output indices [t0, t1) of one subject (t0 a multiple of 8): mv[0] is the value at t0 - 1
+// (any finite number when t0 == 0), mv[1 + i] the value at t0 + i; mv is padded to a multiple
+// of 8 after the last value. times and dts are padded likewise (dts[k] = t_k - t_{k-1}).
+PKSCAN_INLINE void metric_span(const double* mv, std::int64_t t0, std::int64_t t1,
+                               const double* times, const double* dts, std::int64_t i0,
+                               MetricLanes& L) noexcept {
+  const double end = static_cast<double>(t1), last = static_cast<double>(i0);
+  for (std::int64_t k0 = t0; k0 < t1; k0 += 8) {
+    if (k0 == 0 || k0 + 8 > t1)
+      metric_group<true>(mv + (k0 - t0), k0, end, last, times, dts, L);
+    else
+      metric_group<false>(mv + (k0 - t0), k0, end, last, times, dts, L);
+  }
+}
+
+// Reduces the lanes of one block: {cmax, tmax, cmin, auc}.
+PKSCAN_INLINE void reduce_block(const MetricLanes& L, double* out) noexcept {
+  double cmax = L.cmax[0], cmin = L.cmin[0];
+  for (int l = 1; l < 8; ++l) {
+    cmax = L.cmax[l] > cmax ? L.cmax[l] : cmax;
+    cmin = L.cmin[l] < cmin ? L.cmin[l] : cmin;
+  }
+  double tmax = std::numeric_limits<double>::infinity();
+  for (int l = 0; l < 8; ++l)
+    if (L.cmax[l] == cmax && L.tmax[l] < tmax) tmax = L.tmax[l];
+  out[0] = cmax;
+  out[1] = tmax;
+  out[2] = cmin;
+  out[3] = ((L.auc[0] + L.auc[1]) + (L.auc[2] + L.auc[3])) +
+           ((L.auc[4] + L.auc[5]) + (L.auc[6] + L.auc[7]));
+}
+
+// Combines the blocks of one subject into {cmax, tmax, auc, cmin} (NaN when excluded).
+void combine_blocks(const double* blocks, std::int64_t nblocks, bool ok, double* out) noexcept {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  double cmax = -inf, tmax = nan, cmin = inf, auc = 0.0;
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const double* p = blocks + b * 4;
+    if (p[0] > cmax) {
+      cmax = p[0];
+      tmax = p[1];
+    }
+    cmin = p[2] < cmin ? p[2] : cmin;
+    auc += p[3];
+  }
+  out[0] = ok ? cmax : nan;
+  out[1] = ok ? tmax : nan;
+  out[2] = ok ? auc : nan;
+  out[3] = ok && cmin != inf ? cmin : nan;
+}
+
+// Output times and steps padded for vector loads.
+struct TimeTables {
+  std::vector<double> times;  // T + 16 values
+  std::vector<double> dts;    // dts[k] = t_k - t_{k-1}, dts[0] = 0
+  std::int64_t blocks = 0;    // ceil(T / kUnit)
+};
+
+TimeTables make_tables(const std::vector<double>& t) {
+  TimeTables tt;
+  const std::size_t n = t.size();
+  tt.times.assign(n + 16, 0.0);
+  tt.dts.assign(n + 16, 0.0);
+  for (std::size_t k = 0; k < n; ++k) {
+    tt.times[k] = t[k];
+    tt.dts[k] = k ? t[k] - t[k - 1] : 0.0;
+  }
+  tt.blocks = (static_cast<std::int64_t>(n) + kUnit - 1) / kUnit;
+  return tt;
+}
+
+std::int64_t first_index_at_or_after(const std::vector<double>& t, double last_dose) noexcept {
+  if (std::isnan(last_dose)) return 0;
+  std::int64_t i = 0;
+  while (i < static_cast<std::int64_t>(t.size()) && t[static_cast<std::size_t>(i)] < last_dose) ++i;
+  return i;
+}
+
+// Fills mv (see metric_span) for subject s, output indices [t0, t1), compartment mc.
+template <class Real>
+PKSCAN_INLINE void gather_metric(const Real* subject, int C, int mc, double inv, std::int64_t t0,
+                                 std::int64_t t1, double* mv) noexcept {
+  mv[0] = t0 > 0 ? static_cast<double>(subject[(t0 - 1) * C + mc]) * inv : 0.0;
+  const std::int64_t n = t1 - t0;
+  for (std::int64_t i = 0; i < n; ++i)
+    mv[1 + i] = static_cast<double>(subject[(t0 + i) * C + mc]) * inv;
+  for (std::int64_t i = n; i < ((n + 7) / 8) * 8 + 8; ++i) mv[1 + i] = 0.0;
+}
+
+// ---- The add() kernel -----------------------------------------------------------------------
+
+struct AddJob {
+  const Source* src;
+  const unsigned char* inc;  // per subject: included so far
+  const double* inv;         // per subject: kSubTile * C reciprocal volumes (Scale only)
+  std::int64_t S;
+  std::int64_t g0;      // global index of the chunk's first subject
+  std::int64_t ta, tb;  // output indices owned by this thread
+  double* part;
+  double* total;
+  Sketch* h;
+  unsigned char* bad;  // per subject: found non-finite (this thread's flags)
+};
+
+// For each sub-tile of kSubTile output times (a few dozen rows, whose counters stay in the
+// first-level cache), the subjects of the chunk in order, in batches:
+//  1. a vector pass adds each value to its row's partial sum and computes the index of its
+//     counter, or of a dummy counter when the value needs the slow path (outside the window,
+//     <= 0, or not finite);
+//  2. a branch-free loop increments the counters;
+//  3. the rare slow-path values are then added one by one (the sketch's final state does not
+//     depend on the order of the values, see Sketch).
+// Each line of the chunk is read once, prefetched a few subjects ahead (consecutive subjects
+// are a whole row apart, too far for the hardware prefetcher).
+template <class Real, bool Scale>
+PKSCAN_INLINE void add_body(const AddJob& a, const Real* data) {
+  Sketch& h = *a.h;
+  const int C = a.src->compartments;
+  const std::int64_t R = a.src->per_subject;
+  const int wmax = static_cast<int>(kSubTile) * C;
+  const int batch = std::max(1, kBatchValues / wmax);
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(batch * wmax));
+  std::vector<double> values(static_cast<std::size_t>(batch * wmax));
+  std::vector<std::int64_t> who(static_cast<std::size_t>(batch));
+  std::vector<std::int64_t> rowoff(static_cast<std::size_t>(wmax));
+  const std::int64_t dummy = h.dummy;
+  const v8i mask = v8i{} + h.mask;
+  const std::int64_t top = h.width - 1;
+  for (std::int64_t t0 = a.ta; t0 < a.tb; t0 += kSubTile) {
+    const std::int64_t t1 = std::min(t0 + kSubTile, a.tb);
+    const int w = static_cast<int>((t1 - t0) * C);
+    const int wv = w / 8 * 8;  // values on the vector path per subject
+    const std::int64_t r0 = t0 * C;
+    for (int j = 0; j < w; ++j) rowoff[static_cast<std::size_t>(j)] = (r0 + j) * h.stride;
+    const int last_byte = w * static_cast<int>(sizeof(Real)) - 1;
+    for (std::int64_t s0 = 0; s0 < a.S; s0 += batch) {
+      const std::int64_t s1 = std::min(a.S, s0 + batch);
+      int n = 0;     // values in slots
+      int nsub = 0;  // included subjects in this batch
+      v8i slow{};
+      for (std::int64_t s = s0; s < s1; ++s) {
+        if (s + kPrefetchSubjects < a.S) {
+          const char* ahead =
+              reinterpret_cast<const char*>(data + (s + kPrefetchSubjects) * R + r0);
+          for (int byte = 0; byte < last_byte; byte += 64) __builtin_prefetch(ahead + byte);
+          __builtin_prefetch(ahead + last_byte);
+        }
+        if (a.inc[s]) {
+          const Real* x = data + s * R + r0;
+          const double* iv = a.inv + s * wmax;
+          who[static_cast<std::size_t>(nsub++)] = s;
+          for (int j = 0; j < wv; j += 8) {
+            v8d v = load8(x + j);
+            if (Scale) v = v * load8(iv + j);
+            store8(a.part + r0 + j, load8(a.part + r0 + j) + v);
+            // No 64-bit integer vector comparisons (GCC 12 scalarises them): a value is on the
+            // fast path <=> 1 <= bits <= bits(DBL_MAX) and 0 <= idx <= top <=> `out` >= 0.
+            const v8i b = vcast<v8i>(v);
+            const v8i key = b >> kKeyShift;
+            const v8i idx = key - load8(h.lo.data() + r0 + j);
+            const v8i out =
+                (b - 1) | (static_cast<std::int64_t>(kPosFiniteMax) - b) | idx | (top - idx);
+            const v8i m = out >> 63;  // -1 on the slow path
+            slow |= m;
+            const v8i slot = ((load8(rowoff.data() + j) + (key & mask)) & ~m) | (m & dummy);
+            std::memcpy(slots.data() + n, &slot, sizeof slot);
+            store8(values.data() + n, v);
+            n += 8;
+          }
+          for (int j = wv; j < w; ++j) {  // the scalar tail (when 8 does not divide w)
+            const double v = Scale ? static_cast<double>(x[j]) * iv[j] : static_cast<double>(x[j]);
+            a.part[r0 + j] += v;
+            if (!add_one(h, r0 + j, v)) a.bad[s] = 1;
+          }
+        }
+        if ((a.g0 + s + 1) % kBlock == 0)
+          for (std::int64_t r = r0; r < r0 + w; ++r) {
+            a.total[r] += a.part[r];
+            a.part[r] = 0.0;
+          }
+      }
+      for (int i = 0; i < n; ++i) ++h.counts[slots[static_cast<std::size_t>(i)]];
+      std::int64_t any = 0;
+      for (int l = 0; l < 8; ++l) any |= slow[l];
+      if (any && wv > 0)
+        for (int i = 0; i < n; ++i)
+          if (slots[static_cast<std::size_t>(i)] == dummy &&
+              !add_one(h, r0 + i % wv, values[static_cast<std::size_t>(i)]))
+            a.bad[who[static_cast<std::size_t>(i / wv)]] = 1;
+    }
+  }
+}
+
+PKSCAN_CLONES void add_f64(const AddJob& a, const double* d) { add_body<double, false>(a, d); }
+PKSCAN_CLONES void add_f64_scaled(const AddJob& a, const double* d) {
+  add_body<double, true>(a, d);
+}
+PKSCAN_CLONES void add_f32(const AddJob& a, const float* d) { add_body<float, false>(a, d); }
+PKSCAN_CLONES void add_f32_scaled(const AddJob& a, const float* d) { add_body<float, true>(a, d); }
+
+// Standalone metrics of subjects [s_first, s_last), same arithmetic as the fused path.
+template <class Real>
+PKSCAN_INLINE void metrics_body(const Source& src, const Real* data, std::int64_t s_first,
+                                std::int64_t s_last, int mc, std::int64_t i0, const TimeTables& tt,
+                                double* out) {
+  const int C = src.compartments;
+  const std::int64_t T = src.per_subject / C;
+  double mv[kUnit + 24];
+  std::vector<double> blocks(static_cast<std::size_t>(tt.blocks) * 4);
+  MetricLanes L;
+  for (std::int64_t s = s_first; s < s_last; ++s) {
+    const Real* x = data + s * src.per_subject;
+    const double inv = inverse_volume(src, s, mc);
+    L.nonfinite = splat(0.0);
+    for (std::int64_t t0 = 0; t0 < T; t0 += kUnit) {
+      const std::int64_t t1 = std::min(t0 + kUnit, T);
+      if (t0 % kUnit == 0) L.reset();
+      gather_metric(x, C, mc, inv, t0, t1, mv);
+      metric_span(mv, t0, t1, tt.times.data(), tt.dts.data(), i0, L);
+      if (t1 % kUnit == 0 || t1 == T) reduce_block(L, blocks.data() + (t0 / kUnit) * 4);
+    }
+    bool finite = true;  // every value is some lane's c2 once
+    for (int l = 0; l < 8; ++l) finite = finite && L.nonfinite[l] == 0.0;
+    const bool ok = finite && src.r->status()[static_cast<std::size_t>(s)] == SubjectStatus::Ok;
+    combine_blocks(blocks.data(), tt.blocks, ok, out + s * kMetricCount);
+  }
+}
+
+PKSCAN_CLONES void metrics_f64(const Source& src, std::int64_t a, std::int64_t b, int mc,
+                               std::int64_t i0, const TimeTables& tt, double* out) {
+  metrics_body<double>(src, src.f64, a, b, mc, i0, tt, out);
+}
+PKSCAN_CLONES void metrics_f32(const Source& src, std::int64_t a, std::int64_t b, int mc,
+                               std::int64_t i0, const TimeTables& tt, double* out) {
+  metrics_body<float>(src, src.f32, a, b, mc, i0, tt, out);
+}
+
+// ---- Percentiles ----------------------------------------------------------------------------
+
+// Type-7 interpolation between order statistics a = x_k and b = x_{k+1} at fraction g, in
+// numpy's form (exact at both ends).
+inline double lerp7(double a, double b, double g) noexcept {
+  const double d = b - a;
+  return g < 0.5 ? a + d * g : b - d * (1.0 - g);
+}
+
+// Rank positions of a percentile among n values: k = floor(h), g = h - k, h = (n - 1) p / 100.
+inline void rank_of(std::int64_t n, double p, std::int64_t& k, double& g) noexcept {
+  const double h = static_cast<double>(n - 1) * (p / 100.0);
+  double fk = std::floor(h);
+  if (fk > static_cast<double>(n - 1)) fk = static_cast<double>(n - 1);
+  k = static_cast<std::int64_t>(fk);
+  g = h - fk;
+}
+
+// Estimate of the values in the bucket of `key`: its midpoint.
+inline double bucket_mid(std::int64_t key) noexcept {
+  const std::uint64_t lower_bits = static_cast<std::uint64_t>(key) << kKeyShift;
+  const double lower = from_bits(lower_bits);
+  const std::uint64_t e = lower_bits >> 52;
+  const double width = from_bits((e == 0 ? 1 : e) << 52) * 0x1.0p-7;
+  return lower + 0.5 * width;
+}
+
+}  // namespace
+
+// ---- TimeSummary ----------------------------------------------------------------------------
+
+struct TimeSummary::Impl {
+  std::vector<double> times;
+  int compartments = 0;
+  std::int64_t rows = 0;  // times * compartments
+  TimeSummaryOptions opt;
+
+  std::int64_t subjects = 0;  // passed to add()
+  std::int64_t included = 0;
+  std::int64_t excluded = 0;
+
+  std::vector<double> part;   // current block's partial sums per row
+  std::vector<double> total;  // sum of completed blocks per row
+
+  Sketch sk;
+
+  bool exact = true;
+  std::vector<double> kept;  // included subjects x rows, while exact
+  std::int64_t kept_subjects = 0;
+
+  std::size_t counts_bytes = 0;
+  bool counts_mapped = false;
+  ~Impl() {
+#if defined(__linux__)
+    if (counts_mapped) {
+      munmap(sk.counts, counts_bytes);
+      return;
+    }
+#endif
+    std::free(sk.counts);
+  }
+};
+
+TimeSummary::TimeSummary(std::vector<double> times, int compartments, TimeSummaryOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  const char* where = "TimeSummary";
+  if (times.empty()) detail::throw_invalid(where, "number of output times", "0", ">= 1");
+  if (compartments < 1 || compartments > 64)
+    detail::throw_invalid(where, "compartments", std::to_string(compartments), "in [1, 64]");
+  for (std::size_t i = 0; i < options.percentiles.size(); ++i)
+    if (!(options.percentiles[i] >= 0.0 && options.percentiles[i] <= 100.0))
+      detail::throw_invalid(where, "percentiles[" + std::to_string(i) + "]",
+                            format_value(options.percentiles[i]), "in [0, 100]");
+  if (options.exact_values < 0)
+    detail::throw_invalid(where, "exact_values", std::to_string(options.exact_values), ">= 0");
+  if (options.window_binades < 1 || options.window_binades > 1024)
+    detail::throw_invalid(where, "window_binades", std::to_string(options.window_binades),
+                          "in [1, 1024]");
+  if (options.threads < 0)
+    detail::throw_invalid(where, "threads", std::to_string(options.threads), ">= 0");
+  Impl& m = *impl_;
+  m.times = std::move(times);
+  m.compartments = compartments;
+  m.rows = static_cast<std::int64_t>(m.times.size()) * compartments;
+  m.opt = std::move(options);
+  const std::size_t R = static_cast<std::size_t>(m.rows);
+  m.part.assign(R + 8, 0.0);
+  m.total.assign(R + 8, 0.0);
+  Sketch& h = m.sk;
+  h.width = static_cast<std::int64_t>(m.opt.window_binades) * 128;
+  h.ring = 1;
+  while (h.ring < h.width) h.ring *= 2;
+  h.mask = h.ring - 1;
+  h.stride = h.ring + 16;
+  h.dummy = static_cast<std::int64_t>(R) * h.stride;
+  h.lo.assign(R + 8, kEmpty);
+  h.maxkey.assign(R + 8, -1);
+  h.zero.assign(R + 8, 0);
+  h.under.assign(R + 8, 0);
+  // Zero-filled counters, faulted in on first touch. Every tile of add() touches a few hundred
+  // rows 16 KiB apart, so on Linux they are asked for in transparent huge pages (2 MiB): with
+  // 4 KiB pages nearly every increment misses the first-level TLB.
+  m.counts_bytes = (R * static_cast<std::size_t>(h.stride) + 16) * sizeof(std::uint32_t);
+#if defined(__linux__)
+  void* p =
+      mmap(nullptr, m.counts_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) {
+    madvise(p, m.counts_bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+    h.counts = static_cast<std::uint32_t*>(p);
+    m.counts_mapped = true;
+  }
+#endif
+  if (!h.counts) h.counts = static_cast<std::uint32_t*>(std::calloc(m.counts_bytes, 1));
+  if (!h.counts) throw std::bad_alloc();
+}
+
+TimeSummary::~TimeSummary() = default;
+TimeSummary::TimeSummary(TimeSummary&&) noexcept = default;
+TimeSummary& TimeSummary::operator=(TimeSummary&&) noexcept = default;
+
+std::int64_t TimeSummary::subjects() const noexcept { return impl_->subjects; }
+std::int64_t TimeSummary::excluded() const noexcept { return impl_->excluded; }
+bool TimeSummary::exact() const noexcept { return impl_->exact; }
+std::size_t TimeSummary::state_bytes() const noexcept {
+  const Impl& m = *impl_;
+  return static_cast<std::size_t>(m.rows) *
+             (static_cast<std::size_t>(m.sk.stride) * sizeof(std::uint32_t) +
+              4 * sizeof(std::int64_t) + 2 * sizeof(double)) +
+         m.kept.capacity() * sizeof(double);
+}
+
+void TimeSummary::add(const SimulationResult& chunk, int metric_compartment, double last_dose_time,
+                      double* metrics) {
+  if (metric_compartment < 0 || metric_compartment >= impl_->compartments)
+    detail::throw_invalid("TimeSummary::add", "metric compartment",
+                          std::to_string(metric_compartment),
+                          "in [0, " + std::to_string(impl_->compartments) + ")");
+  add(chunk);
+  subject_metrics(chunk, metric_compartment, last_dose_time, metrics, impl_->opt.threads);
+}
+
+void TimeSummary::add(const SimulationResult& chunk) {
+  Impl& m = *impl_;
+  const char* where = "TimeSummary::add";
+  if (chunk.times() != static_cast<std::int64_t>(m.times.size()))
+    detail::throw_invalid(where, "chunk output times", std::to_string(chunk.times()),
+                          std::to_string(m.times.size()) + " (the summary's)");
+  if (chunk.compartments() != m.compartments)
+    detail::throw_invalid(where, "chunk compartments", std::to_string(chunk.compartments()),
+                          std::to_string(m.compartments) + " (the summary's)");
+  for (std::size_t i = 0; i < m.times.size(); ++i)
+    if (chunk.output_times()[i] != m.times[i])
+      detail::throw_invalid(where, "chunk output time " + std::to_string(i),
+                            format_value(chunk.output_times()[i]),
+                            format_value(m.times[i]) + " (the summary's)");
+  const std::int64_t S = chunk.subjects();
+  if (S == 0) return;
+  if (m.subjects + S > static_cast<std::int64_t>(0xFFFFFFFFll))
+    detail::throw_domain(where, "number of subjects", std::to_string(m.subjects + S),
+                         "<= 4294967295");
+
+  const Source src = source_of(chunk);
+  std::vector<unsigned char> inc(static_cast<std::size_t>(S));
+  for (std::int64_t s = 0; s < S; ++s)
+    inc[static_cast<std::size_t>(s)] =
+        chunk.status()[static_cast<std::size_t>(s)] == SubjectStatus::Ok ? 1 : 0;
+  // Reciprocal volumes of each subject laid out along one sub-tile's rows.
+  std::vector<double> inv;
+  const int C = m.compartments;
+  if (src.scale) {
+    const std::size_t w = static_cast<std::size_t>(kSubTile * C);
+    inv.resize(static_cast<std::size_t>(S) * w);
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::size_t j = 0; j < w; ++j)
+        inv[static_cast<std::size_t>(s) * w + j] =
+            inverse_volume(src, s, static_cast<int>(j % static_cast<std::size_t>(C)));
+  }
+  const std::vector<double> snap_part = m.part;
+  const std::vector<double> snap_total = m.total;
+
+  const std::int64_t T = static_cast<std::int64_t>(m.times.size());
+  const std::int64_t units = (T + kUnit - 1) / kUnit;
+  const int nt = static_cast<int>(std::min<std::int64_t>(resolve_threads(m.opt.threads), units));
+  std::vector<unsigned char> bad(static_cast<std::size_t>(nt) * static_cast<std::size_t>(S), 0);
+  detail::RegionError error;
+
+  // Each thread owns a contiguous range of output times (whole 64-index units), so every row
+  // sees the subjects in order and no counter or sum is shared.
+#pragma omp parallel num_threads(nt)
+  {
+    int tid = 0, n = 1;
+#if defined(_OPENMP)
+    tid = omp_get_thread_num();
+    n = omp_get_num_threads();
+#endif
+    AddJob a{};
+    a.src = &src;
+    a.inc = inc.data();
+    a.inv = inv.data();
+    a.S = S;
+    a.g0 = m.subjects;
+    a.ta = std::min(T, units * tid / n * kUnit);
+    a.tb = std::min(T, units * (tid + 1) / n * kUnit);
+    a.part = m.part.data();
+    a.total = m.total.data();
+    a.h = &m.sk;
+    a.bad = bad.data() + static_cast<std::size_t>(tid) * static_cast<std::size_t>(S);
+    error.guard([&] {
+      if (src.f64)
+        (src.scale ? add_f64_scaled : add_f64)(a, src.f64);
+      else
+        (src.scale ? add_f32_scaled : add_f32)(a, src.f32);
+    });
+  }
+  error.rethrow();
+
+  bool any_bad = false;
+  for (std::int64_t s = 0; s < S; ++s) {
+    for (int t = 0; t < nt; ++t)
+      if (bad[static_cast<std::size_t>(t) * static_cast<std::size_t>(S) +
+              static_cast<std::size_t>(s)]) {
+        // Rare: an included subject has a non-finite concentration (amount / volume
+        // overflowed). Exclude it: take its values out of the sketch.
+        inc[static_cast<std::size_t>(s)] = 0;
+        any_bad = true;
+        for (std::int64_t r = 0; r < m.rows; ++r) remove_one(m.sk, r, value_at(src, s, r));
+        break;
+      }
+  }
+  if (any_bad) {
+    // Redo the chunk's sums without the excluded subjects, in the same order.
+    m.part = snap_part;
+    m.total = snap_total;
+    for (std::int64_t s = 0; s < S; ++s) {
+      if (inc[static_cast<std::size_t>(s)])
+        for (std::int64_t r = 0; r < m.rows; ++r)
+          m.part[static_cast<std::size_t>(r)] += value_at(src, s, r);
+      if ((m.subjects + s + 1) % kBlock == 0)
+        for (std::int64_t r = 0; r < m.rows; ++r) {
+          m.total[static_cast<std::size_t>(r)] += m.part[static_cast<std::size_t>(r)];
+          m.part[static_cast<std::size_t>(r)] = 0.0;
+        }
+    }
+  }
+
+  std::int64_t n_inc = 0;
+  for (unsigned char v : inc) n_inc += v;
+  m.subjects += S;
+  m.included += n_inc;
+  m.excluded += S - n_inc;
+
+  if (m.exact) {
+    if (static_cast<double>(m.kept_subjects + n_inc) * static_cast<double>(m.rows) <=
+        static_cast<double>(m.opt.exact_values)) {
+      const std::size_t at = m.kept.size();
+      m.kept.resize(at + static_cast<std::size_t>(n_inc * m.rows));
+      double* out = m.kept.data() + at;
+      for (std::int64_t s = 0; s < S; ++s) {
+        if (!inc[static_cast<std::size_t>(s)]) continue;
+        for (std::int64_t r = 0; r < m.rows; ++r) out[r] = value_at(src, s, r);
+        out += m.rows;
+      }
+      m.kept_subjects += n_inc;
+    } else {
+      m.exact = false;
+      std::vector<double>().swap(m.kept);
+      m.kept_subjects = 0;
+    }
+  }
+}
+
+TimeSummaryTable TimeSummary::finish() const {
+  const Impl& m = *impl_;
+  TimeSummaryTable t;
+  t.times = m.times;
+  t.percentiles = m.opt.percentiles;
+  t.compartments = m.compartments;
+  t.count = m.included;
+  t.excluded = m.excluded;
+  t.exact = m.exact;
+  const std::size_t R = static_cast<std::size_t>(m.rows);
+  const std::size_t P = m.opt.percentiles.size();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  t.mean.assign(R, nan);
+  t.quantiles.assign(R * P, nan);
+  const std::int64_t n = m.included;
+  if (n == 0) return t;
+  for (std::size_t r = 0; r < R; ++r) t.mean[r] = (m.total[r] + m.part[r]) / static_cast<double>(n);
+  if (P == 0) return t;
+
+  // The order statistics needed: k and k + 1 of each percentile.
+  std::vector<std::int64_t> ks(P);
+  std::vector<double> gs(P);
+  for (std::size_t p = 0; p < P; ++p) rank_of(n, m.opt.percentiles[p], ks[p], gs[p]);
+  const int nt = resolve_threads(m.opt.threads);
+  static_cast<void>(nt);  // read by the OpenMP pragma only
+  detail::RegionError error;
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<double> v;
+    std::vector<std::pair<std::int64_t, std::size_t>> want;  // (rank, slot)
+    std::vector<double> got;
+    error.guard([&] {
+      if (m.exact) v.resize(static_cast<std::size_t>(n));
+      want.reserve(2 * P);
+      got.resize(2 * P);
+    });
+#pragma omp for schedule(dynamic, 16)
+    for (std::int64_t r = 0; r < static_cast<std::int64_t>(R); ++r) {
+      if (error.failed()) continue;
+      double* q = t.quantiles.data() + static_cast<std::size_t>(r) * P;
+      if (m.exact) {
+        for (std::int64_t s = 0; s < n; ++s)
+          v[static_cast<std::size_t>(s)] = m.kept[static_cast<std::size_t>(s * m.rows + r)];
+        std::sort(v.begin(), v.end());
+        for (std::size_t p = 0; p < P; ++p) {
+          const std::int64_t k = ks[p];
+          const double a = v[static_cast<std::size_t>(k)];
+          q[p] = k + 1 < n ? lerp7(a, v[static_cast<std::size_t>(k + 1)], gs[p]) : a;
+        }
+        continue;
+      }
+      // Sketch: walk the zero bucket, the values below the window and the window in order.
+      want.clear();
+      for (std::size_t p = 0; p < P; ++p) {
+        want.emplace_back(ks[p], 2 * p);
+        want.emplace_back(std::min(ks[p] + 1, n - 1), 2 * p + 1);
+      }
+      std::sort(want.begin(), want.end());
+      const Sketch& h = m.sk;
+      const std::size_t ri = static_cast<std::size_t>(r);
+      const std::uint32_t* cnt = h.counts + r * h.stride;
+      std::size_t wi = 0;
+      std::int64_t below = static_cast<std::int64_t>(h.zero[ri]);  // values ranked below
+      while (wi < want.size() && want[wi].first < below) got[want[wi++].second] = 0.0;
+      // Values below the window lie in (0, edge): estimated by edge / 2.
+      const double edge =
+          h.lo[ri] > 0 ? 0.5 * from_bits(static_cast<std::uint64_t>(h.lo[ri]) << kKeyShift) : 0.0;
+      below += static_cast<std::int64_t>(h.under[ri]);
+      while (wi < want.size() && want[wi].first < below) got[want[wi++].second] = edge;
+      for (std::int64_t key = std::max<std::int64_t>(h.lo[ri], 0);
+           key <= h.maxkey[ri] && wi < want.size(); ++key) {
+        const std::uint32_t c = cnt[key & h.mask];
+        if (!c) continue;
+        below += c;
+        const double mid = bucket_mid(key);
+        while (wi < want.size() && want[wi].first < below) got[want[wi++].second] = mid;
+      }
+      for (std::size_t p = 0; p < P; ++p)
+        q[p] = ks[p] + 1 < n ? lerp7(got[2 * p], got[2 * p + 1], gs[p]) : got[2 * p];
+    }
+  }
+  error.rethrow();
+  return t;
+}
+
+// ---- Exposure metrics (standalone) ----------------------------------------------------------
+
+std::vector<std::string> metric_names() {
+  return std::vector<std::string>(kMetricNames.begin(), kMetricNames.end());
+}
+
+double last_dose_time(const std::vector<DoseEvent>& doses) noexcept {
+  double last = std::numeric_limits<double>::quiet_NaN();
+  for (const DoseEvent& d : doses) {
+    const double t = d.time + static_cast<double>(d.repeat) * d.every;
+    if (!(last >= t)) last = t;
+  }
+  return last;
+}
+
+void subject_metrics(const SimulationResult& chunk, int compartment, double last_dose, double* out,
+                     int threads) {
+  const char* where = "subject_metrics";
+  if (compartment < 0 || compartment >= chunk.compartments())
+    detail::throw_invalid(where, "compartment", std::to_string(compartment),
+                          "in [0, " + std::to_string(chunk.compartments()) + ")");
+  if (threads < 0) detail::throw_invalid(where, "threads", std::to_string(threads), ">= 0");
+  const std::int64_t S = chunk.subjects();
+  if (S == 0) return;
+  if (!out) detail::throw_invalid(where, "out", "null", "not null");
+  if (chunk.times() == 0) {
+    std::fill(out, out + S * kMetricCount, std::numeric_limits<double>::quiet_NaN());
+    return;
+  }
+  const Source src = source_of(chunk);
+  const TimeTables tt = make_tables(chunk.output_times());
+  const std::int64_t i0 = first_index_at_or_after(chunk.output_times(), last_dose);
+  constexpr std::int64_t kGroup = 16;
+  const std::int64_t groups = (S + kGroup - 1) / kGroup;
+  const int nt = resolve_threads(threads);
+  static_cast<void>(nt);  // read by the OpenMP pragma only
+  detail::RegionError error;
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t a = g * kGroup, b = std::min(S, a + kGroup);
+    error.guard([&] {
+      if (src.f64)
+        metrics_f64(src, a, b, compartment, i0, tt, out);
+      else
+        metrics_f32(src, a, b, compartment, i0, tt, out);
+    });
+  }
+  error.rethrow();
+}
+
+}  // namespace pkscan

@@ -1,0 +1,72 @@
+# Driver of the `package` test: installs the current build into a scratch prefix, then
+# configures, builds and runs the consumer project of this folder against that prefix only.
+#
+#   cmake -DBUILD_DIR=<pkscan build> -DCONSUMER_DIR=<this folder> -DWORK_DIR=<scratch>
+#         [-DCXX_COMPILER=<path>] [-DBUILD_TYPE=Release] [-DCONFIG=<config>]
+#         -P run_package_test.cmake
+#
+# Fails (non-zero exit, FATAL_ERROR) at the first step that does not work.
+cmake_minimum_required(VERSION 3.21)
+
+foreach(var BUILD_DIR CONSUMER_DIR WORK_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run_package_test.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+if(NOT BUILD_TYPE)
+  set(BUILD_TYPE Release)
+endif()
+
+set(prefix ${WORK_DIR}/prefix)
+set(consumer_build ${WORK_DIR}/build)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "package test: ${what} failed (${rc}):\n${out}")
+  endif()
+  message(STATUS "package test: ${what}: ok")
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(install_args --install ${BUILD_DIR} --prefix ${prefix})
+if(CONFIG)
+  list(APPEND install_args --config ${CONFIG})
+endif()
+step("cmake --install into ${prefix}" ${CMAKE_COMMAND} ${install_args})
+
+# Only the scratch prefix may provide pkscan: no package registries, no build-tree export.
+set(configure_args -S ${CONSUMER_DIR} -B ${consumer_build}
+    -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
+    -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+    -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+if(CXX_COMPILER)
+  list(APPEND configure_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+endif()
+step("configure the consumer" ${CMAKE_COMMAND} ${configure_args})
+
+file(STRINGS ${consumer_build}/CMakeCache.txt found REGEX "^pkscan_DIR:")
+string(REGEX REPLACE "^pkscan_DIR:[A-Z]+=" "" found "${found}")
+file(REAL_PATH "${found}" found_real)
+file(REAL_PATH "${prefix}" prefix_real)
+string(FIND "${found_real}" "${prefix_real}/" at)
+if(NOT at EQUAL 0)
+  message(FATAL_ERROR "package test: pkscan was found in '${found}', not in ${prefix}")
+endif()
+
+set(build_args --build ${consumer_build})
+if(CONFIG)
+  list(APPEND build_args --config ${CONFIG})
+endif()
+step("build the consumer" ${CMAKE_COMMAND} ${build_args})
+
+foreach(program consumer config_consumer)
+  find_program(exe ${program} PATHS ${consumer_build} ${consumer_build}/${CONFIG} NO_DEFAULT_PATH
+               NO_CACHE REQUIRED)
+  step("run ${program}" ${exe})
+  message(STATUS "${step_output}")
+  unset(exe)
+endforeach()

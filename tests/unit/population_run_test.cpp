@@ -1,0 +1,294 @@
+// Streamed population and sweep runs (config/src/population_run.cpp): row layout, determinism
+// across thread counts, chunk sizes and CPU methods, summaries against a direct computation.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <pkscan/config/load.hpp>
+#include <pkscan/config/population_run.hpp>
+#include <pkscan/error.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace pkscan::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::vector<std::string>> read_csv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(read_file(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::string cur;
+    for (char c : line) {
+      if (c == ',') {
+        f.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    f.push_back(cur);
+    rows.push_back(f);
+  }
+  return rows;
+}
+
+class Scratch {
+ public:
+  Scratch() {
+    dir_ = fs::temp_directory_path() /
+           ("pkscan_poprun_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(dir_);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string file(const std::string& n) const { return (dir_ / n).string(); }
+
+ private:
+  fs::path dir_;
+  static inline int counter_ = 0;
+};
+
+const char* kPopulation = R"(model: three_compartment
+time: {dt: 1, steps: 24}
+subjects:
+  population:
+    count: 2500
+    seed: 11
+    replicates: 2
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {block: [cl, v_central, ka], omega: [0.09, 0.03, 0.04, 0, 0, 0.16]}
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 1}
+output: {summaries: true}
+)";
+
+RunSpec spec_of(const std::string& text) { return parse_run_config(text, "test.yaml"); }
+
+TEST(PopulationRun, BitIdenticalAcrossThreadsChunksAndMethods) {
+  Scratch dir;
+  std::string reference;
+  int k = 0;
+  for (Method m : {Method::Batched, Method::Scan, Method::Power}) {
+    for (int threads : {1, 2}) {
+      for (std::int64_t chunk : {std::int64_t{1024}, std::int64_t{3072}, std::int64_t{0}}) {
+        RunSpec spec = spec_of(kPopulation);
+        spec.options.method = m;
+        spec.options.device = Device::Cpu;
+        spec.options.threads = threads;
+        StreamOptions so;
+        so.chunk_rows = chunk;
+        const std::string path = dir.file("run" + std::to_string(k++) + ".csv");
+        const StreamReport rep = run_streaming(spec, path, so);
+        EXPECT_EQ(rep.rows, 5000);
+        const std::string all = read_file(path) +
+                                read_file(path.substr(0, path.size() - 4) + ".summary.csv") +
+                                read_file(path.substr(0, path.size() - 4) + ".metrics.csv");
+        if (reference.empty()) {
+          reference = all;
+          EXPECT_GT(reference.size(), 5000u * 25u * 20u);
+        } else {
+          EXPECT_TRUE(all == reference)
+              << "method " << to_string(m) << ", " << threads << " threads, chunk " << chunk
+              << " differs from batched, 1 thread, chunk 1024";
+        }
+      }
+    }
+  }
+}
+
+TEST(PopulationRun, RowsIdsReplicateAndSweepColumns) {
+  Scratch dir;
+  RunSpec spec = spec_of(R"(model: three_compartment
+time: {dt: 1, steps: 2}
+subjects:
+  population:
+    count: 3
+    seed: 5
+    replicates: 2
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09}
+sweep: {q: [4, 8], v_peripheral: [50, 60, 70]}
+doses:
+  - {compartment: central, time: 0, amount: 100}
+)");
+  const std::string path = dir.file("s.csv");
+  run_streaming(spec, path);
+  const auto rows = read_csv(path);
+  ASSERT_EQ(rows.size(), 1u + 2u * 6u * 3u * 3u);  // replicates x points x subjects x times
+  const std::vector<std::string> header = rows[0];
+  ASSERT_EQ(header.size(), 11u);
+  EXPECT_EQ(header[8], "replicate");
+  EXPECT_EQ(header[9], "q");
+  EXPECT_EQ(header[10], "v_peripheral");
+  // Row order: replicate, sweep point (q slowest), subject, time.
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    const std::size_t i = r - 1;
+    const std::size_t time = i % 3, subject = (i / 3) % 3, point = (i / 9) % 6, rep = i / 54;
+    EXPECT_EQ(rows[r][0], std::to_string(point * 3 + subject + 1)) << r;
+    EXPECT_EQ(rows[r][1], std::to_string(time)) << r;
+    EXPECT_EQ(rows[r][8], std::to_string(rep + 1)) << r;
+    EXPECT_EQ(rows[r][9], point / 3 == 0 ? "4" : "8") << r;
+    EXPECT_EQ(rows[r][10], std::to_string(50 + 10 * (point % 3))) << r;
+  }
+  // A bolus into central with only cl varying: at time 0 every row holds the dose; at time 1
+  // the same virtual subject (same cl) differs across sweep points, and subjects differ.
+  EXPECT_EQ(rows[1][3], "100");
+  EXPECT_NE(rows[2][3], rows[5][3]);  // subjects 1 and 2 of point 1 at time 1
+  // Replicates draw different subjects.
+  EXPECT_NE(rows[2][3], rows[1 + 54 + 1][3]);
+}
+
+TEST(PopulationRun, SweepWithoutPopulationReplacesTheParameter) {
+  Scratch dir;
+  RunSpec spec = spec_of(R"(model: three_compartment
+time: {dt: 1, steps: 3}
+subjects:
+  parameters: {ka: 1.0, ke: 0.2, k12: 0, k21: 0, v_central: 10, v_peripheral: 1}
+sweep: {ke: [0.1, 0.3]}
+doses:
+  - {compartment: central, time: 0, amount: 100}
+)");
+  const std::string path = dir.file("s.csv");
+  run_streaming(spec, path);
+  const auto rows = read_csv(path);
+  ASSERT_EQ(rows.size(), 1u + 2u * 4u);
+  EXPECT_EQ(rows[0].back(), "ke");
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    const double ke = std::stod(rows[r].back());
+    const double t = std::stod(rows[r][1]);
+    // One-compartment bolus into central: amount = 100 exp(-ke t).
+    EXPECT_NEAR(std::stod(rows[r][3]), 100 * std::exp(-ke * t), 1e-12 * 100) << r;
+  }
+}
+
+// Type-7 percentile (numpy's default) of a sorted vector.
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double h = (static_cast<double>(v.size()) - 1) * q / 100.0;
+  const auto lo = static_cast<std::size_t>(std::floor(h));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+TEST(PopulationRun, SummaryAndMetricsMatchADirectComputation) {
+  Scratch dir;
+  RunSpec spec = spec_of(R"(model: three_compartment
+time: {dt: 0.5, steps: 48}
+subjects:
+  population:
+    count: 300
+    seed: 3
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09, v_central: 0.04, ka: 0.1}
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 1}
+output: {summaries: {percentiles: [10, 50, 90]}}
+)");
+  const std::string path = dir.file("p.csv");
+  run_streaming(spec, path);
+  const auto traj = read_csv(path);
+  const auto summ = read_csv(dir.file("p.summary.csv"));
+  const auto met = read_csv(dir.file("p.metrics.csv"));
+  ASSERT_EQ(traj.size(), 1u + 300u * 49u);
+  ASSERT_EQ(summ.size(), 1u + 49u);
+  ASSERT_EQ(met.size(), 1u + 300u);
+  // Column indices by name.
+  auto col = [](const std::vector<std::string>& h, const std::string& n) {
+    const auto it = std::find(h.begin(), h.end(), n);
+    EXPECT_NE(it, h.end()) << n;
+    return static_cast<std::size_t>(it - h.begin());
+  };
+  const std::size_t cc = col(traj[0], "conc_central");
+  std::map<double, std::vector<double>> by_time;
+  std::vector<std::vector<std::pair<double, double>>> curves(300);
+  for (std::size_t r = 1; r < traj.size(); ++r) {
+    const double t = std::stod(traj[r][1]);
+    const double c = std::stod(traj[r][cc]);
+    by_time[t].push_back(c);
+    curves[static_cast<std::size_t>(std::stoll(traj[r][0]) - 1)].emplace_back(t, c);
+  }
+  const std::size_t mean_c = col(summ[0], "mean_conc_central");
+  const std::size_t p10 = col(summ[0], "p10_conc_central");
+  const std::size_t p50 = col(summ[0], "p50_conc_central");
+  const std::size_t p90 = col(summ[0], "p90_conc_central");
+  for (std::size_t r = 1; r < summ.size(); ++r) {
+    const double t = std::stod(summ[r][0]);
+    const std::vector<double>& v = by_time.at(t);
+    double mean = 0;
+    for (double x : v) mean += x;
+    mean /= static_cast<double>(v.size());
+    const double scale = std::max(1e-300, std::abs(mean));
+    EXPECT_NEAR(std::stod(summ[r][mean_c]), mean, 1e-12 * scale) << t;
+    EXPECT_NEAR(std::stod(summ[r][p10]), percentile(v, 10), 1e-12 * scale) << t;
+    EXPECT_NEAR(std::stod(summ[r][p50]), percentile(v, 50), 1e-12 * scale) << t;
+    EXPECT_NEAR(std::stod(summ[r][p90]), percentile(v, 90), 1e-12 * scale) << t;
+  }
+  const std::size_t cmax = col(met[0], "cmax"), tmax = col(met[0], "tmax"),
+                    auc = col(met[0], "auc"), cmin = col(met[0], "cmin");
+  for (std::size_t s = 0; s < 300; ++s) {
+    const auto& cv = curves[s];
+    double m = -1, tm = 0, a = 0, mn = 1e300;
+    for (std::size_t i = 0; i < cv.size(); ++i) {
+      if (cv[i].second > m) m = cv[i].second, tm = cv[i].first;
+      if (cv[i].first >= 12.0) mn = std::min(mn, cv[i].second);
+      if (i + 1 < cv.size()) {
+        const double c0 = cv[i].second, c1 = cv[i + 1].second, dt = cv[i + 1].first - cv[i].first;
+        a += (c1 < c0 && c1 > 0) ? (c0 - c1) * dt / std::log(c0 / c1) : (c0 + c1) * dt / 2;
+      }
+    }
+    const auto& row = met[s + 1];
+    EXPECT_EQ(row[0], std::to_string(s + 1));
+    EXPECT_NEAR(std::stod(row[cmax]), m, 1e-15 * m);
+    EXPECT_EQ(std::stod(row[tmax]), tm);
+    EXPECT_NEAR(std::stod(row[auc]), a, 1e-10 * a);
+    EXPECT_NEAR(std::stod(row[cmin]), mn, 1e-15 * mn);
+  }
+}
+
+TEST(PopulationRun, NothingLeftWhenASubjectIsInvalid) {
+  Scratch dir;
+  // Euler with a step too long for the sampled subjects with large ka.
+  RunSpec spec = spec_of(R"(model: three_compartment
+discretization: euler
+time: {dt: 0.5, steps: 10}
+subjects:
+  population:
+    count: 2000
+    seed: 1
+    typical: {ka: 1.5, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {ka: 1.0}
+doses:
+  - {compartment: depot, time: 0, amount: 100}
+)");
+  const std::string path = dir.file("bad.csv");
+  EXPECT_THROW(run_streaming(spec, path), Error);
+  EXPECT_FALSE(fs::exists(path));
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(path).parent_path())) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 0u);
+}
+
+}  // namespace
+}  // namespace pkscan::config
