@@ -1,7 +1,7 @@
 // summary_bench: cost of the streaming summaries (TimeSummary::add) and the exposure metrics
 // (subject_metrics) per subject-step, next to the cost of simulating the same chunk.
 //
-//   summary_bench [--chunk 8192] [--t 1000] [--reps 5] [--threads 0] [--total 0] [--conc]
+//   summary_bench [--chunk 2048] [--t 1000] [--reps 5] [--threads 0] [--total 0] [--conc]
 //                 [--dense 100000]
 //
 // A three-compartment chunk (oral doses every 24 steps, log-normal parameters) of --chunk
@@ -76,7 +76,7 @@ void fill(pkscan::Problem& p, const pkscan::PopulationSampler& s, std::int64_t f
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::int64_t chunk = 8192, steps = 1000, total = 0, dense = 0;
+  std::int64_t chunk = 2048, steps = 1000, total = 0, dense = 0;
   int reps = 5, threads = 0;
   bool conc = false;
   for (int i = 1; i < argc; ++i) {

@@ -151,7 +151,8 @@ RateStructure analyse_rates(const ModelInfo& m) {
                       " pairs micro constants and clearances in a way pkscan cannot differentiate");
         int source = -1;
         for (int r = 0; r < n; ++r)
-          if (b[static_cast<std::size_t>(r * n + r)] < 0.0) source = source < 0 ? r : -2;
+          if (b[static_cast<std::size_t>(r) * static_cast<std::size_t>(n + 1)] < 0.0)
+            source = source < 0 ? r : -2;
         if (source < 0)
           throw Error("Predictor: model " + m.name + ": micro constant " +
                       m.parameters[static_cast<std::size_t>(mc)].name +
@@ -234,7 +235,7 @@ inline double psi_pair(double li, double lj, double d, double phi, double si, do
 // instantiation of Eigen's scaling and squaring serves every model size; its matrices are
 // bounded (at most 18 x 18), so they live on the stack: no allocation.
 // a, e, dk, dg: n x n row-major.
-void block_frechet_dynamic(int n, const double* a, const double* e, double tau, double* dk,
+void block_frechet_dynamic(Eigen::Index n, const double* a, const double* e, double tau, double* dk,
                            double* dg) {
   using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Block = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 18, 18>;
@@ -315,6 +316,11 @@ void Prepared::prepare() {
     for (std::size_t j = 0; j < recs.size(); ++j) {
       const DatasetRecord& r = recs[j];
       const std::int64_t seq = static_cast<std::int64_t>(j);
+      if (r.parameters.size() != column_of.size())
+        throw_invalid("Predictor: " + data.file + ":" + std::to_string(r.line) +
+                      ": the record has " + std::to_string(r.parameters.size()) +
+                      " parameter values, but the dataset has " + std::to_string(column_of.size()) +
+                      " parameter columns");
       if (r.cmt > n)
         throw_invalid("Predictor: " + data.file + ":" + std::to_string(r.line) + ": ID \"" +
                       data.subjects[s].id + "\" (subject " + std::to_string(s + 1) + "): CMT is " +

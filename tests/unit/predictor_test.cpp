@@ -642,7 +642,12 @@ TEST(PredictorWorkspace, RepeatedEvaluationsDoNotAllocate) {
   for (const Run& run : runs) {
     // (KA is a covariate column for the cycle model, which has no parameter of that name.)
     const Predictor pr(parse_for(*run.model, rich_csv(3)), run.model);
+    // The counter works: making a workspace allocates.
+    g_mallocs = 0;
+    g_count_mallocs = true;
     auto ws = pr.make_workspace();
+    g_count_mallocs = false;
+    ASSERT_GT(g_mallocs, 0) << "malloc calls are not being counted";
     const std::size_t np = static_cast<std::size_t>(pr.parameters());
     std::vector<double> out(64), jac(64 * np), grad(np);
     const ErrorModel e{ErrorModelKind::Combined, false};
