@@ -8,6 +8,7 @@
 #include <pkscan/config/load.hpp>
 #include <pkscan/config/output.hpp>
 #include <pkscan/config/population_run.hpp>
+#include <pkscan/config/sink.hpp>
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 
@@ -44,10 +45,6 @@ struct Command {
   bool verbose = false;
   bool terminal = false;  // stderr is a terminal (progress bar instead of lines)
 };
-
-bool is_output_extension(const std::string& path) {
-  return ends_with(path, ".csv") || ends_with(path, ".h5") || ends_with(path, ".hdf5");
-}
 
 std::string describe(const config::RunSpec& spec) {
   const Problem& p = spec.problem;
@@ -103,7 +100,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   if (path.empty())
     throw ConfigError(c.file, spec.output_line, spec.output_column,
                       "output.path is missing; give output.path in the run file or --output PATH");
-  if (!is_output_extension(path)) {
+  if (!config::is_result_path(path)) {
     const std::string msg = "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5";
     if (c.output.empty())
       throw ConfigError(c.file, spec.output_path_line, spec.output_path_column,

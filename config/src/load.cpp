@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <pkscan/config/load.hpp>
+#include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
 #include <set>
@@ -241,14 +242,6 @@ void read_covariates(const std::string& path, PopulationInput& pop, std::int64_t
   if (in.bad()) throw ConfigError(path, 0, 0, "cannot read the covariates file (I/O error)");
   if (pop.covariate_names.empty())
     throw ConfigError(path, 0, 0, "the covariates file is empty; it needs a header of names");
-}
-
-bool output_extension_ok(const std::string& p) {
-  auto ends = [&](const char* e) {
-    const std::size_t n = std::strlen(e);
-    return p.size() > n && p.compare(p.size() - n, n, e) == 0;
-  };
-  return ends(".csv") || ends(".h5") || ends(".hdf5");
 }
 
 // Parameter column by name for population and sweep keys, or an error listing the names.
@@ -953,7 +946,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     spec.output_path = L.scalar_string(it->second.value, "output.path",
                                        "a file path ending in .csv, .h5 or .hdf5");
     const std::string& op = spec.output_path;
-    if (!output_extension_ok(op))
+    if (!is_result_path(op))
       L.fail(it->second.value, "output.path is \"" + op + "\", but must end in .csv, .h5 or .hdf5");
     spec.output_path_line = it->second.value.Mark().line + 1;
     spec.output_path_column = it->second.value.Mark().column + 1;

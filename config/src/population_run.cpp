@@ -129,7 +129,6 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
   Engine engine;
   SimulationResult result;
   Problem problem = base;
-  std::vector<double> rows_buf;
   std::vector<std::int64_t> ids;
   std::vector<double> extra;
   std::vector<double> metrics;
@@ -147,7 +146,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t n = std::min(chunk, total - first);
     problem.parameters = ParameterBatch(model_ptr, n);
-    rows_buf.resize(static_cast<std::size_t>(n * n_params));
+    double* rows = problem.parameters.mutable_values();  // n x n_params, filled below
     ids.resize(static_cast<std::size_t>(n));
     extra.resize(static_cast<std::size_t>(n * n_extra));
     // Fill the chunk segment by segment: a segment is a run of rows with the same replicate
@@ -158,7 +157,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
       const std::int64_t point = (r % per_rep) / n_base;
       const std::int64_t subj = r % n_base;
       const std::int64_t len = std::min(first + n - r, n_base - subj);
-      double* out = rows_buf.data() + (r - first) * n_params;
+      double* out = rows + (r - first) * n_params;
       if (sampler) {
         sampler->sample(rep, subj, len, out);
       } else {
@@ -188,7 +187,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
       r += len;
     }
     for (std::int64_t i = 0; i < n; ++i) {
-      const double* row = rows_buf.data() + i * n_params;
+      const double* row = rows + i * n_params;
       const std::string msg = check_parameters(model, row);
       if (!msg.empty()) {
         const std::int64_t g = first + i;
@@ -198,7 +197,6 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
                           msg);
       }
     }
-    std::copy(rows_buf.begin(), rows_buf.end(), problem.parameters.mutable_values());
     engine.simulate_into(problem, sim, result);
     if (summary) {
       summary->add(result);
@@ -210,7 +208,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
     c.result = &result;
     c.ids = ids.data();
     c.extra = n_extra ? extra.data() : nullptr;
-    c.parameters = rows_buf.data();
+    c.parameters = rows;
     c.metrics = summary ? metrics.data() : nullptr;
     sink->write(c);
     const RunSummary& s = result.summary();

@@ -204,6 +204,15 @@ std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayo
   return std::make_unique<CsvSink>(path, layout);
 }
 
+bool is_result_path(const std::string& path) noexcept {
+  // A name, then the extension (docs/run-files.md).
+  for (const char* ext : {".csv", ".h5", ".hdf5"}) {
+    const std::string e = ext;
+    if (path.size() > e.size() && ends_with(path, e)) return true;
+  }
+  return false;
+}
+
 std::unique_ptr<ResultSink> make_sink(const std::string& path, const RunLayout& layout) {
   if (ends_with(path, ".csv")) return make_csv_sink(path, layout);
   if (ends_with(path, ".h5") || ends_with(path, ".hdf5")) return make_h5_sink(path, layout);

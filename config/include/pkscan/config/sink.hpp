@@ -97,6 +97,9 @@ class ResultSink {
 /// metric compartment out of range); Error when the file cannot be created
 std::unique_ptr<ResultSink> make_sink(const std::string& path, const RunLayout& layout);
 
+/// True when `path` is a name followed by an extension make_sink accepts (.csv, .h5, .hdf5).
+bool is_result_path(const std::string& path) noexcept;
+
 /// The CSV sink (see make_sink).
 std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayout& layout);
 
