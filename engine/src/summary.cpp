@@ -297,38 +297,40 @@ PKSCAN_INLINE v8d log_ge1(v8d x) noexcept {
   return e * kLn2Hi + (lc + (p + e * kLn2Lo));
 }
 
-// Lane state of one subject's metrics within one block of kUnit output indices; lane l holds
-// the output indices k with k mod 8 == l.
+// Metrics of 8 subjects at once, one subject per lane, the output times in order. Every path
+// (the standalone subject_metrics and the fused simulate-and-summarise kernel) runs these same
+// inline functions, so a subject's metrics do not depend on the path, its lane or its chunk.
 struct MetricLanes {
+  v8d prev{};  // concentration at the previous output time
   v8d cmax{}, tmax{}, cmin{}, auc{};
-  v8d nonfinite{};  // 0 while every value seen is finite, NaN after (never reset)
-  void reset() noexcept {
-    const double inf = std::numeric_limits<double>::infinity();
-    cmax = splat(-inf);
-    tmax = splat(inf);
-    cmin = splat(inf);
-    auc = splat(0.0);
-  }
+  v8d nonfinite{};  // 0 while every value seen is finite, NaN after
 };
 
-// One group of 8 output indices k0 .. k0 + 7 (lane l: k0 + l). Edge groups (the first, with
-// no interval ending at k = 0, and a last one running past t1) mask their lanes; the others do
-// not test them at all.
+// Output index 0 (value c at time t).
+PKSCAN_INLINE void metric_first(v8d c, double t, bool in_last, MetricLanes& L) noexcept {
+  const double inf = std::numeric_limits<double>::infinity();
+  L.cmax = splat(-inf);
+  L.tmax = splat(inf);
+  L.cmin = splat(inf);
+  L.auc = splat(0.0);
+  L.nonfinite = c * 0.0;  // inf * 0 and NaN * 0 are NaN
+  const v8d cmax = (c > L.cmax) ? c : L.cmax;
+  L.tmax = (cmax != L.cmax) ? splat(t) : L.tmax;
+  L.cmax = cmax;
+  if (in_last) L.cmin = (c < L.cmin) ? c : L.cmin;
+  L.prev = c;
+}
+
+// Output index k >= 1: value c2 at time t, dt = t_k - t_{k-1}.
 //
 // Written for GCC 12's vector lowering: a comparison that feeds one select becomes a mask
 // blend, but one whose result is reused (or combined with &) is scalarised. So every
 // comparison below is used once; lanes whose piece is linear compute a harmless garbage
 // log-down piece that the last select drops (no floating-point traps are enabled).
-template <bool Edge>
-PKSCAN_INLINE void metric_group(const double* mv, std::int64_t k0, double end, double last,
-                                const double* times, const double* dts, MetricLanes& L) noexcept {
-  const double inf = std::numeric_limits<double>::infinity();
-  const v8d lane = v8d{0, 1, 2, 3, 4, 5, 6, 7};
-  const v8d k = lane + static_cast<double>(k0);
-  const v8d c1 = load8(mv);
-  const v8d c2 = load8(mv + 1);
-  // Linear-up / log-down piece of the interval ending at k: log-down when c1 > c2 > 0,
-  // i.e. when q = min(c2, c1 - c2) > 0.
+PKSCAN_INLINE void metric_next(v8d c2, double t, double dt, bool in_last, MetricLanes& L) noexcept {
+  const v8d c1 = L.prev;
+  // Linear-up / log-down piece of the interval: log-down when c1 > c2 > 0, i.e. when
+  // q = min(c2, c1 - c2) > 0.
   const v8d d = c1 - c2;
   const v8d q = (c2 < d) ? c2 : d;
   // The ratio c1 / c2 with both scaled into the reciprocal's range; a ratio over DBL_MAX is
@@ -345,95 +347,25 @@ PKSCAN_INLINE void metric_group(const double* mv, std::int64_t k0, double end, d
   const v8d logp = d * reciprocal(log_ge1(ratio));
   v8d piece = (xr < 0x1.0p-8) ? series : logp;
   piece = (q > 0.0) ? piece : 0.5 * (c1 + c2);
-  if (Edge) {
-    piece = (k >= 1.0) ? piece : splat(0.0);
-    piece = (k < end) ? piece : splat(0.0);
-  }
-  L.auc = L.auc + load8(dts + k0) * piece;
+  L.auc = L.auc + dt * piece;
   // Maximum (first time reached): the time changes only when the maximum strictly grows.
-  v8d x = c2;
-  if (Edge) x = (k < end) ? x : splat(-inf);
-  const v8d cmax = (x > L.cmax) ? x : L.cmax;
-  L.tmax = (cmax != L.cmax) ? load8(times + k0) : L.tmax;
+  const v8d cmax = (c2 > L.cmax) ? c2 : L.cmax;
+  L.tmax = (cmax != L.cmax) ? splat(t) : L.tmax;
   L.cmax = cmax;
   // Minimum over the last dosing interval.
-  v8d y = (k >= last) ? c2 : splat(inf);
-  if (Edge) y = (k < end) ? y : splat(inf);
-  L.cmin = (y < L.cmin) ? y : L.cmin;
-  // inf * 0 and NaN * 0 are NaN
-  L.nonfinite = L.nonfinite + (Edge ? ((k < end) ? c2 * 0.0 : splat(0.0)) : c2 * 0.0);
+  if (in_last) L.cmin = (c2 < L.cmin) ? c2 : L.cmin;
+  L.nonfinite = L.nonfinite + c2 * 0.0;
+  L.prev = c2;
 }
 
-// Output indices [t0, t1) of one subject (t0 a multiple of 8): mv[0] is the value at t0 - 1
-// (any finite number when t0 == 0), mv[1 + i] the value at t0 + i; mv is padded to a multiple
-// of 8 after the last value. times and dts are padded likewise (dts[k] = t_k - t_{k-1}).
-PKSCAN_INLINE void metric_span(const double* mv, std::int64_t t0, std::int64_t t1,
-                               const double* times, const double* dts, std::int64_t i0,
-                               MetricLanes& L) noexcept {
-  const double end = static_cast<double>(t1), last = static_cast<double>(i0);
-  for (std::int64_t k0 = t0; k0 < t1; k0 += 8) {
-    if (k0 == 0 || k0 + 8 > t1)
-      metric_group<true>(mv + (k0 - t0), k0, end, last, times, dts, L);
-    else
-      metric_group<false>(mv + (k0 - t0), k0, end, last, times, dts, L);
-  }
-}
-
-// Reduces the lanes of one block: {cmax, tmax, cmin, auc}.
-PKSCAN_INLINE void reduce_block(const MetricLanes& L, double* out) noexcept {
-  double cmax = L.cmax[0], cmin = L.cmin[0];
-  for (int l = 1; l < 8; ++l) {
-    cmax = L.cmax[l] > cmax ? L.cmax[l] : cmax;
-    cmin = L.cmin[l] < cmin ? L.cmin[l] : cmin;
-  }
-  double tmax = std::numeric_limits<double>::infinity();
-  for (int l = 0; l < 8; ++l)
-    if (L.cmax[l] == cmax && L.tmax[l] < tmax) tmax = L.tmax[l];
-  out[0] = cmax;
-  out[1] = tmax;
-  out[2] = cmin;
-  out[3] = ((L.auc[0] + L.auc[1]) + (L.auc[2] + L.auc[3])) +
-           ((L.auc[4] + L.auc[5]) + (L.auc[6] + L.auc[7]));
-}
-
-// Combines the blocks of one subject into {cmax, tmax, auc, cmin} (NaN when excluded).
-void combine_blocks(const double* blocks, std::int64_t nblocks, bool ok, double* out) noexcept {
+// Lane l's {cmax, tmax, auc, cmin} (NaN when not ok).
+inline void metric_out(const MetricLanes& L, int l, bool ok, double* out) noexcept {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const double inf = std::numeric_limits<double>::infinity();
-  double cmax = -inf, tmax = nan, cmin = inf, auc = 0.0;
-  for (std::int64_t b = 0; b < nblocks; ++b) {
-    const double* p = blocks + b * 4;
-    if (p[0] > cmax) {
-      cmax = p[0];
-      tmax = p[1];
-    }
-    cmin = p[2] < cmin ? p[2] : cmin;
-    auc += p[3];
-  }
-  out[0] = ok ? cmax : nan;
-  out[1] = ok ? tmax : nan;
-  out[2] = ok ? auc : nan;
-  out[3] = ok && cmin != inf ? cmin : nan;
-}
-
-// Output times and steps padded for vector loads.
-struct TimeTables {
-  std::vector<double> times;  // T + 16 values
-  std::vector<double> dts;    // dts[k] = t_k - t_{k-1}, dts[0] = 0
-  std::int64_t blocks = 0;    // ceil(T / kUnit)
-};
-
-TimeTables make_tables(const std::vector<double>& t) {
-  TimeTables tt;
-  const std::size_t n = t.size();
-  tt.times.assign(n + 16, 0.0);
-  tt.dts.assign(n + 16, 0.0);
-  for (std::size_t k = 0; k < n; ++k) {
-    tt.times[k] = t[k];
-    tt.dts[k] = k ? t[k] - t[k - 1] : 0.0;
-  }
-  tt.blocks = (static_cast<std::int64_t>(n) + kUnit - 1) / kUnit;
-  return tt;
+  ok = ok && L.nonfinite[l] == 0.0;
+  out[0] = ok ? L.cmax[l] : nan;
+  out[1] = ok ? L.tmax[l] : nan;
+  out[2] = ok ? L.auc[l] : nan;
+  out[3] = ok && L.cmin[l] != std::numeric_limits<double>::infinity() ? L.cmin[l] : nan;
 }
 
 std::int64_t first_index_at_or_after(const std::vector<double>& t, double last_dose) noexcept {
@@ -443,15 +375,23 @@ std::int64_t first_index_at_or_after(const std::vector<double>& t, double last_d
   return i;
 }
 
-// Fills mv (see metric_span) for subject s, output indices [t0, t1), compartment mc.
-template <class Real>
-PKSCAN_INLINE void gather_metric(const Real* subject, int C, int mc, double inv, std::int64_t t0,
-                                 std::int64_t t1, double* mv) noexcept {
-  mv[0] = t0 > 0 ? static_cast<double>(subject[(t0 - 1) * C + mc]) * inv : 0.0;
-  const std::int64_t n = t1 - t0;
-  for (std::int64_t i = 0; i < n; ++i)
-    mv[1 + i] = static_cast<double>(subject[(t0 + i) * C + mc]) * inv;
-  for (std::int64_t i = n; i < ((n + 7) / 8) * 8 + 8; ++i) mv[1 + i] = 0.0;
+// ---- Sums ----------------------------------------------------------------------------------
+
+// The 8 lane sums of one row, combined in a fixed tree.
+PKSCAN_INLINE double lane_tree(const double* part, std::int64_t lane_stride) noexcept {
+  const double* p = part;
+  const std::int64_t k = lane_stride;
+  return ((p[0] + p[k]) + (p[2 * k] + p[3 * k])) + ((p[4 * k] + p[5 * k]) + (p[6 * k] + p[7 * k]));
+}
+
+// End of a block of kBlock subjects for rows [r0, r1): the block's sum is added to the total,
+// the lanes restart at zero.
+inline void close_block(double* part, std::int64_t lane_stride, double* total, std::int64_t r0,
+                        std::int64_t r1) noexcept {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    total[r] += lane_tree(part + r, lane_stride);
+    for (int l = 0; l < 8; ++l) part[r + l * lane_stride] = 0.0;
+  }
 }
 
 // ---- The add() kernel -----------------------------------------------------------------------
@@ -463,7 +403,8 @@ struct AddJob {
   std::int64_t S;
   std::int64_t g0;      // global index of the chunk's first subject
   std::int64_t ta, tb;  // output indices owned by this thread
-  double* part;
+  double* part;         // 8 lanes of partial sums, lane l at part + l * lane_stride
+  std::int64_t lane_stride;
   double* total;
   Sketch* h;
   unsigned char* bad;  // per subject: found non-finite (this thread's flags)
@@ -515,11 +456,12 @@ PKSCAN_INLINE void add_body(const AddJob& a, const Real* data) {
         if (a.inc[s]) {
           const Real* x = data + s * R + r0;
           const double* iv = a.inv + s * wmax;
+          double* part = a.part + ((a.g0 + s) & 7) * a.lane_stride;
           who[static_cast<std::size_t>(nsub++)] = s;
           for (int j = 0; j < wv; j += 8) {
             v8d v = load8(x + j);
             if (Scale) v = v * load8(iv + j);
-            store8(a.part + r0 + j, load8(a.part + r0 + j) + v);
+            store8(part + r0 + j, load8(part + r0 + j) + v);
             // No 64-bit integer vector comparisons (GCC 12 scalarises them): a value is on the
             // fast path <=> 1 <= bits <= bits(DBL_MAX) and 0 <= idx <= top <=> `out` >= 0.
             const v8i b = vcast<v8i>(v);
@@ -536,15 +478,11 @@ PKSCAN_INLINE void add_body(const AddJob& a, const Real* data) {
           }
           for (int j = wv; j < w; ++j) {  // the scalar tail (when 8 does not divide w)
             const double v = Scale ? static_cast<double>(x[j]) * iv[j] : static_cast<double>(x[j]);
-            a.part[r0 + j] += v;
+            part[r0 + j] += v;
             if (!add_one(h, r0 + j, v)) a.bad[s] = 1;
           }
         }
-        if ((a.g0 + s + 1) % kBlock == 0)
-          for (std::int64_t r = r0; r < r0 + w; ++r) {
-            a.total[r] += a.part[r];
-            a.part[r] = 0.0;
-          }
+        if ((a.g0 + s + 1) % kBlock == 0) close_block(a.part, a.lane_stride, a.total, r0, r0 + w);
       }
       for (int i = 0; i < n; ++i) ++h.counts[slots[static_cast<std::size_t>(i)]];
       std::int64_t any = 0;
@@ -565,41 +503,46 @@ PKSCAN_CLONES void add_f64_scaled(const AddJob& a, const double* d) {
 PKSCAN_CLONES void add_f32(const AddJob& a, const float* d) { add_body<float, false>(a, d); }
 PKSCAN_CLONES void add_f32_scaled(const AddJob& a, const float* d) { add_body<float, true>(a, d); }
 
-// Standalone metrics of subjects [s_first, s_last), same arithmetic as the fused path.
+// Standalone metrics of subjects [s_first, s_last), 8 at a time (idle lanes of the last group
+// repeat its last subject and are not written).
 template <class Real>
 PKSCAN_INLINE void metrics_body(const Source& src, const Real* data, std::int64_t s_first,
-                                std::int64_t s_last, int mc, std::int64_t i0, const TimeTables& tt,
-                                double* out) {
+                                std::int64_t s_last, int mc, std::int64_t i0,
+                                const std::vector<double>& times, double* out) {
   const int C = src.compartments;
   const std::int64_t T = src.per_subject / C;
-  double mv[kUnit + 24];
-  std::vector<double> blocks(static_cast<std::size_t>(tt.blocks) * 4);
   MetricLanes L;
-  for (std::int64_t s = s_first; s < s_last; ++s) {
-    const Real* x = data + s * src.per_subject;
-    const double inv = inverse_volume(src, s, mc);
-    L.nonfinite = splat(0.0);
-    for (std::int64_t t0 = 0; t0 < T; t0 += kUnit) {
-      const std::int64_t t1 = std::min(t0 + kUnit, T);
-      if (t0 % kUnit == 0) L.reset();
-      gather_metric(x, C, mc, inv, t0, t1, mv);
-      metric_span(mv, t0, t1, tt.times.data(), tt.dts.data(), i0, L);
-      if (t1 % kUnit == 0 || t1 == T) reduce_block(L, blocks.data() + (t0 / kUnit) * 4);
+  for (std::int64_t s0 = s_first; s0 < s_last; s0 += 8) {
+    const Real* x[8];
+    v8d inv;
+    for (int l = 0; l < 8; ++l) {
+      const std::int64_t s = std::min(s0 + l, s_last - 1);
+      x[l] = data + s * src.per_subject + mc;
+      inv[l] = inverse_volume(src, s, mc);
     }
-    bool finite = true;  // every value is some lane's c2 once
-    for (int l = 0; l < 8; ++l) finite = finite && L.nonfinite[l] == 0.0;
-    const bool ok = finite && src.r->status()[static_cast<std::size_t>(s)] == SubjectStatus::Ok;
-    combine_blocks(blocks.data(), tt.blocks, ok, out + s * kMetricCount);
+    v8d c;
+    for (int l = 0; l < 8; ++l) c[l] = static_cast<double>(x[l][0]);
+    metric_first(c * inv, times[0], 0 >= i0, L);
+    for (std::int64_t k = 1; k < T; ++k) {
+      for (int l = 0; l < 8; ++l) c[l] = static_cast<double>(x[l][k * C]);
+      const double t = times[static_cast<std::size_t>(k)];
+      metric_next(c * inv, t, t - times[static_cast<std::size_t>(k - 1)], k >= i0, L);
+    }
+    for (int l = 0; l < 8 && s0 + l < s_last; ++l) {
+      const std::int64_t s = s0 + l;
+      metric_out(L, l, src.r->status()[static_cast<std::size_t>(s)] == SubjectStatus::Ok,
+                 out + s * kMetricCount);
+    }
   }
 }
 
 PKSCAN_CLONES void metrics_f64(const Source& src, std::int64_t a, std::int64_t b, int mc,
-                               std::int64_t i0, const TimeTables& tt, double* out) {
-  metrics_body<double>(src, src.f64, a, b, mc, i0, tt, out);
+                               std::int64_t i0, const std::vector<double>& times, double* out) {
+  metrics_body<double>(src, src.f64, a, b, mc, i0, times, out);
 }
 PKSCAN_CLONES void metrics_f32(const Source& src, std::int64_t a, std::int64_t b, int mc,
-                               std::int64_t i0, const TimeTables& tt, double* out) {
-  metrics_body<float>(src, src.f32, a, b, mc, i0, tt, out);
+                               std::int64_t i0, const std::vector<double>& times, double* out) {
+  metrics_body<float>(src, src.f32, a, b, mc, i0, times, out);
 }
 
 // ---- Percentiles ----------------------------------------------------------------------------
@@ -643,8 +586,9 @@ struct TimeSummary::Impl {
   std::int64_t included = 0;
   std::int64_t excluded = 0;
 
-  std::vector<double> part;   // current block's partial sums per row
-  std::vector<double> total;  // sum of completed blocks per row
+  std::int64_t lane_stride = 0;  // rows + 8
+  std::vector<double> part;      // current block's partial sums: 8 lanes x lane_stride
+  std::vector<double> total;     // sum of completed blocks per row
 
   Sketch sk;
 
@@ -688,7 +632,8 @@ TimeSummary::TimeSummary(std::vector<double> times, int compartments, TimeSummar
   m.rows = static_cast<std::int64_t>(m.times.size()) * compartments;
   m.opt = std::move(options);
   const std::size_t R = static_cast<std::size_t>(m.rows);
-  m.part.assign(R + 8, 0.0);
+  m.lane_stride = m.rows + 8;
+  m.part.assign(8 * (R + 8), 0.0);
   m.total.assign(R + 8, 0.0);
   Sketch& h = m.sk;
   h.width = static_cast<std::int64_t>(m.opt.window_binades) * 128;
@@ -764,10 +709,10 @@ void TimeSummary::add(const SimulationResult& chunk) {
                          "<= 4294967295");
 
   const Source src = source_of(chunk);
-  std::vector<unsigned char> inc(static_cast<std::size_t>(S));
-  for (std::int64_t s = 0; s < S; ++s)
-    inc[static_cast<std::size_t>(s)] =
-        chunk.status()[static_cast<std::size_t>(s)] == SubjectStatus::Ok ? 1 : 0;
+  // Every subject's finite values go into the sketch; those of subjects found non-finite (or
+  // with a non-Ok status) are taken out again below. So the sketch's window depends on the
+  // values of every subject passed, whichever path added them (see the fused kernel).
+  std::vector<unsigned char> inc(static_cast<std::size_t>(S), 1);
   // Reciprocal volumes of each subject laid out along one sub-tile's rows.
   std::vector<double> inv;
   const int C = m.compartments;
@@ -806,6 +751,7 @@ void TimeSummary::add(const SimulationResult& chunk) {
     a.ta = std::min(T, units * tid / n * kUnit);
     a.tb = std::min(T, units * (tid + 1) / n * kUnit);
     a.part = m.part.data();
+    a.lane_stride = m.lane_stride;
     a.total = m.total.data();
     a.h = &m.sk;
     a.bad = bad.data() + static_cast<std::size_t>(tid) * static_cast<std::size_t>(S);
@@ -820,6 +766,8 @@ void TimeSummary::add(const SimulationResult& chunk) {
 
   bool any_bad = false;
   for (std::int64_t s = 0; s < S; ++s) {
+    if (chunk.status()[static_cast<std::size_t>(s)] != SubjectStatus::Ok)
+      bad[static_cast<std::size_t>(s)] = 1;
     for (int t = 0; t < nt; ++t)
       if (bad[static_cast<std::size_t>(t) * static_cast<std::size_t>(S) +
               static_cast<std::size_t>(s)]) {
@@ -836,14 +784,11 @@ void TimeSummary::add(const SimulationResult& chunk) {
     m.part = snap_part;
     m.total = snap_total;
     for (std::int64_t s = 0; s < S; ++s) {
+      double* part = m.part.data() + ((m.subjects + s) & 7) * m.lane_stride;
       if (inc[static_cast<std::size_t>(s)])
-        for (std::int64_t r = 0; r < m.rows; ++r)
-          m.part[static_cast<std::size_t>(r)] += value_at(src, s, r);
+        for (std::int64_t r = 0; r < m.rows; ++r) part[r] += value_at(src, s, r);
       if ((m.subjects + s + 1) % kBlock == 0)
-        for (std::int64_t r = 0; r < m.rows; ++r) {
-          m.total[static_cast<std::size_t>(r)] += m.part[static_cast<std::size_t>(r)];
-          m.part[static_cast<std::size_t>(r)] = 0.0;
-        }
+        close_block(m.part.data(), m.lane_stride, m.total.data(), 0, m.rows);
     }
   }
 
@@ -854,7 +799,7 @@ void TimeSummary::add(const SimulationResult& chunk) {
   m.excluded += S - n_inc;
 
   if (m.exact) {
-    if (static_cast<double>(m.kept_subjects + n_inc) * static_cast<double>(m.rows) <=
+    if (static_cast<double>(m.subjects) * static_cast<double>(m.rows) <=
         static_cast<double>(m.opt.exact_values)) {
       const std::size_t at = m.kept.size();
       m.kept.resize(at + static_cast<std::size_t>(n_inc * m.rows));
@@ -889,7 +834,8 @@ TimeSummaryTable TimeSummary::finish() const {
   t.quantiles.assign(R * P, nan);
   const std::int64_t n = m.included;
   if (n == 0) return t;
-  for (std::size_t r = 0; r < R; ++r) t.mean[r] = (m.total[r] + m.part[r]) / static_cast<double>(n);
+  for (std::size_t r = 0; r < R; ++r)
+    t.mean[r] = (m.total[r] + lane_tree(m.part.data() + r, m.lane_stride)) / static_cast<double>(n);
   if (P == 0) return t;
 
   // The order statistics needed: k and k + 1 of each percentile.
@@ -988,7 +934,6 @@ void subject_metrics(const SimulationResult& chunk, int compartment, double last
     return;
   }
   const Source src = source_of(chunk);
-  const TimeTables tt = make_tables(chunk.output_times());
   const std::int64_t i0 = first_index_at_or_after(chunk.output_times(), last_dose);
   constexpr std::int64_t kGroup = 16;
   const std::int64_t groups = (S + kGroup - 1) / kGroup;
@@ -1000,9 +945,9 @@ void subject_metrics(const SimulationResult& chunk, int compartment, double last
     const std::int64_t a = g * kGroup, b = std::min(S, a + kGroup);
     error.guard([&] {
       if (src.f64)
-        metrics_f64(src, a, b, compartment, i0, tt, out);
+        metrics_f64(src, a, b, compartment, i0, chunk.output_times(), out);
       else
-        metrics_f32(src, a, b, compartment, i0, tt, out);
+        metrics_f32(src, a, b, compartment, i0, chunk.output_times(), out);
     });
   }
   error.rethrow();
