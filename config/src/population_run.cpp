@@ -9,6 +9,7 @@
 #include <pkscan/population.hpp>
 #include <pkscan/summary.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pkscan::config {
@@ -90,6 +91,17 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
     one.parameters = ParameterBatch(model_ptr, 1);
     const std::uint64_t per_row = std::max<std::uint64_t>(1, result_bytes(one, sim));
     chunk = static_cast<std::int64_t>(kChunkBytes / per_row);
+    // Summaries only on the batched CPU path: the engine summarises as it simulates and keeps
+    // no trajectories, so a chunk holds only parameters and metrics; give every thread a few
+    // blocks of kRowBlock subjects.
+    one.parameters = ParameterBatch(model_ptr, std::max<std::int64_t>(chunk, kRowBlock));
+    const Path path = resolve_path(one, sim);
+    if (spec.stream.summaries && !spec.stream.trajectories && path.method == Method::Batched &&
+        path.device == Device::Cpu) {
+      const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      const std::int64_t threads = sim.threads > 0 ? sim.threads : hw;
+      chunk = std::max<std::int64_t>(chunk, 4 * threads * kRowBlock);
+    }
   }
   chunk = std::max<std::int64_t>(kRowBlock, chunk / kRowBlock * kRowBlock);
   chunk = std::min<std::int64_t>(chunk, (total + kRowBlock - 1) / kRowBlock * kRowBlock);
@@ -197,11 +209,18 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
                           msg);
       }
     }
-    engine.simulate_into(problem, sim, result);
     if (summary) {
-      summary->add(result);
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
-      subject_metrics(result, layout.metric_compartment, last_dose, metrics.data(), sim.threads);
+      if (spec.stream.trajectories) {
+        engine.simulate_into(problem, sim, result);
+        summary->add(result, layout.metric_compartment, last_dose, metrics.data());
+      } else {
+        // Summaries only: the engine summarises as it simulates (fused) when it can.
+        engine.summarize_into(problem, sim, *summary, layout.metric_compartment, last_dose,
+                              metrics.data(), result);
+      }
+    } else {
+      engine.simulate_into(problem, sim, result);
     }
     Chunk c;
     c.first = first;

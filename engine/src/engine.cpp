@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "detail/backend.hpp"
+#include "detail/fused_summary.hpp"
 #include "detail/schedule.hpp"
 #include "detail/validate.hpp"
 
@@ -15,7 +16,7 @@ namespace pkscan {
 class ResultBuilder {
  public:
   static void make(const Problem& p, const detail::PreparedBatch& b, const SimulateOptions& o,
-                   SimulationResult& r) {
+                   SimulationResult& r, bool amounts = true) {
     r.subjects_ = b.subjects;
     r.compartments_ = b.n;
     r.precision_ = o.precision;
@@ -29,7 +30,10 @@ class ResultBuilder {
             p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
     const std::size_t count =
         static_cast<std::size_t>(b.subjects) * b.out_steps.size() * static_cast<std::size_t>(b.n);
-    if (o.precision == Precision::Float64) {
+    if (!amounts) {
+      r.amounts_f64_.clear();
+      r.amounts_f32_.clear();
+    } else if (o.precision == Precision::Float64) {
       r.amounts_f64_.resize_uninitialized(count);
       r.amounts_f32_.clear();
     } else {
@@ -75,6 +79,8 @@ class ResultBuilder {
     for (SubjectStatus st : r.status_) bad += st != SubjectStatus::Ok;
     r.summary_.non_finite_subjects = bad;
   }
+
+  static SubjectStatus* status(SimulationResult& r) { return r.status_.data(); }
 
   static detail::ResultView<double> view64(SimulationResult& r) {
     return {r.amounts_f64_.data(), r.status_.data()};
@@ -254,6 +260,39 @@ void Engine::simulate_into(const Problem& problem, const SimulateOptions& option
   const int used =
       backend->method() == Method::Scan || backend->device() == Device::Cuda ? 1 : batch.threads;
   ResultBuilder::finish(r, options, *backend, used, prep, scan);
+}
+
+bool Engine::summarize_into(const Problem& problem, const SimulateOptions& options,
+                            TimeSummary& summary, int metric_compartment, double last_dose_time,
+                            double* metrics, SimulationResult& r) {
+  check(problem, options);
+  const Path path = resolve_path(problem, options);
+  const std::int64_t subjects = problem.parameters.subjects();
+  const int n = static_cast<int>(problem.parameters.info().compartments.size());
+  if (path.method != Method::Batched || path.device != Device::Cpu || n < 2 || n > 4 ||
+      options.concentrations || !detail::FusedSummary::accepts(summary, subjects)) {
+    simulate_into(problem, options, r);
+    summary.add(r, metric_compartment, last_dose_time, metrics);
+    return false;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  detail::PreparedBatch batch(impl_->schedule_for(problem, n));
+  batch.problem = &problem;
+  batch.model = &problem.parameters.info();
+  batch.n = n;
+  batch.subjects = subjects;
+  batch.out_steps = detail::output_steps(problem.output, problem.grid);
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  batch.threads = options.threads > 0 ? options.threads : hw;
+  ResultBuilder::make(problem, batch, options, r, false);
+  const double prep = seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  detail::FusedSummary::add_batch(summary, batch, options.precision, metric_compartment,
+                                  last_dose_time, metrics, ResultBuilder::status(r));
+  const double scan = seconds_since(t1);
+  ResultBuilder::finish(r, options, impl_->backend(Method::Batched, Device::Cpu), batch.threads,
+                        prep, scan);
+  return true;
 }
 
 }  // namespace pkscan

@@ -21,9 +21,14 @@
 #include <limits>
 #include <new>
 #include <pkscan/error.hpp>
+#include <pkscan/models/model_kind.hpp>
 #include <pkscan/summary.hpp>
+#include <type_traits>
 
+#include "detail/backend.hpp"
+#include "detail/fused_summary.hpp"
 #include "detail/parallel.hpp"
+#include "detail/transition.hpp"
 #include "detail/validate.hpp"
 
 #if defined(_OPENMP)
@@ -176,6 +181,8 @@ struct Sketch {
   std::vector<std::int64_t> maxkey;  // -1 until the first positive value
   std::vector<std::uint64_t> zero;
   std::vector<std::uint64_t> under;
+  std::size_t bytes = 0;  // of counts
+  bool mapped = false;    // counts come from mmap
 };
 
 // A positive finite key outside the window: a first value, a new maximum (the window moves up
@@ -207,6 +214,54 @@ void slow_add(Sketch& h, std::int64_t row, std::int64_t key) noexcept {
   }
   ++h.under[static_cast<std::size_t>(row)];  // below the window
 }
+
+// Allocates an empty sketch of `rows` rows. The counters are zero-filled and faulted in on first
+// touch. Every tile of add() touches a few hundred rows 16 KiB apart, so on Linux they are
+// asked for in transparent huge pages (2 MiB): with 4 KiB pages nearly every increment misses
+// the first-level TLB.
+void init_sketch(Sketch& h, std::int64_t rows, int window_binades) {
+  const std::size_t R = static_cast<std::size_t>(rows);
+  h.width = static_cast<std::int64_t>(window_binades) * 128;
+  h.ring = 1;
+  while (h.ring < h.width) h.ring *= 2;
+  h.mask = h.ring - 1;
+  h.stride = h.ring + 16;
+  h.dummy = rows * h.stride;
+  h.lo.assign(R + 8, kEmpty);
+  h.maxkey.assign(R + 8, -1);
+  h.zero.assign(R + 8, 0);
+  h.under.assign(R + 8, 0);
+  h.bytes = (R * static_cast<std::size_t>(h.stride) + 16) * sizeof(std::uint32_t);
+#if defined(__linux__)
+  void* p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) {
+    madvise(p, h.bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+    h.counts = static_cast<std::uint32_t*>(p);
+    h.mapped = true;
+  }
+#endif
+  if (!h.counts) h.counts = static_cast<std::uint32_t*>(std::calloc(h.bytes, 1));
+  if (!h.counts) throw std::bad_alloc();
+}
+
+void free_sketch(Sketch& h) noexcept {
+#if defined(__linux__)
+  if (h.mapped) {
+    munmap(h.counts, h.bytes);
+    h.counts = nullptr;
+    return;
+  }
+#endif
+  std::free(h.counts);
+  h.counts = nullptr;
+}
+
+struct SketchFree {
+  void operator()(Sketch* h) const noexcept {
+    free_sketch(*h);
+    delete h;
+  }
+};
 
 // One value into one row; false for a non-finite value (not counted).
 PKSCAN_INLINE bool add_one(Sketch& h, std::int64_t row, double x) noexcept {
@@ -321,14 +376,14 @@ PKSCAN_INLINE void metric_first(v8d c, double t, bool in_last, MetricLanes& L) n
   L.prev = c;
 }
 
-// Output index k >= 1: value c2 at time t, dt = t_k - t_{k-1}.
+// The linear-up / log-down area of [t_{k-1}, t_k] divided by dt, from the values c1 at
+// t_{k-1} and c2 at t_k.
 //
 // Written for GCC 12's vector lowering: a comparison that feeds one select becomes a mask
 // blend, but one whose result is reused (or combined with &) is scalarised. So every
 // comparison below is used once; lanes whose piece is linear compute a harmless garbage
 // log-down piece that the last select drops (no floating-point traps are enabled).
-PKSCAN_INLINE void metric_next(v8d c2, double t, double dt, bool in_last, MetricLanes& L) noexcept {
-  const v8d c1 = L.prev;
+PKSCAN_INLINE v8d auc_piece(v8d c1, v8d c2) noexcept {
   // Linear-up / log-down piece of the interval: log-down when c1 > c2 > 0, i.e. when
   // q = min(c2, c1 - c2) > 0.
   const v8d d = c1 - c2;
@@ -347,6 +402,12 @@ PKSCAN_INLINE void metric_next(v8d c2, double t, double dt, bool in_last, Metric
   const v8d logp = d * reciprocal(log_ge1(ratio));
   v8d piece = (xr < 0x1.0p-8) ? series : logp;
   piece = (q > 0.0) ? piece : 0.5 * (c1 + c2);
+  return piece;
+}
+
+// Output index k >= 1 given the piece of its interval (auc_piece of the previous value and c2).
+PKSCAN_INLINE void metric_update(v8d c2, v8d piece, double t, double dt, bool in_last,
+                                 MetricLanes& L) noexcept {
   L.auc = L.auc + dt * piece;
   // Maximum (first time reached): the time changes only when the maximum strictly grows.
   const v8d cmax = (c2 > L.cmax) ? c2 : L.cmax;
@@ -356,6 +417,11 @@ PKSCAN_INLINE void metric_next(v8d c2, double t, double dt, bool in_last, Metric
   if (in_last) L.cmin = (c2 < L.cmin) ? c2 : L.cmin;
   L.nonfinite = L.nonfinite + c2 * 0.0;
   L.prev = c2;
+}
+
+// Output index k >= 1: value c2 at time t, dt = t_k - t_{k-1}.
+PKSCAN_INLINE void metric_next(v8d c2, double t, double dt, bool in_last, MetricLanes& L) noexcept {
+  metric_update(c2, auc_piece(L.prev, c2), t, dt, in_last, L);
 }
 
 // Lane l's {cmax, tmax, auc, cmin} (NaN when not ok).
@@ -590,23 +656,14 @@ struct TimeSummary::Impl {
   std::vector<double> part;      // current block's partial sums: 8 lanes x lane_stride
   std::vector<double> total;     // sum of completed blocks per row
 
-  Sketch sk;
+  Sketch sk;                                               // add()'s sketch
+  std::vector<std::unique_ptr<Sketch, SketchFree>> local;  // the fused kernel's, one per thread
 
   bool exact = true;
   std::vector<double> kept;  // included subjects x rows, while exact
   std::int64_t kept_subjects = 0;
 
-  std::size_t counts_bytes = 0;
-  bool counts_mapped = false;
-  ~Impl() {
-#if defined(__linux__)
-    if (counts_mapped) {
-      munmap(sk.counts, counts_bytes);
-      return;
-    }
-#endif
-    std::free(sk.counts);
-  }
+  ~Impl() { free_sketch(sk); }
 };
 
 TimeSummary::TimeSummary(std::vector<double> times, int compartments, TimeSummaryOptions options)
@@ -635,32 +692,7 @@ TimeSummary::TimeSummary(std::vector<double> times, int compartments, TimeSummar
   m.lane_stride = m.rows + 8;
   m.part.assign(8 * (R + 8), 0.0);
   m.total.assign(R + 8, 0.0);
-  Sketch& h = m.sk;
-  h.width = static_cast<std::int64_t>(m.opt.window_binades) * 128;
-  h.ring = 1;
-  while (h.ring < h.width) h.ring *= 2;
-  h.mask = h.ring - 1;
-  h.stride = h.ring + 16;
-  h.dummy = static_cast<std::int64_t>(R) * h.stride;
-  h.lo.assign(R + 8, kEmpty);
-  h.maxkey.assign(R + 8, -1);
-  h.zero.assign(R + 8, 0);
-  h.under.assign(R + 8, 0);
-  // Zero-filled counters, faulted in on first touch. Every tile of add() touches a few hundred
-  // rows 16 KiB apart, so on Linux they are asked for in transparent huge pages (2 MiB): with
-  // 4 KiB pages nearly every increment misses the first-level TLB.
-  m.counts_bytes = (R * static_cast<std::size_t>(h.stride) + 16) * sizeof(std::uint32_t);
-#if defined(__linux__)
-  void* p =
-      mmap(nullptr, m.counts_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p != MAP_FAILED) {
-    madvise(p, m.counts_bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
-    h.counts = static_cast<std::uint32_t*>(p);
-    m.counts_mapped = true;
-  }
-#endif
-  if (!h.counts) h.counts = static_cast<std::uint32_t*>(std::calloc(m.counts_bytes, 1));
-  if (!h.counts) throw std::bad_alloc();
+  init_sketch(m.sk, m.rows, m.opt.window_binades);
 }
 
 TimeSummary::~TimeSummary() = default;
@@ -672,10 +704,11 @@ std::int64_t TimeSummary::excluded() const noexcept { return impl_->excluded; }
 bool TimeSummary::exact() const noexcept { return impl_->exact; }
 std::size_t TimeSummary::state_bytes() const noexcept {
   const Impl& m = *impl_;
-  return static_cast<std::size_t>(m.rows) *
-             (static_cast<std::size_t>(m.sk.stride) * sizeof(std::uint32_t) +
-              4 * sizeof(std::int64_t) + 2 * sizeof(double)) +
-         m.kept.capacity() * sizeof(double);
+  const std::size_t per_sketch =
+      static_cast<std::size_t>(m.rows) *
+      (static_cast<std::size_t>(m.sk.stride) * sizeof(std::uint32_t) + 4 * sizeof(std::int64_t));
+  return per_sketch * (1 + m.local.size()) +
+         (m.part.size() + m.total.size() + m.kept.capacity()) * sizeof(double);
 }
 
 void TimeSummary::add(const SimulationResult& chunk, int metric_compartment, double last_dose_time,
@@ -842,6 +875,8 @@ TimeSummaryTable TimeSummary::finish() const {
   std::vector<std::int64_t> ks(P);
   std::vector<double> gs(P);
   for (std::size_t p = 0; p < P; ++p) rank_of(n, m.opt.percentiles[p], ks[p], gs[p]);
+  std::vector<const Sketch*> sketches{&m.sk};
+  for (const auto& h : m.local) sketches.push_back(h.get());
   const int nt = resolve_threads(m.opt.threads);
   static_cast<void>(nt);  // read by the OpenMP pragma only
   detail::RegionError error;
@@ -877,20 +912,44 @@ TimeSummaryTable TimeSummary::finish() const {
         want.emplace_back(std::min(ks[p] + 1, n - 1), 2 * p + 1);
       }
       std::sort(want.begin(), want.end());
-      const Sketch& h = m.sk;
+      // The sketches (add()'s and the fused kernel's, one per thread) are merged on the fly:
+      // the merged window ends at the largest key of all, and each sketch's counters below
+      // the merged window count as values below it. Counts are integers, so the merged
+      // state is the one a single sketch fed every value would have.
       const std::size_t ri = static_cast<std::size_t>(r);
-      const std::uint32_t* cnt = h.counts + r * h.stride;
+      std::int64_t mx = -1;
+      std::uint64_t zero = 0, under = 0;
+      for (const Sketch* h : sketches) {
+        mx = std::max(mx, h->maxkey[ri]);
+        zero += h->zero[ri];
+        under += h->under[ri];
+      }
+      const std::int64_t lo = mx >= 0 ? mx - m.sk.width + 1 : kEmpty;
+      for (const Sketch* h : sketches) {
+        if (h->maxkey[ri] < 0) continue;
+        const std::uint32_t* cnt = h->counts + r * h->stride;
+        const std::int64_t end = std::min(lo, h->maxkey[ri] + 1);
+        for (std::int64_t key = std::max<std::int64_t>(h->lo[ri], 0); key < end; ++key)
+          under += cnt[key & h->mask];
+      }
+      // Count of `key` (in the merged window) over all sketches.
+      auto count_of = [&](std::int64_t key) {
+        std::uint64_t c = 0;
+        for (const Sketch* h : sketches)
+          if (key >= h->lo[ri] && key <= h->maxkey[ri])
+            c += h->counts[r * h->stride + (key & h->mask)];
+        return c;
+      };
       std::size_t wi = 0;
-      std::int64_t below = static_cast<std::int64_t>(h.zero[ri]);  // values ranked below
+      std::int64_t below = static_cast<std::int64_t>(zero);  // values ranked below
       while (wi < want.size() && want[wi].first < below) got[want[wi++].second] = 0.0;
       // Values below the window lie in (0, edge): estimated by edge / 2.
       const double edge =
-          h.lo[ri] > 0 ? 0.5 * from_bits(static_cast<std::uint64_t>(h.lo[ri]) << kKeyShift) : 0.0;
-      below += static_cast<std::int64_t>(h.under[ri]);
+          lo > 0 ? 0.5 * from_bits(static_cast<std::uint64_t>(lo) << kKeyShift) : 0.0;
+      below += static_cast<std::int64_t>(under);
       while (wi < want.size() && want[wi].first < below) got[want[wi++].second] = edge;
-      for (std::int64_t key = std::max<std::int64_t>(h.lo[ri], 0);
-           key <= h.maxkey[ri] && wi < want.size(); ++key) {
-        const std::uint32_t c = cnt[key & h.mask];
+      for (std::int64_t key = std::max<std::int64_t>(lo, 0); key <= mx && wi < want.size(); ++key) {
+        const std::uint64_t c = count_of(key);
         if (!c) continue;
         below += c;
         const double mid = bucket_mid(key);
@@ -952,5 +1011,456 @@ void subject_metrics(const SimulationResult& chunk, int compartment, double last
   }
   error.rethrow();
 }
+
+// ---- Fused simulate-and-summarise (Engine::summarize_into) ---------------------------------
+
+namespace {
+
+constexpr int kFuseRows = 32;  // output rows per window: a 1024-subject tile stays in L2
+
+// The recurrence state of 8 subjects (one per lane), as the batched backend keeps it.
+template <int N, class Real>
+struct alignas(64) FuseLanes {
+  Real k[N * N][8];
+  Real x[N][8];
+  Real c[N][8];  // inputs of every step of the current breakpoint
+  Real f[N][8];  // inputs of its first step
+};
+
+// Where the shared time loop of a block stands.
+struct FuseCursor {
+  std::int64_t bp = 0;    // current breakpoint
+  std::int64_t last = 0;  // its last step
+  std::int64_t step = 1;  // next step to take
+  std::size_t next = 0;   // next output index
+};
+
+// 64-byte aligned storage for the vector types (the default allocator only promises 16 bytes
+// here).
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U>
+  explicit Aligned64(const Aligned64<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) noexcept { std::free(p); }
+  friend bool operator==(const Aligned64&, const Aligned64&) noexcept { return true; }
+  friend bool operator!=(const Aligned64&, const Aligned64&) noexcept { return false; }
+};
+template <class T>
+using AlignedVector = std::vector<T, Aligned64<T>>;
+
+// Everything one call of add_batch shares between its threads.
+struct FuseJob {
+  const detail::PreparedBatch* b = nullptr;
+  int mc = 0;             // metric compartment
+  std::int64_t i0 = 0;    // first output index of the last dosing interval
+  std::int64_t rows = 0;  // output times x compartments
+  const double* times = nullptr;
+  double* metrics = nullptr;
+  SubjectStatus* status = nullptr;
+  double* block_sums = nullptr;       // per complete block: rows sums
+  double* tail_part = nullptr;        // the last, incomplete block's lanes: rows x 8
+  unsigned char* excluded = nullptr;  // per subject: left out of the summary
+};
+
+// Per-thread scratch of the fused kernel.
+template <int N, class Real>
+struct FuseScratch {
+  std::vector<detail::Transition<N>> tr;
+  AlignedVector<FuseLanes<N, Real>> lanes;
+  AlignedVector<MetricLanes> ml;
+  AlignedVector<Real> tile;          // kFuseRows x N x kBlock, subjects contiguous
+  AlignedVector<double> inv;         // per lane group: N x 8 reciprocal volumes
+  AlignedVector<double> part;        // rows x 8 lane sums of the block
+  AlignedVector<double> amount_bad;  // per lane group: 8 lanes, NaN once an amount is not finite
+  std::vector<unsigned char> bad;    // per subject of the block: excluded from the summary
+  std::vector<std::int64_t> slots;   // one window of one lane group
+  std::vector<double> values;
+  FuseScratch()
+      : tr(kBlock),
+        lanes(kBlock / 8),
+        ml(kBlock / 8),
+        tile(static_cast<std::size_t>(kFuseRows) * N * kBlock),
+        inv(static_cast<std::size_t>(kBlock) * N),
+        amount_bad(kBlock),
+        bad(kBlock),
+        slots(static_cast<std::size_t>(kFuseRows) * N * 8),
+        values(static_cast<std::size_t>(kFuseRows) * N * 8) {}
+};
+
+template <int N, class Real>
+PKSCAN_INLINE void fuse_inputs(FuseLanes<N, Real>& L, const detail::Schedule& s,
+                               const detail::Transition<N>* tr, int active, std::int64_t bp) {
+  for (int l = 0; l < 8; ++l) {
+    Real c[N], f[N];
+    detail::breakpoint_inputs<N, Real>(s, tr[std::min(l, active - 1)], bp, c, f);
+    for (int r = 0; r < N; ++r) L.c[r][l] = c[r], L.f[r][l] = f[r];
+  }
+}
+
+// Advances one lane group by up to kFuseRows output rows, recording them in the tile (row j,
+// compartment r of lane l at tile[(j N + r) kBlock + col + l]). The arithmetic of each step is
+// the batched backend's (and the reference scan's): acc = k_r0 x_0, acc += k_rj x_j, y = acc + b.
+template <int N, class Real>
+PKSCAN_INLINE int fuse_advance(FuseLanes<N, Real>& L, FuseCursor& cur, const detail::Schedule& s,
+                               const std::vector<std::int64_t>& outs,
+                               const detail::Transition<N>* tr, int active, Real* tile,
+                               std::int64_t col) {
+  const std::size_t n_out = outs.size();
+  int rows = 0;
+  auto record = [&](const Real(&v)[N][8]) {
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < 8; ++l) tile[(rows * N + r) * kBlock + col + l] = v[r][l];
+    ++rows;
+    ++cur.next;
+  };
+  if (cur.next == 0 && cur.step == 1 && outs[0] == 0) record(L.x);
+  while (rows < kFuseRows && cur.next < n_out) {
+    if (cur.step > cur.last) {
+      ++cur.bp;
+      cur.last = s.bp_last(cur.bp);
+      fuse_inputs<N, Real>(L, s, tr, active, cur.bp);
+    }
+    const bool first = cur.step == s.bp_step[static_cast<std::size_t>(cur.bp)];
+    const Real(&b)[N][8] = first ? L.f : L.c;
+    Real y[N][8];
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < 8; ++l) {
+        Real acc = L.k[r * N][l] * L.x[0][l];
+        for (int j = 1; j < N; ++j) acc += L.k[r * N + j][l] * L.x[j][l];
+        y[r][l] = acc + b[r][l];
+      }
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < 8; ++l) L.x[r][l] = y[r][l];
+    if (cur.step == outs[cur.next]) record(y);
+    ++cur.step;
+  }
+  return rows;
+}
+
+// Summarises one window (output indices t0 .. t0 + rows - 1) of one lane group g: the lane sums,
+// the sketch and (first pass) the metrics; in the fix-up pass (a subject of the block was
+// excluded) the sums leave the excluded lanes out and their values are taken out of the sketch.
+template <int N, class Real, bool Fixup>
+PKSCAN_INLINE void fuse_window(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
+                               std::int64_t g, int active, std::int64_t t0, int rows) {
+  const Real* tile = w.tile.data() + g * 8;
+  const double* inv = w.inv.data() + g * N * 8;
+  const unsigned char* bad = w.bad.data() + g * 8;
+  v8d keep;  // 1: the lane's values go into the sums
+  for (int l = 0; l < 8; ++l) keep[l] = (l < active && !(Fixup && bad[l])) ? 1.0 : 0.0;
+  MetricLanes& M = w.ml[static_cast<std::size_t>(g)];
+  v8d abad = load8(w.amount_bad.data() + g * 8);
+  const std::int64_t top = h.width - 1;
+  const v8i mask = v8i{} + h.mask;
+  const v8i lane_live = v8i{0, 1, 2, 3, 4, 5, 6, 7} < active;  // -1 for real subjects
+  int n = 0;
+  v8i slow{};
+  // Metric compartment values: mv[0] the previous window's last, mv[1 + j] row j.
+  v8d mv[kFuseRows + 4];
+  v8d pieces[kFuseRows + 3];
+  mv[0] = M.prev;
+  for (int j = 0; j < rows; ++j) {
+    const std::int64_t t = t0 + j;
+    for (int c = 0; c < N; ++c) {
+      const v8d a = load8(tile + (j * N + c) * kBlock);
+      if (!Fixup) abad = abad + a * 0.0;
+      const v8d v = a * load8(inv + c * 8);
+      const std::int64_t row = t * N + c;
+      double* part = w.part.data() + row * 8;
+      store8(part, load8(part) + ((keep != 0.0) ? v : splat(0.0)));
+      if (!Fixup) {
+        const v8i bits = vcast<v8i>(v);
+        const v8i key = bits >> kKeyShift;
+        const v8i idx = key - h.lo[static_cast<std::size_t>(row)];
+        const v8i out =
+            (bits - 1) | (static_cast<std::int64_t>(kPosFiniteMax) - bits) | idx | (top - idx);
+        const v8i m = (out >> 63) | ~lane_live;  // -1: slow path or idle lane
+        slow |= out >> 63;
+        const v8i slot = ((row * h.stride + (key & mask)) & ~m) | (m & h.dummy);
+        std::memcpy(w.slots.data() + n, &slot, sizeof slot);
+        store8(w.values.data() + n, v);
+        n += 8;
+        if (c == job.mc) mv[j + 1] = v;
+      } else {
+        for (int l = 0; l < active; ++l)
+          if (bad[l]) remove_one(h, row, v[l]);
+      }
+    }
+  }
+  if (Fixup) return;
+  store8(w.amount_bad.data() + g * 8, abad);
+  // The pieces of the area do not depend on each other: four at a time, so that their long
+  // dependency chains (reciprocals, logarithm) overlap.
+  for (int j = rows; j < rows + 3; ++j) mv[j + 1] = mv[rows];
+  for (int j = 0; j < rows; j += 4) {
+    const v8d p0 = auc_piece(mv[j], mv[j + 1]);
+    const v8d p1 = auc_piece(mv[j + 1], mv[j + 2]);
+    const v8d p2 = auc_piece(mv[j + 2], mv[j + 3]);
+    const v8d p3 = auc_piece(mv[j + 3], mv[j + 4]);
+    pieces[j] = p0;
+    pieces[j + 1] = p1;
+    pieces[j + 2] = p2;
+    pieces[j + 3] = p3;
+  }
+  for (int j = 0; j < rows; ++j) {
+    const std::int64_t t = t0 + j;
+    const double tt = job.times[t];
+    if (t == 0)
+      metric_first(mv[1], tt, t >= job.i0, M);
+    else
+      metric_update(mv[j + 1], pieces[j], tt, tt - job.times[t - 1], t >= job.i0, M);
+  }
+  // Increments lane by lane: consecutive increments go to different rows, not to the same
+  // counter (neighbouring subjects often share a bucket).
+  for (int l = 0; l < 8; ++l)
+    for (int i = l; i < n; i += 8) ++h.counts[w.slots[static_cast<std::size_t>(i)]];
+  std::int64_t any = 0;
+  for (int l = 0; l < 8; ++l) any |= slow[l];
+  if (any) {
+    for (int i = 0; i < n; ++i) {
+      const int l = i % 8;
+      if (l >= active || w.slots[static_cast<std::size_t>(i)] != h.dummy) continue;
+      const std::int64_t row = (t0 + i / (8 * N)) * N + (i / 8) % N;
+      if (!add_one(h, row, w.values[static_cast<std::size_t>(i)])) w.bad[g * 8 + l] = 1;
+    }
+  }
+}
+
+// One block of subjects [first, first + count) of the batch (count <= kBlock), `Fixup` as for
+// fuse_window.
+template <int N, class Real, bool Fixup>
+PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
+                             std::int64_t first, std::int64_t count) {
+  const detail::PreparedBatch& b = *job.b;
+  const detail::Schedule& s = b.schedule;
+  const std::int64_t groups = (count + 7) / 8;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    FuseLanes<N, Real>& L = w.lanes[static_cast<std::size_t>(g)];
+    const int active = static_cast<int>(std::min<std::int64_t>(8, count - g * 8));
+    const detail::Transition<N>* tr = w.tr.data() + g * 8;
+    for (int l = 0; l < 8; ++l) {
+      const detail::Transition<N>& t = tr[std::min(l, active - 1)];
+      for (int i = 0; i < N * N; ++i) L.k[i][l] = static_cast<Real>(t.k.data()[i]);
+      for (int r = 0; r < N; ++r)
+        L.x[r][l] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
+    }
+    fuse_inputs<N, Real>(L, s, tr, active, 0);
+  }
+  std::fill(w.part.begin(), w.part.end(), 0.0);
+  FuseCursor cur;
+  cur.last = s.bp_last(0);
+  const std::size_t n_out = b.out_steps.size();
+  while (cur.next < n_out) {
+    const std::int64_t t0 = static_cast<std::int64_t>(cur.next);
+    FuseCursor after = cur;
+    int rows = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      after = cur;
+      const int active = static_cast<int>(std::min<std::int64_t>(8, count - g * 8));
+      rows = fuse_advance<N, Real>(w.lanes[static_cast<std::size_t>(g)], after, s, b.out_steps,
+                                   w.tr.data() + g * 8, active, w.tile.data(), g * 8);
+    }
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const int active = static_cast<int>(std::min<std::int64_t>(8, count - g * 8));
+      fuse_window<N, Real, Fixup>(w, job, h, g, active, t0, rows);
+    }
+    cur = after;
+  }
+  static_cast<void>(first);
+}
+
+// One block: transitions, the first pass, the fix-up pass when a subject was excluded, then
+// the block's sums, metrics and statuses.
+template <int N, class Real>
+PKSCAN_INLINE void fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
+                              std::int64_t blk, std::int64_t count) {
+  const detail::PreparedBatch& b = *job.b;
+  const Problem& p = *b.problem;
+  const std::int64_t first = blk * kBlock;
+  for (std::int64_t i = 0; i < count; ++i) {
+    detail::Mat<N> a;
+    rate_matrix(*b.model, p.parameters.row(first + i), a.data());
+    detail::build_transition<N>(a, p.grid.dt, p.discretization, b.schedule.partial_lengths,
+                                w.tr[static_cast<std::size_t>(i)]);
+  }
+  const std::int64_t groups = (count + 7) / 8;
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (int c = 0; c < N; ++c)
+      for (int l = 0; l < 8; ++l) {
+        const std::int64_t s = first + std::min<std::int64_t>(g * 8 + l, count - 1);
+        w.inv[static_cast<std::size_t>((g * N + c) * 8 + l)] =
+            1.0 / p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
+      }
+  std::fill(w.amount_bad.begin(), w.amount_bad.end(), 0.0);
+  std::fill(w.bad.begin(), w.bad.end(), 0);
+  fuse_pass<N, Real, false>(w, job, h, first, count);
+  bool any_bad = false;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const bool amounts_ok = w.amount_bad[static_cast<std::size_t>(i)] == 0.0;
+    job.status[first + i] = amounts_ok ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+    if (!amounts_ok) w.bad[static_cast<std::size_t>(i)] = 1;
+    any_bad = any_bad || w.bad[static_cast<std::size_t>(i)];
+    job.excluded[first + i] = w.bad[static_cast<std::size_t>(i)];
+    metric_out(w.ml[static_cast<std::size_t>(i / 8)], static_cast<int>(i % 8), amounts_ok,
+               job.metrics + (first + i) * kMetricCount);
+  }
+  if (any_bad) fuse_pass<N, Real, true>(w, job, h, first, count);
+  if (count == kBlock) {
+    double* out = job.block_sums + blk * job.rows;
+    for (std::int64_t r = 0; r < job.rows; ++r) out[r] = lane_tree(w.part.data() + r * 8, 1);
+  } else {
+    std::copy(w.part.begin(), w.part.begin() + job.rows * 8, job.tail_part);
+  }
+}
+
+template <int N, class Real>
+PKSCAN_INLINE void fuse_thread(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count,
+                               std::unique_ptr<FuseScratch<N, Real>>& w) {
+  if (!w) {
+    w = std::make_unique<FuseScratch<N, Real>>();
+    w->part.assign(static_cast<std::size_t>(job.rows) * 8, 0.0);
+  }
+  fuse_block<N, Real>(*w, job, h, blk, count);
+}
+
+#define PKSCAN_FUSE(N, Real, name)                                                             \
+  PKSCAN_CLONES void name(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count, \
+                          std::unique_ptr<FuseScratch<N, Real>>& w) {                          \
+    fuse_thread<N, Real>(job, h, blk, count, w);                                               \
+  }                                                                                            \
+  inline void fuse_call(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count,   \
+                        std::unique_ptr<FuseScratch<N, Real>>& w) {                            \
+    name(job, h, blk, count, w);                                                               \
+  }
+PKSCAN_FUSE(2, double, fuse2_f64)
+PKSCAN_FUSE(3, double, fuse3_f64)
+PKSCAN_FUSE(4, double, fuse4_f64)
+PKSCAN_FUSE(2, float, fuse2_f32)
+PKSCAN_FUSE(3, float, fuse3_f32)
+PKSCAN_FUSE(4, float, fuse4_f32)
+#undef PKSCAN_FUSE
+
+template <int N, class Real>
+void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t subjects,
+              int threads) {
+  const std::int64_t blocks = (subjects + kBlock - 1) / kBlock;
+  detail::RegionError error;
+#pragma omp parallel num_threads(threads)
+  {
+    int tid = 0;
+#if defined(_OPENMP)
+    tid = omp_get_thread_num();
+#endif
+    std::unique_ptr<FuseScratch<N, Real>> w;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t blk = 0; blk < blocks; ++blk) {
+      if (error.failed()) continue;
+      error.guard([&] {
+        fuse_call(job, *sketches[static_cast<std::size_t>(tid)], blk,
+                  std::min<std::int64_t>(kBlock, subjects - blk * kBlock), w);
+      });
+    }
+  }
+  error.rethrow();
+}
+
+}  // namespace
+
+namespace detail {
+
+bool FusedSummary::accepts(const TimeSummary& summary, std::int64_t subjects) noexcept {
+  const TimeSummary::Impl& m = *summary.impl_;
+  if (m.subjects % kBlock != 0 || subjects <= 0) return false;
+  return !m.exact || static_cast<double>(m.subjects + subjects) * static_cast<double>(m.rows) >
+                         static_cast<double>(m.opt.exact_values);
+}
+
+void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Precision precision,
+                             int metric_compartment, double last_dose, double* metrics,
+                             SubjectStatus* status) {
+  TimeSummary::Impl& m = *summary.impl_;
+  const char* where = "TimeSummary::add";
+  if (b.n != m.compartments)
+    throw_invalid(where, "chunk compartments", std::to_string(b.n),
+                  std::to_string(m.compartments) + " (the summary's)");
+  if (b.out_steps.size() != m.times.size())
+    throw_invalid(where, "chunk output times", std::to_string(b.out_steps.size()),
+                  std::to_string(m.times.size()) + " (the summary's)");
+  for (std::size_t i = 0; i < m.times.size(); ++i)
+    if (b.problem->grid.time(b.out_steps[i]) != m.times[i])
+      throw_invalid(where, "chunk output time " + std::to_string(i),
+                    format_value(b.problem->grid.time(b.out_steps[i])),
+                    format_value(m.times[i]) + " (the summary's)");
+  if (metric_compartment < 0 || metric_compartment >= m.compartments)
+    throw_invalid(where, "metric compartment", std::to_string(metric_compartment),
+                  "in [0, " + std::to_string(m.compartments) + ")");
+  const std::int64_t S = b.subjects;
+  if (S == 0) return;
+  if (!metrics) throw_invalid(where, "metrics", "null", "not null");
+  if (b.n < 2 || b.n > 4 || !accepts(summary, S))
+    throw_invalid(where, "fused batch", "not accepted", "FusedSummary::accepts");
+  if (m.subjects + S > static_cast<std::int64_t>(0xFFFFFFFFll))
+    throw_domain(where, "number of subjects", std::to_string(m.subjects + S), "<= 4294967295");
+
+  const int nt = std::max(1, b.threads);
+  while (m.local.size() < static_cast<std::size_t>(nt)) {
+    std::unique_ptr<Sketch, SketchFree> h(new Sketch);
+    init_sketch(*h, m.rows, m.opt.window_binades);
+    m.local.push_back(std::move(h));
+  }
+  std::vector<Sketch*> sketches;
+  for (auto& h : m.local) sketches.push_back(h.get());
+
+  const std::int64_t full = S / kBlock;
+  std::vector<double> block_sums(static_cast<std::size_t>(full * m.rows));
+  std::vector<double> tail(static_cast<std::size_t>(m.rows) * 8, 0.0);
+  FuseJob job;
+  job.b = &b;
+  job.mc = metric_compartment;
+  job.i0 = first_index_at_or_after(m.times, last_dose);
+  job.rows = m.rows;
+  job.times = m.times.data();
+  job.metrics = metrics;
+  job.status = status;
+  job.block_sums = block_sums.data();
+  job.tail_part = tail.data();
+  std::vector<unsigned char> excluded(static_cast<std::size_t>(S), 0);
+  job.excluded = excluded.data();
+  with_compartments_2_to_4(b.n, [&](auto n) {
+    constexpr int N = decltype(n)::value;
+    if (precision == Precision::Float64)
+      fuse_all<N, double>(job, sketches, S, nt);
+    else
+      fuse_all<N, float>(job, sketches, S, nt);
+  });
+
+  // Block sums in block order; an incomplete last block is carried as add()'s lanes.
+  for (std::int64_t blk = 0; blk < full; ++blk)
+    for (std::int64_t r = 0; r < m.rows; ++r)
+      m.total[static_cast<std::size_t>(r)] +=
+          block_sums[static_cast<std::size_t>(blk * m.rows + r)];
+  if (S % kBlock != 0)
+    for (std::int64_t r = 0; r < m.rows; ++r)
+      for (int l = 0; l < 8; ++l)
+        m.part[static_cast<std::size_t>(l * m.lane_stride + r)] =
+            tail[static_cast<std::size_t>(r * 8 + l)];
+  std::int64_t n_excluded = 0;
+  for (unsigned char e : excluded) n_excluded += e;
+  m.subjects += S;
+  m.included += S - n_excluded;
+  m.excluded += n_excluded;
+  m.exact = false;
+  std::vector<double>().swap(m.kept);
+  m.kept_subjects = 0;
+}
+
+}  // namespace detail
 
 }  // namespace pkscan

@@ -6,6 +6,7 @@
 #include <memory>
 #include <pkscan/options.hpp>
 #include <pkscan/result.hpp>
+#include <pkscan/summary.hpp>
 #include <pkscan/types.hpp>
 
 namespace pkscan {
@@ -58,6 +59,20 @@ class Engine {
   /// Simulates into `result`, reusing its storage; see pkscan::simulate_into.
   void simulate_into(const Problem& problem, const SimulateOptions& options,
                      SimulationResult& result);
+  /// Simulates `problem` and adds every subject to `summary` and to the exposure metrics, as
+  /// simulate_into(problem, options, result) followed by summary.add(result,
+  /// metric_compartment, last_dose_time, metrics) would, with bit-identical results, but
+  /// without storing the trajectories when it can: on the batched CPU path (method batched,
+  /// or auto resolving to it; 2 to 4 compartments; options.concentrations false) once the
+  /// summary estimates its percentiles by the sketch and its next subject starts a block of
+  /// 1024 subjects, each thread simulates blocks of 1024 subjects over windows of 32 output
+  /// times and summarises each window while it is in its cache (fused). Otherwise it runs the
+  /// two steps. `result` receives the subjects' statuses, volumes, output times and the run
+  /// summary; its amounts are empty after a fused run. Returns true when the run was fused.
+  /// @throws as simulate_into and TimeSummary::add
+  bool summarize_into(const Problem& problem, const SimulateOptions& options, TimeSummary& summary,
+                      int metric_compartment, double last_dose_time, double* metrics,
+                      SimulationResult& result);
 
  private:
   struct Impl;

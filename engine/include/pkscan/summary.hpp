@@ -36,12 +36,16 @@
 ///
 /// Determinism: finish() gives bit-identical results whatever the chunk sizes and thread
 /// counts. Means are sums over fixed blocks of 1024 consecutive subjects (global subject
-/// index g, block g / 1024, counted over every subject passed to add(), excluded or not); each
-/// block is summed in subject order and the block sums are added in block order, then divided
-/// by the number of included subjects. A block may span several chunks (its partial sum is
-/// carried over), so any split gives the same sums. Histogram counts are integers and the
-/// sketch's window depends only on the largest value seen, so its state does not depend on the
-/// order of the values either. Each output time is owned by one thread during add(). Results
+/// index g, block g / 1024, counted over every subject passed to add(), excluded or not); within
+/// a block, subject g goes to lane g mod 8, each lane sums its subjects in order, the 8 lanes
+/// are combined as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), and the block sums are
+/// added in block order, then divided by the number of included subjects. A block may span
+/// several chunks (its lanes are carried over), so any split gives the same sums. Histogram
+/// counts are integers and the sketch's window depends only on the largest finite value of any
+/// subject passed (the values of excluded subjects are added, then taken out), so its state
+/// does not depend on the order of the values either. Engine::summarize_into adds subjects
+/// with the same arithmetic while it simulates them (fused; one sketch per thread, merged by
+/// finish()). Results
 /// are bit-identical on one machine: a code path compiled for AVX-512, AVX2 or baseline x86-64
 /// is picked for the CPU at run time (the same one for every call), and another CPU may give
 /// results that differ in the last bits.
@@ -50,8 +54,9 @@
 /// + 16 32-bit counters (16.1 KiB per row by default: 47 MiB for 1000 times x 3
 /// compartments), zero pages mapped lazily (on Linux in transparent huge pages, so a touched
 /// 2 MiB region becomes resident as a whole), plus 48 bytes per row; the exact phase keeps at
-/// most exact_values doubles (32 MB by default), freed when the sketch takes over. Nothing
-/// grows with the number of subjects.
+/// most exact_values doubles (32 MB by default), freed when the sketch takes over. The fused
+/// path of Engine::summarize_into keeps one more sketch per thread it ran on (47 MiB each in
+/// the example). Nothing grows with the number of subjects.
 
 #include <array>
 #include <cstdint>
@@ -63,6 +68,10 @@
 #include <vector>
 
 namespace pkscan {
+
+namespace detail {
+struct FusedSummary;
+}
 
 /// Per output time and compartment: the mean and percentiles of the concentration across all
 /// subjects of a run.
@@ -81,7 +90,7 @@ struct TimeSummaryTable {
 struct TimeSummaryOptions {
   /// Percentiles to report, each in [0, 100].
   std::vector<double> percentiles{5.0, 50.0, 95.0};
-  /// Percentiles are exact while included subjects x times x compartments <= exact_values
+  /// Percentiles are exact while subjects passed x times x compartments <= exact_values
   /// (the values are kept); beyond that the sketch is used. >= 0.
   std::int64_t exact_values = 4'000'000;
   /// Width of the sketch's window in binary orders of magnitude, in [1, 1024].
@@ -138,6 +147,7 @@ class TimeSummary {
   std::size_t state_bytes() const noexcept;
 
  private:
+  friend struct detail::FusedSummary;  // the fused simulate-and-summarise path (engine)
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -165,9 +175,8 @@ double last_dose_time(const std::vector<DoseEvent>& doses) noexcept;
 ///    ln(c_{k-1} / c_k), otherwise (c_{k-1} + c_k) (t_k - t_{k-1}) / 2. Each log-down piece is
 ///    accurate to about 1e-15 relative (a ratio below 1 + 2^-8 uses the series of
 ///    x / ln(1 + x), so slow declines lose nothing to cancellation; a ratio over 1.8e308 is
-///    clamped to it). Summation order (fixed, for determinism): pieces with k in one block of
-///    64 output indices are accumulated in 8 partial sums by k mod 8, added as
-///    ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)); block sums are added in time order;
+///    clamped to it). Summation order (fixed, for determinism): the pieces are added in time
+///    order;
 ///  - cmin: the smallest concentration at output times >= last_dose_time (over every output
 ///    time when last_dose_time is NaN: no dose); NaN when no output time qualifies.
 /// A subject whose status is NonFinite or with a non-finite concentration gets NaN for all

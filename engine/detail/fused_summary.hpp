@@ -1,0 +1,31 @@
+#pragma once
+// The fused simulate-and-summarise path of population runs (engine/src/summary.cpp): the
+// batched CPU recurrence runs over windows of output times for blocks of 1024 subjects and
+// each window is summarised while it is in the thread's cache, so the trajectories are never
+// stored. Used by Engine::summarize_into; bit-identical to simulate + TimeSummary::add +
+// subject_metrics.
+#include <cstdint>
+#include <pkscan/result.hpp>
+#include <pkscan/summary.hpp>
+
+#include "backend.hpp"
+
+namespace pkscan::detail {
+
+struct FusedSummary {
+  // True when add_batch() may take `subjects` more subjects: the summary's next subject starts
+  // a block of 1024 (its sums start afresh), and its percentiles are estimated by the sketch
+  // once these subjects are added (no values are kept).
+  static bool accepts(const TimeSummary& summary, std::int64_t subjects) noexcept;
+
+  // Simulates the batch (2 to 4 compartments, the batched backend's arithmetic) and adds every
+  // subject to `summary`; writes the metrics of `metric_compartment` (subjects x
+  // kMetricCount) and each subject's status.
+  // @throws InvalidArgument as TimeSummary::add for mismatched times or compartments, a metric
+  //         compartment out of range or a null `metrics`
+  static void add_batch(TimeSummary& summary, const PreparedBatch& batch, Precision precision,
+                        int metric_compartment, double last_dose_time, double* metrics,
+                        SubjectStatus* status);
+};
+
+}  // namespace pkscan::detail
