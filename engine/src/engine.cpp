@@ -113,6 +113,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Everything of a PreparedBatch but its schedule, for a checked problem.
+void fill_batch(const Problem& problem, const SimulateOptions& options,
+                detail::PreparedBatch& batch) {
+  batch.problem = &problem;
+  batch.model = &problem.parameters.info();
+  batch.n = static_cast<int>(batch.model->compartments.size());
+  batch.subjects = problem.parameters.subjects();
+  batch.out_steps = detail::output_steps(problem.output, problem.grid);
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  batch.threads = options.threads > 0 ? options.threads : hw;
+}
+
 }  // namespace
 
 std::uint64_t result_bytes(const Problem& problem, const SimulateOptions& options) noexcept {
@@ -235,13 +247,7 @@ void Engine::simulate_into(const Problem& problem, const SimulateOptions& option
   const ModelInfo& model = problem.parameters.info();
   const int n = static_cast<int>(model.compartments.size());
   detail::PreparedBatch batch(impl_->schedule_for(problem, n));
-  batch.problem = &problem;
-  batch.model = &model;
-  batch.n = static_cast<int>(batch.model->compartments.size());
-  batch.subjects = problem.parameters.subjects();
-  batch.out_steps = detail::output_steps(problem.output, problem.grid);
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  batch.threads = options.threads > 0 ? options.threads : hw;
+  fill_batch(problem, options, batch);
 
   const Path path = resolve_path(problem, options);
   detail::Backend* backend = &impl_->backend(path.method, path.device);
@@ -277,13 +283,7 @@ bool Engine::summarize_into(const Problem& problem, const SimulateOptions& optio
   }
   const auto t0 = std::chrono::steady_clock::now();
   detail::PreparedBatch batch(impl_->schedule_for(problem, n));
-  batch.problem = &problem;
-  batch.model = &problem.parameters.info();
-  batch.n = n;
-  batch.subjects = subjects;
-  batch.out_steps = detail::output_steps(problem.output, problem.grid);
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  batch.threads = options.threads > 0 ? options.threads : hw;
+  fill_batch(problem, options, batch);
   ResultBuilder::make(problem, batch, options, r, false);
   const double prep = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();

@@ -1233,11 +1233,11 @@ PKSCAN_INLINE void fuse_window(FuseScratch<N, Real>& w, const FuseJob& job, Sket
   }
 }
 
-// One block of subjects [first, first + count) of the batch (count <= kBlock), `Fixup` as for
-// fuse_window.
+// One block of `count` subjects (<= kBlock) whose transitions and volumes are in the scratch,
+// `Fixup` as for fuse_window.
 template <int N, class Real, bool Fixup>
 PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
-                             std::int64_t first, std::int64_t count) {
+                             std::int64_t count) {
   const detail::PreparedBatch& b = *job.b;
   const detail::Schedule& s = b.schedule;
   const std::int64_t groups = (count + 7) / 8;
@@ -1273,7 +1273,6 @@ PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch
     }
     cur = after;
   }
-  static_cast<void>(first);
 }
 
 // One block: transitions, the first pass, the fix-up pass when a subject was excluded, then
@@ -1300,7 +1299,7 @@ PKSCAN_INLINE void fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketc
       }
   std::fill(w.amount_bad.begin(), w.amount_bad.end(), 0.0);
   std::fill(w.bad.begin(), w.bad.end(), 0);
-  fuse_pass<N, Real, false>(w, job, h, first, count);
+  fuse_pass<N, Real, false>(w, job, h, count);
   bool any_bad = false;
   for (std::int64_t i = 0; i < count; ++i) {
     const bool amounts_ok = w.amount_bad[static_cast<std::size_t>(i)] == 0.0;
@@ -1311,7 +1310,7 @@ PKSCAN_INLINE void fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketc
     metric_out(w.ml[static_cast<std::size_t>(i / 8)], static_cast<int>(i % 8), amounts_ok,
                job.metrics + (first + i) * kMetricCount);
   }
-  if (any_bad) fuse_pass<N, Real, true>(w, job, h, first, count);
+  if (any_bad) fuse_pass<N, Real, true>(w, job, h, count);
   if (count == kBlock) {
     double* out = job.block_sums + blk * job.rows;
     for (std::int64_t r = 0; r < job.rows; ++r) out[r] = lane_tree(w.part.data() + r * 8, 1);
