@@ -107,7 +107,9 @@ PKSCAN_INLINE To vcast(From v) noexcept {
   std::memcpy(&r, &v, sizeof r);
   return r;
 }
-PKSCAN_INLINE v8d splat(double x) noexcept { return v8d{x, x, x, x, x, x, x, x}; }
+// x in every lane (one broadcast; GCC 12 lowers the initializer-list form to one masked
+// broadcast per lane).
+PKSCAN_INLINE v8d splat(double x) noexcept { return __builtin_shuffle(v8d{x}, v8i{}); }
 
 int resolve_threads(int threads) noexcept {
 #if defined(_OPENMP)
@@ -298,14 +300,6 @@ void remove_one(Sketch& h, std::int64_t row, double x) noexcept {
 
 // ---- Exposure metrics -----------------------------------------------------------------------
 
-// Reciprocal of positive normal doubles in [2^-500, 2^500] (callers scale into that range):
-// a bit-pattern seed (relative error < 1/8) and five Newton steps; within 2 ulp of 1 / a.
-PKSCAN_INLINE v8d reciprocal(v8d a) noexcept {
-  v8d y = vcast<v8d>(0x7FDE623822835EEAll - vcast<v8i>(a));
-  for (int k = 0; k < 5; ++k) y = y + y * (1.0 - a * y);
-  return y;
-}
-
 // ln(x) for x in [1, DBL_MAX]. x = 2^e m, m in [1, 2); j = the top 4 bits of m's fraction,
 // c_j = 1 + (j + 1/2)/16, ic_j = RN(1/c_j): ln m = -ln(ic_j) + log1p(u) with u = m ic_j - 1
 // (|u| < 0.031), -ln(ic_j) tabulated correctly rounded, log1p(u) by its Taylor series to u^10
@@ -376,33 +370,59 @@ PKSCAN_INLINE void metric_first(v8d c, double t, bool in_last, MetricLanes& L) n
   L.prev = c;
 }
 
+// Gregory's coefficients: x / ln(1 + x) = 1 + G_1 x + G_2 x^2 + ... (G_1 = 1/2, G_2 = -1/12, ...),
+// each the double nearest to the exact fraction.
+constexpr double kGregory[12] = {0.5,
+                                 -0.08333333333333333,
+                                 0.041666666666666664,
+                                 -0.02638888888888889,
+                                 0.01875,
+                                 -0.014269179894179895,
+                                 0.01136739417989418,
+                                 -0.00935653659611993,
+                                 0.00789255401234568,
+                                 -0.006785849984634707,
+                                 0.005924056412337663,
+                                 -0.005236693257950285};
+// Below this x = c1 / c2 - 1 the series is used: its terms after G_12 x^12 add up to less
+// than 1.1e-18 relative.
+constexpr double kSeriesMax = 0.0625;
+
 // The linear-up / log-down area of [t_{k-1}, t_k] divided by dt, from the values c1 at
-// t_{k-1} and c2 at t_k.
+// t_{k-1} and c2 at t_k: 0.5 (c1 + c2), or, when c1 > c2 > 0 (q = min(c2, c1 - c2) > 0),
+// d / ln(c1 / c2) with d = c1 - c2 and x = d / c2:
+//  - x < 1/16: c2 x / ln(1 + x) = c2 + d (G_1 + G_2 x + ... + G_12 x^11) (no cancellation;
+//    within about 2 ulp);
+//  - otherwise d / ln(r) with r = c1 / c2 (correctly rounded, clamped to DBL_MAX): ln r >=
+//    0.0606, so r's rounding moves it by at most 1.9e-15 relative (about 1 ulp for larger
+//    ratios).
+// The divisions are IEEE (correctly rounded, so every code path gives the same bits). The
+// logarithm is computed only for vectors in which some lane needs it; each lane's result
+// depends on its own values only.
 //
 // Written for GCC 12's vector lowering: a comparison that feeds one select becomes a mask
 // blend, but one whose result is reused (or combined with &) is scalarised. So every
 // comparison below is used once; lanes whose piece is linear compute a harmless garbage
 // log-down piece that the last select drops (no floating-point traps are enabled).
 PKSCAN_INLINE v8d auc_piece(v8d c1, v8d c2) noexcept {
-  // Linear-up / log-down piece of the interval: log-down when c1 > c2 > 0, i.e. when
-  // q = min(c2, c1 - c2) > 0.
   const v8d d = c1 - c2;
   const v8d q = (c2 < d) ? c2 : d;
-  // The ratio c1 / c2 with both scaled into the reciprocal's range; a ratio over DBL_MAX is
-  // clamped to it.
-  v8d sc = (c2 > 0x1.0p500) ? splat(0x1.0p-600) : splat(1.0);
-  sc = (c2 < 0x1.0p-500) ? splat(0x1.0p600) : sc;
-  v8d ratio = (c1 * sc) * reciprocal(c2 * sc);
-  ratio = (ratio < kDblMax) ? ratio : splat(kDblMax);
-  const v8d xr = ratio - 1.0;
-  // Below a ratio of 1 + 2^-8: c2 x / ln(1 + x) by the Gregory series (no cancellation).
-  const v8d series =
-      c2 * (1.0 + xr * (1.0 / 2 + xr * (-1.0 / 12 +
-                                        xr * (1.0 / 24 + xr * (-19.0 / 720 + xr * (3.0 / 160))))));
-  const v8d logp = d * reciprocal(log_ge1(ratio));
-  v8d piece = (xr < 0x1.0p-8) ? series : logp;
-  piece = (q > 0.0) ? piece : 0.5 * (c1 + c2);
-  return piece;
+  const v8d x = d / c2;
+  v8d h = splat(kGregory[11]);
+  for (int n = 10; n >= 0; --n) h = h * x + kGregory[n];
+  const v8d series = c2 + d * h;
+  // The largest x of the log-down lanes (NaN and linear lanes count as 0).
+  const v8d xl = (q > 0.0) ? x : splat(0.0);
+  double big = 0.0;
+  for (int l = 0; l < 8; ++l) big = xl[l] > big ? xl[l] : big;
+  v8d piece = series;
+  if (!(big < kSeriesMax)) {
+    v8d r = c1 / c2;
+    r = (r < kDblMax) ? r : splat(kDblMax);
+    const v8d logp = d / log_ge1(r);
+    piece = (x < kSeriesMax) ? series : logp;
+  }
+  return (q > 0.0) ? piece : 0.5 * (c1 + c2);
 }
 
 // Output index k >= 1 given the piece of its interval (auc_piece of the previous value and c2).
@@ -1017,6 +1037,11 @@ void subject_metrics(const SimulationResult& chunk, int compartment, double last
 namespace {
 
 constexpr int kFuseRows = 32;  // output rows per window: a 1024-subject tile stays in L2
+constexpr int kHistRows = 8;   // sketch rows whose increments are interleaved (fuse_hist)
+constexpr std::int64_t kSlotStride = kBlock + 16;  // a row of fuse_hist's counter indices
+// Tile elements per lane group: kFuseRows x N rows of 8 lanes, plus 8 so that the groups do not
+// all fall in the same cache sets.
+constexpr std::int64_t group_stride(int n) noexcept { return std::int64_t{kFuseRows} * n * 8 + 8; }
 
 // The recurrence state of 8 subjects (one per lane), as the batched backend keeps it.
 template <int N, class Real>
@@ -1075,23 +1100,21 @@ struct FuseScratch {
   std::vector<detail::Transition<N>> tr;
   AlignedVector<FuseLanes<N, Real>> lanes;
   AlignedVector<MetricLanes> ml;
-  AlignedVector<Real> tile;          // kFuseRows x N x kBlock, subjects contiguous
+  AlignedVector<Real> tile;          // per lane group: kFuseRows x N rows of 8 lanes
   AlignedVector<double> inv;         // per lane group: N x 8 reciprocal volumes
   AlignedVector<double> part;        // rows x 8 lane sums of the block
   AlignedVector<double> amount_bad;  // per lane group: 8 lanes, NaN once an amount is not finite
   std::vector<unsigned char> bad;    // per subject of the block: excluded from the summary
-  std::vector<std::int64_t> slots;   // one window of one lane group
-  std::vector<double> values;
+  std::vector<std::uint32_t> slots;  // kHistRows rows of the block: each value's counter
   FuseScratch()
       : tr(kBlock),
         lanes(kBlock / 8),
         ml(kBlock / 8),
-        tile(static_cast<std::size_t>(kFuseRows) * N * kBlock),
+        tile(static_cast<std::size_t>(kBlock / 8 * group_stride(N))),
         inv(static_cast<std::size_t>(kBlock) * N),
         amount_bad(kBlock),
         bad(kBlock),
-        slots(static_cast<std::size_t>(kFuseRows) * N * 8),
-        values(static_cast<std::size_t>(kFuseRows) * N * 8) {}
+        slots(static_cast<std::size_t>(kHistRows) * kSlotStride) {}
 };
 
 template <int N, class Real>
@@ -1104,19 +1127,18 @@ PKSCAN_INLINE void fuse_inputs(FuseLanes<N, Real>& L, const detail::Schedule& s,
   }
 }
 
-// Advances one lane group by up to kFuseRows output rows, recording them in the tile (row j,
-// compartment r of lane l at tile[(j N + r) kBlock + col + l]). The arithmetic of each step is
+// Advances one lane group by up to kFuseRows output rows, recording them in its part of the
+// tile (row j, compartment r of lane l at tile[(j N + r) 8 + l]), The arithmetic of each step is
 // the batched backend's (and the reference scan's): acc = k_r0 x_0, acc += k_rj x_j, y = acc + b.
 template <int N, class Real>
 PKSCAN_INLINE int fuse_advance(FuseLanes<N, Real>& L, FuseCursor& cur, const detail::Schedule& s,
                                const std::vector<std::int64_t>& outs,
-                               const detail::Transition<N>* tr, int active, Real* tile,
-                               std::int64_t col) {
+                               const detail::Transition<N>* tr, int active, Real* tile) {
   const std::size_t n_out = outs.size();
   int rows = 0;
   auto record = [&](const Real(&v)[N][8]) {
     for (int r = 0; r < N; ++r)
-      for (int l = 0; l < 8; ++l) tile[(rows * N + r) * kBlock + col + l] = v[r][l];
+      for (int l = 0; l < 8; ++l) tile[(rows * N + r) * 8 + l] = v[r][l];
     ++rows;
     ++cur.next;
   };
@@ -1150,18 +1172,13 @@ PKSCAN_INLINE int fuse_advance(FuseLanes<N, Real>& L, FuseCursor& cur, const det
 template <int N, class Real, bool Fixup>
 PKSCAN_INLINE void fuse_window(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
                                std::int64_t g, int active, std::int64_t t0, int rows) {
-  const Real* tile = w.tile.data() + g * 8;
+  const Real* tile = w.tile.data() + g * group_stride(N);
   const double* inv = w.inv.data() + g * N * 8;
   const unsigned char* bad = w.bad.data() + g * 8;
   v8d keep;  // 1: the lane's values go into the sums
   for (int l = 0; l < 8; ++l) keep[l] = (l < active && !(Fixup && bad[l])) ? 1.0 : 0.0;
   MetricLanes& M = w.ml[static_cast<std::size_t>(g)];
   v8d abad = load8(w.amount_bad.data() + g * 8);
-  const std::int64_t top = h.width - 1;
-  const v8i mask = v8i{} + h.mask;
-  const v8i lane_live = v8i{0, 1, 2, 3, 4, 5, 6, 7} < active;  // -1 for real subjects
-  int n = 0;
-  v8i slow{};
   // Metric compartment values: mv[0] the previous window's last, mv[1 + j] row j.
   v8d mv[kFuseRows + 4];
   v8d pieces[kFuseRows + 3];
@@ -1169,24 +1186,13 @@ PKSCAN_INLINE void fuse_window(FuseScratch<N, Real>& w, const FuseJob& job, Sket
   for (int j = 0; j < rows; ++j) {
     const std::int64_t t = t0 + j;
     for (int c = 0; c < N; ++c) {
-      const v8d a = load8(tile + (j * N + c) * kBlock);
+      const v8d a = load8(tile + (j * N + c) * 8);
       if (!Fixup) abad = abad + a * 0.0;
       const v8d v = a * load8(inv + c * 8);
       const std::int64_t row = t * N + c;
       double* part = w.part.data() + row * 8;
       store8(part, load8(part) + ((keep != 0.0) ? v : splat(0.0)));
       if (!Fixup) {
-        const v8i bits = vcast<v8i>(v);
-        const v8i key = bits >> kKeyShift;
-        const v8i idx = key - h.lo[static_cast<std::size_t>(row)];
-        const v8i out =
-            (bits - 1) | (static_cast<std::int64_t>(kPosFiniteMax) - bits) | idx | (top - idx);
-        const v8i m = (out >> 63) | ~lane_live;  // -1: slow path or idle lane
-        slow |= out >> 63;
-        const v8i slot = ((row * h.stride + (key & mask)) & ~m) | (m & h.dummy);
-        std::memcpy(w.slots.data() + n, &slot, sizeof slot);
-        store8(w.values.data() + n, v);
-        n += 8;
         if (c == job.mc) mv[j + 1] = v;
       } else {
         for (int l = 0; l < active; ++l)
@@ -1209,26 +1215,88 @@ PKSCAN_INLINE void fuse_window(FuseScratch<N, Real>& w, const FuseJob& job, Sket
     pieces[j + 2] = p2;
     pieces[j + 3] = p3;
   }
+  MetricLanes L = M;  // in registers for the window (stores to M would chain the rows)
   for (int j = 0; j < rows; ++j) {
     const std::int64_t t = t0 + j;
     const double tt = job.times[t];
     if (t == 0)
-      metric_first(mv[1], tt, t >= job.i0, M);
+      metric_first(mv[1], tt, t >= job.i0, L);
     else
-      metric_update(mv[j + 1], pieces[j], tt, tt - job.times[t - 1], t >= job.i0, M);
+      metric_update(mv[j + 1], pieces[j], tt, tt - job.times[t - 1], t >= job.i0, L);
   }
-  // Increments lane by lane: consecutive increments go to different rows, not to the same
-  // counter (neighbouring subjects often share a bucket).
-  for (int l = 0; l < 8; ++l)
-    for (int i = l; i < n; i += 8) ++h.counts[w.slots[static_cast<std::size_t>(i)]];
-  std::int64_t any = 0;
-  for (int l = 0; l < 8; ++l) any |= slow[l];
-  if (any) {
-    for (int i = 0; i < n; ++i) {
-      const int l = i % 8;
-      if (l >= active || w.slots[static_cast<std::size_t>(i)] != h.dummy) continue;
-      const std::int64_t row = (t0 + i / (8 * N)) * N + (i / 8) % N;
-      if (!add_one(h, row, w.values[static_cast<std::size_t>(i)])) w.bad[g * 8 + l] = 1;
+  M = L;
+}
+
+// The sketch's share of one window: the values of the block's `count` subjects (the tile times
+// the reciprocal volumes, as in fuse_window), kHistRows rows at a time. A vector pass computes
+// each value's counter within its row, or the row's spare counter `ring` (padding, never
+// read) when the value needs the slow path; the increments then take the rows in turn, so
+// that two increments of one counter are far apart (a row's values often share buckets) and
+// the rows' counters stay in the first-level cache; the rare slow-path values follow one by
+// one (the sketch's final state does not depend on the order of the values).
+template <int N, class Real>
+PKSCAN_INLINE void fuse_hist(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0, int rows,
+                             std::int64_t count) {
+  typedef std::uint32_t v8u32 __attribute__((vector_size(32)));
+  const std::int64_t top = h.width - 1;
+  const v8i mask = v8i{} + h.mask;
+  const std::uint32_t spare = static_cast<std::uint32_t>(h.ring);
+  const std::int64_t groups = (count + 7) / 8;
+  const int tail = static_cast<int>(count - (groups - 1) * 8);  // live lanes of the last group
+  const v8i tail_live = v8i{0, 1, 2, 3, 4, 5, 6, 7} < tail;     // -1 for a subject
+  std::uint32_t* slots = w.slots.data();
+  const int total = rows * N;  // tile rows: q = j N + c is sketch row t0 N + q
+  for (int q0 = 0; q0 < total; q0 += kHistRows) {
+    const int nr = std::min(kHistRows, total - q0);
+    std::uint32_t* cnt[kHistRows];
+    std::int64_t lo[kHistRows];
+    int cmt[kHistRows];  // compartment of each row
+    v8i slow[kHistRows];
+    for (int k = 0; k < nr; ++k) {
+      const std::int64_t row = t0 * N + q0 + k;
+      cmt[k] = (q0 + k) % N;
+      cnt[k] = h.counts + row * h.stride;
+      lo[k] = h.lo[static_cast<std::size_t>(row)];
+      slow[k] = v8i{};
+    }
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const Real* a = w.tile.data() + g * group_stride(N) + q0 * 8;
+      const double* inv = w.inv.data() + g * N * 8;
+      const v8i live = g == groups - 1 ? tail_live : v8i{} - 1;
+      for (int k = 0; k < nr; ++k) {
+        const v8d v = load8(a + k * 8) * load8(inv + cmt[k] * 8);
+        // As in add(): on the fast path <=> 1 <= bits <= bits(DBL_MAX) and 0 <= idx <= top.
+        const v8i bits = vcast<v8i>(v);
+        const v8i key = bits >> kKeyShift;
+        const v8i idx = key - lo[k];
+        const v8i out =
+            (bits - 1) | (static_cast<std::int64_t>(kPosFiniteMax) - bits) | idx | (top - idx);
+        const v8i m = (out >> 63) | ~live;  // -1: slow path or idle lane
+        slow[k] |= m;
+        const v8u32 slot = __builtin_convertvector(((key & mask) & ~m) | (m & spare), v8u32);
+        std::memcpy(slots + k * kSlotStride + g * 8, &slot, sizeof slot);
+      }
+    }
+    if (nr == kHistRows) {
+      for (std::int64_t i = 0; i < count; ++i)
+        for (int k = 0; k < kHistRows; ++k) ++cnt[k][slots[k * kSlotStride + i]];
+    } else {
+      for (int k = 0; k < nr; ++k)
+        for (std::int64_t i = 0; i < count; ++i) ++cnt[k][slots[k * kSlotStride + i]];
+    }
+    for (int k = 0; k < nr; ++k) {
+      std::int64_t any = 0;
+      for (int l = 0; l < 8; ++l) any |= slow[k][l];
+      if (!any) continue;
+      const int q = q0 + k;
+      const std::int64_t row = t0 * N + q;
+      for (std::int64_t i = 0; i < count; ++i) {
+        if (slots[k * kSlotStride + i] != spare) continue;
+        const std::int64_t g = i / 8, l = i % 8;
+        const double v = static_cast<double>(w.tile[g * group_stride(N) + q * 8 + l]) *
+                         w.inv[(g * N + cmt[k]) * 8 + l];
+        if (!add_one(h, row, v)) w.bad[static_cast<std::size_t>(i)] = 1;
+      }
     }
   }
 }
@@ -1264,13 +1332,15 @@ PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch
     for (std::int64_t g = 0; g < groups; ++g) {
       after = cur;
       const int active = static_cast<int>(std::min<std::int64_t>(8, count - g * 8));
-      rows = fuse_advance<N, Real>(w.lanes[static_cast<std::size_t>(g)], after, s, b.out_steps,
-                                   w.tr.data() + g * 8, active, w.tile.data(), g * 8);
+      rows =
+          fuse_advance<N, Real>(w.lanes[static_cast<std::size_t>(g)], after, s, b.out_steps,
+                                w.tr.data() + g * 8, active, w.tile.data() + g * group_stride(N));
     }
     for (std::int64_t g = 0; g < groups; ++g) {
       const int active = static_cast<int>(std::min<std::int64_t>(8, count - g * 8));
       fuse_window<N, Real, Fixup>(w, job, h, g, active, t0, rows);
     }
+    if (!Fixup) fuse_hist<N, Real>(w, h, t0, rows, count);
     cur = after;
   }
 }

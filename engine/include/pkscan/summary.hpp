@@ -173,10 +173,11 @@ double last_dose_time(const std::vector<DoseEvent>& doses) noexcept;
 ///  - auc: the area from t_0 to t_{n-1} by the linear-up / log-down trapezoid: over
 ///    [t_{k-1}, t_k] with c_{k-1} > c_k > 0 the piece is (c_{k-1} - c_k) (t_k - t_{k-1}) /
 ///    ln(c_{k-1} / c_k), otherwise (c_{k-1} + c_k) (t_k - t_{k-1}) / 2. Each log-down piece is
-///    accurate to about 1e-15 relative (a ratio below 1 + 2^-8 uses the series of
-///    x / ln(1 + x), so slow declines lose nothing to cancellation; a ratio over 1.8e308 is
-///    clamped to it). Summation order (fixed, for determinism): the pieces are added in time
-///    order;
+///    accurate to about 2e-15 relative: with x = (c_{k-1} - c_k) / c_k below 1/16 it is
+///    c_k x / ln(1 + x) by the series of x / ln(1 + x) to x^12 (slow declines lose nothing to
+///    cancellation), above it the logarithm of the correctly rounded ratio (>= 0.06, so the
+///    ratio's rounding moves it by at most 1.9e-15 relative; a ratio over 1.8e308 is clamped
+///    to it). Summation order (fixed, for determinism): the pieces are added in time order;
 ///  - cmin: the smallest concentration at output times >= last_dose_time (over every output
 ///    time when last_dose_time is NaN: no dose); NaN when no output time qualifies.
 /// A subject whose status is NonFinite or with a non-finite concentration gets NaN for all
