@@ -6,12 +6,17 @@
 // fails before anything is simulated) and renamed into place by commit(); the summary file is
 // dropped at commit() when write_summary() was never called.
 
+#include <algorithm>
 #include <memory>
 #include <pkscan/config/output.hpp>
 #include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
 #include <string>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "csv_format.hpp"
 #include "sink_common.hpp"
@@ -65,6 +70,11 @@ class CsvSink final : public ResultSink {
     const std::size_t numbers =
         2 + 2 * static_cast<std::size_t>(compartments_) + extras + layout_.metric_names.size();
     line_.resize(numbers * (detail::kMaxNumberChars + 1) + 2);
+#if defined(_OPENMP)
+    buffers_.resize(static_cast<std::size_t>(std::max(1, omp_get_max_threads())));
+#else
+    buffers_.resize(1);
+#endif
   }
 
   void write(const Chunk& chunk) override {
@@ -165,25 +175,44 @@ class CsvSink final : public ResultSink {
     }
   }
 
+  // The chunk's metric lines, formatted in parallel (contiguous ranges of subjects, one buffer
+  // per range, sized beforehand so that nothing in the parallel region can throw) and written
+  // in subject order.
   void write_metrics(const Chunk& chunk) {
     const std::size_t extras = layout_.extra_columns.size();
     const std::size_t metrics = layout_.metric_names.size();
-    char* const line = line_.data();
-    char* const end = line + line_.size();
-    for (std::int64_t s = 0; s < chunk.result->subjects(); ++s) {
-      const std::size_t us = static_cast<std::size_t>(s);
-      char* p = put(line, end, chunk.ids != nullptr ? chunk.ids[s] : chunk.first + s + 1);
-      for (std::size_t e = 0; e < extras; ++e) {
-        *p++ = ',';
-        p = put(p, end, chunk.extra[us * extras + e]);
-      }
-      for (std::size_t m = 0; m < metrics; ++m) {
-        *p++ = ',';
-        p = put(p, end, chunk.metrics[us * metrics + m]);
-      }
-      *p++ = '\n';
-      metrics_->write(line, static_cast<std::size_t>(p - line));
+    const std::int64_t n = chunk.result->subjects();
+    const std::size_t room = line_.size();  // enough for any one line
+    const int parts = n > 1024 ? static_cast<int>(buffers_.size()) : 1;
+    const std::int64_t per = (n + parts - 1) / parts;
+    for (int k = 0; k < parts; ++k) {
+      const std::int64_t rows = std::max<std::int64_t>(0, std::min(n, (k + 1) * per) - k * per);
+      buffers_[static_cast<std::size_t>(k)].resize(static_cast<std::size_t>(rows) * room);
     }
+    std::vector<std::size_t> used(static_cast<std::size_t>(parts), 0);
+#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
+    for (int k = 0; k < parts; ++k) {
+      char* const begin = buffers_[static_cast<std::size_t>(k)].data();
+      char* const end = begin + buffers_[static_cast<std::size_t>(k)].size();
+      char* p = begin;
+      for (std::int64_t s = k * per; s < std::min(n, (k + 1) * per); ++s) {
+        const std::size_t us = static_cast<std::size_t>(s);
+        p = put(p, end, chunk.ids != nullptr ? chunk.ids[s] : chunk.first + s + 1);
+        for (std::size_t e = 0; e < extras; ++e) {
+          *p++ = ',';
+          p = put(p, end, chunk.extra[us * extras + e]);
+        }
+        for (std::size_t m = 0; m < metrics; ++m) {
+          *p++ = ',';
+          p = put(p, end, chunk.metrics[us * metrics + m]);
+        }
+        *p++ = '\n';
+      }
+      used[static_cast<std::size_t>(k)] = static_cast<std::size_t>(p - begin);
+    }
+    for (int k = 0; k < parts; ++k)
+      metrics_->write(buffers_[static_cast<std::size_t>(k)].data(),
+                      used[static_cast<std::size_t>(k)]);
   }
 
   RunLayout layout_;
@@ -192,6 +221,7 @@ class CsvSink final : public ResultSink {
   std::unique_ptr<AtomicFile> summary_;       // created eagerly, committed only if written
   std::unique_ptr<AtomicFile> metrics_;       // null when there are no metrics
   std::vector<char> line_;                    // one output line
+  std::vector<std::vector<char>> buffers_;    // write_metrics: one per thread
   std::int64_t written_ = 0;                  // rows written so far
   bool summary_written_ = false;
   bool committed_ = false;

@@ -218,10 +218,12 @@ void slow_add(Sketch& h, std::int64_t row, std::int64_t key) noexcept {
 }
 
 // Allocates an empty sketch of `rows` rows. The counters are zero-filled and faulted in on first
-// touch. Every tile of add() touches a few hundred rows 16 KiB apart, so on Linux they are
-// asked for in transparent huge pages (2 MiB): with 4 KiB pages nearly every increment misses
-// the first-level TLB.
-void init_sketch(Sketch& h, std::int64_t rows, int window_binades) {
+// touch. Every tile of add() touches a few hundred rows 16 KiB apart, so on Linux add()'s
+// sketch asks for transparent huge pages (`huge`, 2 MiB): with 4 KiB pages nearly every
+// increment misses the first-level TLB. The fused kernel's sketches do not: it increments a
+// few rows at a time, and a huge page is zeroed in full when first touched (most of each
+// row's ring never is: the values of one time span a few binades of the window).
+void init_sketch(Sketch& h, std::int64_t rows, int window_binades, bool huge) {
   const std::size_t R = static_cast<std::size_t>(rows);
   h.width = static_cast<std::int64_t>(window_binades) * 128;
   h.ring = 1;
@@ -237,7 +239,7 @@ void init_sketch(Sketch& h, std::int64_t rows, int window_binades) {
 #if defined(__linux__)
   void* p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p != MAP_FAILED) {
-    madvise(p, h.bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+    madvise(p, h.bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);  // advisory
     h.counts = static_cast<std::uint32_t*>(p);
     h.mapped = true;
   }
@@ -408,8 +410,14 @@ PKSCAN_INLINE v8d auc_piece(v8d c1, v8d c2) noexcept {
   const v8d d = c1 - c2;
   const v8d q = (c2 < d) ? c2 : d;
   const v8d x = d / c2;
-  v8d h = splat(kGregory[11]);
-  for (int n = 10; n >= 0; --n) h = h * x + kGregory[n];
+  // h = G_1 + G_2 x + ... + G_12 x^11 by Estrin's scheme (a short dependency chain).
+  const v8d x2 = x * x;
+  const v8d x4 = x2 * x2;
+  const v8d x8 = x4 * x4;
+  const v8d p0 = kGregory[0] + kGregory[1] * x, p1 = kGregory[2] + kGregory[3] * x;
+  const v8d p2 = kGregory[4] + kGregory[5] * x, p3 = kGregory[6] + kGregory[7] * x;
+  const v8d p4 = kGregory[8] + kGregory[9] * x, p5 = kGregory[10] + kGregory[11] * x;
+  const v8d h = ((p0 + p1 * x2) + (p2 + p3 * x2) * x4) + (p4 + p5 * x2) * x8;
   const v8d series = c2 + d * h;
   // The largest x of the log-down lanes (NaN and linear lanes count as 0).
   const v8d xl = (q > 0.0) ? x : splat(0.0);
@@ -712,7 +720,7 @@ TimeSummary::TimeSummary(std::vector<double> times, int compartments, TimeSummar
   m.lane_stride = m.rows + 8;
   m.part.assign(8 * (R + 8), 0.0);
   m.total.assign(R + 8, 0.0);
-  init_sketch(m.sk, m.rows, m.opt.window_binades);
+  init_sketch(m.sk, m.rows, m.opt.window_binades, true);
 }
 
 TimeSummary::~TimeSummary() = default;
@@ -1036,8 +1044,9 @@ void subject_metrics(const SimulationResult& chunk, int compartment, double last
 
 namespace {
 
-constexpr int kFuseRows = 32;  // output rows per window: a 1024-subject tile stays in L2
-constexpr int kHistRows = 8;   // sketch rows whose increments are interleaved (fuse_hist)
+constexpr int kFuseRows = 32;      // output rows per window: a 1024-subject tile stays in L2
+constexpr int kAdvanceGroups = 4;  // lane groups whose recurrences are interleaved
+constexpr int kHistRows = 8;       // sketch rows whose increments are interleaved (fuse_hist)
 constexpr std::int64_t kSlotStride = kBlock + 16;  // a row of fuse_hist's counter indices
 // Tile elements per lane group: kFuseRows x N rows of 8 lanes, plus 8 so that the groups do not
 // all fall in the same cache sets.
@@ -1100,12 +1109,12 @@ struct FuseScratch {
   std::vector<detail::Transition<N>> tr;
   AlignedVector<FuseLanes<N, Real>> lanes;
   AlignedVector<MetricLanes> ml;
-  AlignedVector<Real> tile;          // per lane group: kFuseRows x N rows of 8 lanes
-  AlignedVector<double> inv;         // per lane group: N x 8 reciprocal volumes
-  AlignedVector<double> part;        // rows x 8 lane sums of the block
-  AlignedVector<double> amount_bad;  // per lane group: 8 lanes, NaN once an amount is not finite
-  std::vector<unsigned char> bad;    // per subject of the block: excluded from the summary
-  std::vector<std::uint32_t> slots;  // kHistRows rows of the block: each value's counter
+  AlignedVector<Real> tile;               // per lane group: kFuseRows x N rows of 8 lanes
+  AlignedVector<double> inv;              // per lane group: N x 8 reciprocal volumes
+  AlignedVector<double> part;             // rows x 8 lane sums of the block
+  std::vector<unsigned char> amount_bad;  // per subject of the block: an amount is not finite
+  std::vector<unsigned char> bad;         // per subject of the block: excluded from the summary
+  std::vector<std::uint32_t> slots;       // kHistRows rows of the block: each value's counter
   FuseScratch()
       : tr(kBlock),
         lanes(kBlock / 8),
@@ -1127,83 +1136,87 @@ PKSCAN_INLINE void fuse_inputs(FuseLanes<N, Real>& L, const detail::Schedule& s,
   }
 }
 
-// Advances one lane group by up to kFuseRows output rows, recording them in its part of the
-// tile (row j, compartment r of lane l at tile[(j N + r) 8 + l]), The arithmetic of each step is
-// the batched backend's (and the reference scan's): acc = k_r0 x_0, acc += k_rj x_j, y = acc + b.
-template <int N, class Real>
-PKSCAN_INLINE int fuse_advance(FuseLanes<N, Real>& L, FuseCursor& cur, const detail::Schedule& s,
-                               const std::vector<std::int64_t>& outs,
-                               const detail::Transition<N>* tr, int active, Real* tile) {
+// Advances P lane groups (g0 .. g0 + P - 1) by up to kFuseRows output rows, recording them in
+// their parts of the tile (row j, compartment r of lane l at tile_g[(j N + r) 8 + l]). The
+// arithmetic of each step is the batched backend's (and the reference scan's): acc = k_r0 x_0,
+// acc += k_rj x_j, y = acc + b. The groups' states are copied into locals for the window (no
+// store to the tile can alias them, so they stay in registers or on the stack) and P
+// independent recurrences overlap their latencies.
+template <int N, class Real, int P>
+PKSCAN_INLINE int fuse_advance(FuseScratch<N, Real>& w, std::int64_t g0, std::int64_t count,
+                               FuseCursor& cur, const detail::Schedule& s,
+                               const std::vector<std::int64_t>& outs) {
+  alignas(64) Real k[P][N * N][8];
+  alignas(64) Real x[P][N][8];
+  alignas(64) Real c[P][N][8];
+  alignas(64) Real f[P][N][8];
+  Real* tile[P];
+  int active[P];
+  for (int p = 0; p < P; ++p) {
+    const FuseLanes<N, Real>& L = w.lanes[static_cast<std::size_t>(g0 + p)];
+    std::memcpy(k[p], L.k, sizeof k[p]);
+    std::memcpy(x[p], L.x, sizeof x[p]);
+    std::memcpy(c[p], L.c, sizeof c[p]);
+    std::memcpy(f[p], L.f, sizeof f[p]);
+    tile[p] = w.tile.data() + (g0 + p) * group_stride(N);
+    active[p] = static_cast<int>(std::min<std::int64_t>(8, count - (g0 + p) * 8));
+  }
   const std::size_t n_out = outs.size();
   int rows = 0;
-  auto record = [&](const Real(&v)[N][8]) {
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < 8; ++l) tile[(rows * N + r) * 8 + l] = v[r][l];
+  auto record = [&](const Real(&v)[P][N][8]) {
+    for (int p = 0; p < P; ++p)
+      for (int r = 0; r < N; ++r)
+        for (int l = 0; l < 8; ++l) tile[p][(rows * N + r) * 8 + l] = v[p][r][l];
     ++rows;
     ++cur.next;
   };
-  if (cur.next == 0 && cur.step == 1 && outs[0] == 0) record(L.x);
+  if (cur.next == 0 && cur.step == 1 && outs[0] == 0) record(x);
   while (rows < kFuseRows && cur.next < n_out) {
     if (cur.step > cur.last) {
       ++cur.bp;
       cur.last = s.bp_last(cur.bp);
-      fuse_inputs<N, Real>(L, s, tr, active, cur.bp);
+      for (int p = 0; p < P; ++p) {
+        FuseLanes<N, Real>& L = w.lanes[static_cast<std::size_t>(g0 + p)];
+        fuse_inputs<N, Real>(L, s, w.tr.data() + (g0 + p) * 8, active[p], cur.bp);
+        std::memcpy(c[p], L.c, sizeof c[p]);
+        std::memcpy(f[p], L.f, sizeof f[p]);
+      }
     }
     const bool first = cur.step == s.bp_step[static_cast<std::size_t>(cur.bp)];
-    const Real(&b)[N][8] = first ? L.f : L.c;
-    Real y[N][8];
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < 8; ++l) {
-        Real acc = L.k[r * N][l] * L.x[0][l];
-        for (int j = 1; j < N; ++j) acc += L.k[r * N + j][l] * L.x[j][l];
-        y[r][l] = acc + b[r][l];
-      }
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < 8; ++l) L.x[r][l] = y[r][l];
+    const Real(&b)[P][N][8] = first ? f : c;
+    Real y[P][N][8];
+    for (int p = 0; p < P; ++p)
+      for (int r = 0; r < N; ++r)
+        for (int l = 0; l < 8; ++l) {
+          Real acc = k[p][r * N][l] * x[p][0][l];
+          for (int j = 1; j < N; ++j) acc += k[p][r * N + j][l] * x[p][j][l];
+          y[p][r][l] = acc + b[p][r][l];
+        }
+    std::memcpy(x, y, sizeof x);
     if (cur.step == outs[cur.next]) record(y);
     ++cur.step;
   }
+  for (int p = 0; p < P; ++p)
+    std::memcpy(w.lanes[static_cast<std::size_t>(g0 + p)].x, x[p], sizeof x[p]);
   return rows;
 }
 
-// Summarises one window (output indices t0 .. t0 + rows - 1) of one lane group g: the lane sums,
-// the sketch and (first pass) the metrics; in the fix-up pass (a subject of the block was
-// excluded) the sums leave the excluded lanes out and their values are taken out of the sketch.
-template <int N, class Real, bool Fixup>
-PKSCAN_INLINE void fuse_window(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
-                               std::int64_t g, int active, std::int64_t t0, int rows) {
-  const Real* tile = w.tile.data() + g * group_stride(N);
-  const double* inv = w.inv.data() + g * N * 8;
-  const unsigned char* bad = w.bad.data() + g * 8;
-  v8d keep;  // 1: the lane's values go into the sums
-  for (int l = 0; l < 8; ++l) keep[l] = (l < active && !(Fixup && bad[l])) ? 1.0 : 0.0;
+// The metrics' share of one window (output indices t0 .. t0 + rows - 1) of lane group g: the
+// metric compartment's concentrations (the tile times the reciprocal volume) through the AUC
+// pieces and the metric updates.
+template <int N, class Real>
+PKSCAN_INLINE void fuse_metrics(FuseScratch<N, Real>& w, const FuseJob& job, std::int64_t g,
+                                std::int64_t t0, int rows) {
+  const Real* tile = w.tile.data() + g * group_stride(N) + job.mc * 8;
+  const v8d inv = load8(w.inv.data() + (g * N + job.mc) * 8);
   MetricLanes& M = w.ml[static_cast<std::size_t>(g)];
-  v8d abad = load8(w.amount_bad.data() + g * 8);
   // Metric compartment values: mv[0] the previous window's last, mv[1 + j] row j.
   v8d mv[kFuseRows + 4];
   v8d pieces[kFuseRows + 3];
   mv[0] = M.prev;
-  for (int j = 0; j < rows; ++j) {
-    const std::int64_t t = t0 + j;
-    for (int c = 0; c < N; ++c) {
-      const v8d a = load8(tile + (j * N + c) * 8);
-      if (!Fixup) abad = abad + a * 0.0;
-      const v8d v = a * load8(inv + c * 8);
-      const std::int64_t row = t * N + c;
-      double* part = w.part.data() + row * 8;
-      store8(part, load8(part) + ((keep != 0.0) ? v : splat(0.0)));
-      if (!Fixup) {
-        if (c == job.mc) mv[j + 1] = v;
-      } else {
-        for (int l = 0; l < active; ++l)
-          if (bad[l]) remove_one(h, row, v[l]);
-      }
-    }
-  }
-  if (Fixup) return;
-  store8(w.amount_bad.data() + g * 8, abad);
+  for (int j = 0; j < rows; ++j) mv[j + 1] = load8(tile + j * N * 8) * inv;
   // The pieces of the area do not depend on each other: four at a time, so that their long
-  // dependency chains (reciprocals, logarithm) overlap.
+  // dependency chains overlap.
   for (int j = rows; j < rows + 3; ++j) mv[j + 1] = mv[rows];
   for (int j = 0; j < rows; j += 4) {
     const v8d p0 = auc_piece(mv[j], mv[j + 1]);
@@ -1227,15 +1240,22 @@ PKSCAN_INLINE void fuse_window(FuseScratch<N, Real>& w, const FuseJob& job, Sket
   M = L;
 }
 
-// The sketch's share of one window: the values of the block's `count` subjects (the tile times
-// the reciprocal volumes, as in fuse_window), kHistRows rows at a time. A vector pass computes
-// each value's counter within its row, or the row's spare counter `ring` (padding, never
-// read) when the value needs the slow path; the increments then take the rows in turn, so
-// that two increments of one counter are far apart (a row's values often share buckets) and
-// the rows' counters stay in the first-level cache; the rare slow-path values follow one by
-// one (the sketch's final state does not depend on the order of the values).
-template <int N, class Real>
-PKSCAN_INLINE void fuse_hist(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0, int rows,
+// The sums' and the sketch's share of one window: the values of the block's `count` subjects
+// (the tile times the reciprocal volumes), kHistRows rows at a time.
+//  - Sums: each row's 8 lane sums stay in a register while the lane groups are added in
+//    order (the arithmetic of add()). In the fix-up pass (`Fixup`: a subject of the block was
+//    found non-finite) the sums are recomputed without the excluded subjects, whose values are
+//    taken out of the sketch; nothing else is done.
+//  - Sketch: a vector pass computes each value's counter within its row, or the row's spare
+//    counter `ring` (padding, never read) when the value needs the slow path; the increments
+//    then take the rows in turn, so that two increments of one counter are far apart (a row's
+//    values often share buckets) and the rows' counters stay in the first-level cache; the
+//    rare slow-path values follow one by one (the sketch's final state does not depend on the
+//    order of the values). A value that is not finite excludes its subject, and marks its
+//    amounts bad when the amount itself is not finite (a finite amount times a finite positive
+//    reciprocal volume is finite unless it overflows).
+template <int N, class Real, bool Fixup>
+PKSCAN_INLINE void fuse_rows(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0, int rows,
                              std::int64_t count) {
   typedef std::uint32_t v8u32 __attribute__((vector_size(32)));
   const std::int64_t top = h.width - 1;
@@ -1252,19 +1272,31 @@ PKSCAN_INLINE void fuse_hist(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
     std::int64_t lo[kHistRows];
     int cmt[kHistRows];  // compartment of each row
     v8i slow[kHistRows];
+    v8d sum[kHistRows];
     for (int k = 0; k < nr; ++k) {
       const std::int64_t row = t0 * N + q0 + k;
       cmt[k] = (q0 + k) % N;
       cnt[k] = h.counts + row * h.stride;
       lo[k] = h.lo[static_cast<std::size_t>(row)];
       slow[k] = v8i{};
+      sum[k] = load8(w.part.data() + row * 8);
     }
     for (std::int64_t g = 0; g < groups; ++g) {
       const Real* a = w.tile.data() + g * group_stride(N) + q0 * 8;
       const double* inv = w.inv.data() + g * N * 8;
       const v8i live = g == groups - 1 ? tail_live : v8i{} - 1;
+      v8i keep = live;  // -1: the lane's values go into the sums
+      if (Fixup)
+        for (int l = 0; l < 8; ++l)
+          if (w.bad[static_cast<std::size_t>(g * 8 + l)]) keep[l] = 0;
       for (int k = 0; k < nr; ++k) {
         const v8d v = load8(a + k * 8) * load8(inv + cmt[k] * 8);
+        sum[k] = sum[k] + vcast<v8d>(vcast<v8i>(v) & keep);  // v or +0
+        if (Fixup) {
+          for (int l = 0; l < 8; ++l)
+            if (live[l] && w.bad[g * 8 + l]) remove_one(h, t0 * N + q0 + k, v[l]);
+          continue;
+        }
         // As in add(): on the fast path <=> 1 <= bits <= bits(DBL_MAX) and 0 <= idx <= top.
         const v8i bits = vcast<v8i>(v);
         const v8i key = bits >> kKeyShift;
@@ -1277,6 +1309,8 @@ PKSCAN_INLINE void fuse_hist(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
         std::memcpy(slots + k * kSlotStride + g * 8, &slot, sizeof slot);
       }
     }
+    for (int k = 0; k < nr; ++k) store8(w.part.data() + (t0 * N + q0 + k) * 8, sum[k]);
+    if (Fixup) continue;
     if (nr == kHistRows) {
       for (std::int64_t i = 0; i < count; ++i)
         for (int k = 0; k < kHistRows; ++k) ++cnt[k][slots[k * kSlotStride + i]];
@@ -1293,9 +1327,13 @@ PKSCAN_INLINE void fuse_hist(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
       for (std::int64_t i = 0; i < count; ++i) {
         if (slots[k * kSlotStride + i] != spare) continue;
         const std::int64_t g = i / 8, l = i % 8;
-        const double v = static_cast<double>(w.tile[g * group_stride(N) + q * 8 + l]) *
-                         w.inv[(g * N + cmt[k]) * 8 + l];
-        if (!add_one(h, row, v)) w.bad[static_cast<std::size_t>(i)] = 1;
+        const Real a = w.tile[static_cast<std::size_t>(g * group_stride(N) + q * 8 + l)];
+        const double v =
+            static_cast<double>(a) * w.inv[static_cast<std::size_t>((g * N + cmt[k]) * 8 + l)];
+        if (!add_one(h, row, v)) {
+          w.bad[static_cast<std::size_t>(i)] = 1;
+          if (!std::isfinite(a)) w.amount_bad[static_cast<std::size_t>(i)] = 1;
+        }
       }
     }
   }
@@ -1329,18 +1367,18 @@ PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch
     const std::int64_t t0 = static_cast<std::int64_t>(cur.next);
     FuseCursor after = cur;
     int rows = 0;
-    for (std::int64_t g = 0; g < groups; ++g) {
+    std::int64_t g = 0;
+    for (; g + kAdvanceGroups <= groups; g += kAdvanceGroups) {
       after = cur;
-      const int active = static_cast<int>(std::min<std::int64_t>(8, count - g * 8));
-      rows =
-          fuse_advance<N, Real>(w.lanes[static_cast<std::size_t>(g)], after, s, b.out_steps,
-                                w.tr.data() + g * 8, active, w.tile.data() + g * group_stride(N));
+      rows = fuse_advance<N, Real, kAdvanceGroups>(w, g, count, after, s, b.out_steps);
     }
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const int active = static_cast<int>(std::min<std::int64_t>(8, count - g * 8));
-      fuse_window<N, Real, Fixup>(w, job, h, g, active, t0, rows);
+    for (; g < groups; ++g) {
+      after = cur;
+      rows = fuse_advance<N, Real, 1>(w, g, count, after, s, b.out_steps);
     }
-    if (!Fixup) fuse_hist<N, Real>(w, h, t0, rows, count);
+    if (!Fixup)
+      for (std::int64_t g = 0; g < groups; ++g) fuse_metrics<N, Real>(w, job, g, t0, rows);
+    fuse_rows<N, Real, Fixup>(w, h, t0, rows, count);
     cur = after;
   }
 }
@@ -1367,12 +1405,12 @@ PKSCAN_INLINE void fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketc
         w.inv[static_cast<std::size_t>((g * N + c) * 8 + l)] =
             1.0 / p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
       }
-  std::fill(w.amount_bad.begin(), w.amount_bad.end(), 0.0);
+  std::fill(w.amount_bad.begin(), w.amount_bad.end(), 0);
   std::fill(w.bad.begin(), w.bad.end(), 0);
   fuse_pass<N, Real, false>(w, job, h, count);
   bool any_bad = false;
   for (std::int64_t i = 0; i < count; ++i) {
-    const bool amounts_ok = w.amount_bad[static_cast<std::size_t>(i)] == 0.0;
+    const bool amounts_ok = !w.amount_bad[static_cast<std::size_t>(i)];
     job.status[first + i] = amounts_ok ? SubjectStatus::Ok : SubjectStatus::NonFinite;
     if (!amounts_ok) w.bad[static_cast<std::size_t>(i)] = 1;
     any_bad = any_bad || w.bad[static_cast<std::size_t>(i)];
@@ -1481,7 +1519,7 @@ void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Preci
   const int nt = std::max(1, b.threads);
   while (m.local.size() < static_cast<std::size_t>(nt)) {
     std::unique_ptr<Sketch, SketchFree> h(new Sketch);
-    init_sketch(*h, m.rows, m.opt.window_binades);
+    init_sketch(*h, m.rows, m.opt.window_binades, false);
     m.local.push_back(std::move(h));
   }
   std::vector<Sketch*> sketches;
