@@ -372,6 +372,9 @@ PKSCAN_INLINE void metric_first(v8d c, double t, bool in_last, MetricLanes& L) n
   L.prev = c;
 }
 
+// Lane-wise a > b ? a : b (b where either is NaN).
+PKSCAN_INLINE v8d vmax(v8d a, v8d b) noexcept { return (a > b) ? a : b; }
+
 // Gregory's coefficients: x / ln(1 + x) = 1 + G_1 x + G_2 x^2 + ... (G_1 = 1/2, G_2 = -1/12, ...),
 // each the double nearest to the exact fraction.
 constexpr double kGregory[12] = {0.5,
@@ -398,8 +401,7 @@ constexpr double kSeriesMax = 0.0625;
 //  - otherwise d / ln(r) with r = c1 / c2 (correctly rounded, clamped to DBL_MAX): ln r >=
 //    0.0606, so r's rounding moves it by at most 1.9e-15 relative (about 1 ulp for larger
 //    ratios).
-// The divisions are IEEE (correctly rounded, so every code path gives the same bits). The
-// logarithm is computed only for vectors in which some lane needs it; each lane's result
+// The logarithm is computed only for vectors in which some lane needs it; each lane's result
 // depends on its own values only.
 //
 // Written for GCC 12's vector lowering: a comparison that feeds one select becomes a mask
@@ -420,9 +422,11 @@ PKSCAN_INLINE v8d auc_piece(v8d c1, v8d c2) noexcept {
   const v8d h = ((p0 + p1 * x2) + (p2 + p3 * x2) * x4) + (p4 + p5 * x2) * x8;
   const v8d series = c2 + d * h;
   // The largest x of the log-down lanes (NaN and linear lanes count as 0).
-  const v8d xl = (q > 0.0) ? x : splat(0.0);
-  double big = 0.0;
-  for (int l = 0; l < 8; ++l) big = xl[l] > big ? xl[l] : big;
+  v8d xl = (q > 0.0) ? x : splat(0.0);
+  xl = vmax(xl, __builtin_shuffle(xl, v8i{4, 5, 6, 7, 0, 1, 2, 3}));
+  xl = vmax(xl, __builtin_shuffle(xl, v8i{2, 3, 0, 1, 6, 7, 4, 5}));
+  xl = vmax(xl, __builtin_shuffle(xl, v8i{1, 0, 3, 2, 5, 4, 7, 6}));
+  const double big = xl[0];
   v8d piece = series;
   if (!(big < kSeriesMax)) {
     v8d r = c1 / c2;
