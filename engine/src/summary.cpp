@@ -1051,7 +1051,7 @@ namespace {
 constexpr int kFuseRows = 32;      // output rows per window: a 1024-subject tile stays in L2
 constexpr int kAdvanceGroups = 4;  // lane groups whose recurrences are interleaved
 constexpr int kHistRows = 8;       // sketch rows whose increments are interleaved (fuse_hist)
-constexpr std::int64_t kSlotStride = kBlock + 16;  // a row of fuse_hist's counter indices
+constexpr std::int64_t kSlotStride = kBlock + 16;  // a row of fuse_rows' counter indices
 // Tile elements per lane group: kFuseRows x N rows of 8 lanes, plus 8 so that the groups do not
 // all fall in the same cache sets.
 constexpr std::int64_t group_stride(int n) noexcept { return std::int64_t{kFuseRows} * n * 8 + 8; }
@@ -1261,56 +1261,83 @@ PKSCAN_INLINE void fuse_metrics(FuseScratch<N, Real>& w, const FuseJob& job, std
 template <int N, class Real, bool Fixup>
 PKSCAN_INLINE void fuse_rows(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0, int rows,
                              std::int64_t count) {
-  typedef std::uint32_t v8u32 __attribute__((vector_size(32)));
-  const std::int64_t top = h.width - 1;
-  const v8i mask = v8i{} + h.mask;
+  typedef std::uint32_t v16w __attribute__((vector_size(64)));
+  typedef std::int32_t v16s __attribute__((vector_size(64)));
+  constexpr std::uint32_t kPosFiniteMaxHi = static_cast<std::uint32_t>(kPosFiniteMax >> 32);
+  const std::uint32_t top = static_cast<std::uint32_t>(h.width - 1);
+  const std::uint32_t mask = static_cast<std::uint32_t>(h.mask);
   const std::uint32_t spare = static_cast<std::uint32_t>(h.ring);
   const std::int64_t groups = (count + 7) / 8;
   const int tail = static_cast<int>(count - (groups - 1) * 8);  // live lanes of the last group
-  const v8i tail_live = v8i{0, 1, 2, 3, 4, 5, 6, 7} < tail;     // -1 for a subject
+  const v8i tail_live = v8i{0, 1, 2, 3, 4, 5, 6, 7} < tail;     // -1 for a subject (fix-up)
   std::uint32_t* slots = w.slots.data();
   const int total = rows * N;  // tile rows: q = j N + c is sketch row t0 N + q
   for (int q0 = 0; q0 < total; q0 += kHistRows) {
     const int nr = std::min(kHistRows, total - q0);
     std::uint32_t* cnt[kHistRows];
-    std::int64_t lo[kHistRows];
-    int cmt[kHistRows];  // compartment of each row
-    v8i slow[kHistRows];
+    std::uint32_t lo[kHistRows];  // window starts; an empty row's lies far below every key
+    int cmt[kHistRows];           // compartment of each row
+    v16w slow[kHistRows];
     v8d sum[kHistRows];
     for (int k = 0; k < nr; ++k) {
       const std::int64_t row = t0 * N + q0 + k;
       cmt[k] = (q0 + k) % N;
       cnt[k] = h.counts + row * h.stride;
-      lo[k] = h.lo[static_cast<std::size_t>(row)];
-      slow[k] = v8i{};
+      lo[k] = static_cast<std::uint32_t>(
+          std::max<std::int64_t>(h.lo[static_cast<std::size_t>(row)], -(std::int64_t{1} << 30)));
+      slow[k] = v16w{};
       sum[k] = load8(w.part.data() + row * 8);
     }
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const Real* a = w.tile.data() + g * group_stride(N) + q0 * 8;
-      const double* inv = w.inv.data() + g * N * 8;
-      const v8i live = g == groups - 1 ? tail_live : v8i{} - 1;
-      v8i keep = live;  // -1: the lane's values go into the sums
-      if (Fixup)
+    if (Fixup) {
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const Real* a = w.tile.data() + g * group_stride(N) + q0 * 8;
+        const double* inv = w.inv.data() + g * N * 8;
+        const v8i live = g == groups - 1 ? tail_live : v8i{} - 1;
+        v8i keep = live;  // -1: the lane's values go into the sums
         for (int l = 0; l < 8; ++l)
           if (w.bad[static_cast<std::size_t>(g * 8 + l)]) keep[l] = 0;
-      for (int k = 0; k < nr; ++k) {
-        const v8d v = load8(a + k * 8) * load8(inv + cmt[k] * 8);
-        sum[k] = sum[k] + vcast<v8d>(vcast<v8i>(v) & keep);  // v or +0
-        if (Fixup) {
+        for (int k = 0; k < nr; ++k) {
+          const v8d v = load8(a + k * 8) * load8(inv + cmt[k] * 8);
+          sum[k] = sum[k] + vcast<v8d>(vcast<v8i>(v) & keep);  // v or +0
           for (int l = 0; l < 8; ++l)
-            if (live[l] && w.bad[g * 8 + l]) remove_one(h, t0 * N + q0 + k, v[l]);
-          continue;
+            if (live[l] && w.bad[static_cast<std::size_t>(g * 8 + l)])
+              remove_one(h, t0 * N + q0 + k, v[l]);
         }
-        // As in add(): on the fast path <=> 1 <= bits <= bits(DBL_MAX) and 0 <= idx <= top.
-        const v8i bits = vcast<v8i>(v);
-        const v8i key = bits >> kKeyShift;
-        const v8i idx = key - lo[k];
-        const v8i out =
-            (bits - 1) | (static_cast<std::int64_t>(kPosFiniteMax) - bits) | idx | (top - idx);
-        const v8i m = (out >> 63) | ~live;  // -1: slow path or idle lane
-        slow[k] |= m;
-        const v8u32 slot = __builtin_convertvector(((key & mask) & ~m) | (m & spare), v8u32);
-        std::memcpy(slots + k * kSlotStride + g * 8, &slot, sizeof slot);
+      }
+    } else {
+      // Two lane groups (16 subjects) per step. The counter index needs only the high word of
+      // each value (the key is bits 45 to 63): 16 of them fit one vector of 32-bit lanes.
+      // Fast path <=> 1 <= high word <= that of DBL_MAX and 0 <= key - lo <= top (unsigned
+      // wrap-around puts every other case's sign bit up); values whose high word is 0 (zero
+      // and the tiniest subnormals) take the slow path, where add_one() treats them exactly.
+      for (std::int64_t g = 0; g < groups; g += 2) {  // group g + 1 may be idle (in the tile)
+        const Real* a0 = w.tile.data() + g * group_stride(N) + q0 * 8;
+        const Real* a1 = a0 + group_stride(N);
+        const double* inv0 = w.inv.data() + g * N * 8;
+        const double* inv1 = inv0 + N * 8;
+        const v8i keep0 = (g * 8 + v8i{0, 1, 2, 3, 4, 5, 6, 7} - count) >> 63;  // -1: a subject
+        const v8i keep1 = (g * 8 + v8i{8, 9, 10, 11, 12, 13, 14, 15} - count) >> 63;
+        const v16w live =
+            vcast<v16w>((static_cast<std::int32_t>(g * 8 - count) +
+                         v16s{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) >>
+                        31);
+        for (int k = 0; k < nr; ++k) {
+          const v8d v0 = load8(a0 + k * 8) * load8(inv0 + cmt[k] * 8);
+          const v8d v1 = load8(a1 + k * 8) * load8(inv1 + cmt[k] * 8);
+          sum[k] = sum[k] + vcast<v8d>(vcast<v8i>(v0) & keep0);  // v or +0
+          sum[k] = sum[k] + vcast<v8d>(vcast<v8i>(v1) & keep1);
+          const v16w hi =
+              __builtin_shuffle(vcast<v16w>(v0), vcast<v16w>(v1),
+                                v16w{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+          const v16w key = hi >> (kKeyShift - 32);
+          const v16w idx = key - lo[k];
+          const v16w out = (hi - 1) | (kPosFiniteMaxHi - hi) | idx | (top - idx);
+          const v16w sm = vcast<v16w>(vcast<v16s>(out) >> 31);  // all ones: slow path
+          slow[k] |= sm & live;
+          const v16w m = sm | ~live;  // slow path or idle lane: the spare counter
+          const v16w slot = (key & mask & ~m) | (m & spare);
+          std::memcpy(slots + k * kSlotStride + g * 8, &slot, sizeof slot);
+        }
       }
     }
     for (int k = 0; k < nr; ++k) store8(w.part.data() + (t0 * N + q0 + k) * 8, sum[k]);
@@ -1323,8 +1350,8 @@ PKSCAN_INLINE void fuse_rows(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
         for (std::int64_t i = 0; i < count; ++i) ++cnt[k][slots[k * kSlotStride + i]];
     }
     for (int k = 0; k < nr; ++k) {
-      std::int64_t any = 0;
-      for (int l = 0; l < 8; ++l) any |= slow[k][l];
+      std::uint32_t any = 0;
+      for (int l = 0; l < 16; ++l) any |= slow[k][l];
       if (!any) continue;
       const int q = q0 + k;
       const std::int64_t row = t0 * N + q;
