@@ -2,8 +2,9 @@
 // phi1(X) = sum_j X^j / (j + 1)! = integral_0^1 expm(X u) du.
 //  - ||A h||_1 <= 16 (every grid of a usual PK model): scaling and squaring on the N x N matrix
 //    (the phi-function form of Sidje's Expokit): X = A h / 2^s with s <= 5 the least integer
-//    making ||X||_1 <= 1/2; phi1(X) by its Taylor polynomial to X^15 in Horner form (the
-//    remainder is below (1/2)^16 e^(1/2) / 17! < 7e-20 in norm), expm(X) = I + X phi1(X); then
+//    making ||X||_1 <= 1/2; phi1(X) by its Taylor polynomial in Horner form, of the least
+//    degree m <= 15 whose remainder (below ||X||^(m+1) e^||X|| / (m+2)! in norm) is under
+//    2^-56 (m = 15 for ||X|| = 1/2: 7e-20), expm(X) = I + X phi1(X); then
 //    s doublings G(2u) = (I + expm(A u)) G(u), expm(2 A u) = expm(A u)^2. About an eighth of
 //    the work of the augmented 2N x 2N exponential below.
 //  - otherwise (stiff) Eigen's MatrixFunctions exponential of the augmented matrix
@@ -62,8 +63,13 @@ void exact_transition(const Mat<N>& a, double h, Mat<N>& k, Mat<N>& g) {
   }
   const double scale = std::ldexp(1.0, -s);
   const Mat<N> x = b * scale;
-  Mat<N> phi = Mat<N>::Identity() * kInvFact[15];
-  for (int j = 14; j >= 0; --j) {
+  // The least degree m <= 15 whose remainder bound nu^(m+1) e^nu / (m+2)! is below 2^-56
+  // (nu = ||X||_1 <= 1/2; m = 15 meets it for every such nu).
+  const double nu = norm * scale;
+  int m = 0;
+  for (double rem = nu * std::exp(nu) / 2; m < 15 && rem > 0x1.0p-56; rem *= nu / (m + 2)) ++m;
+  Mat<N> phi = Mat<N>::Identity() * kInvFact[m];
+  for (int j = m - 1; j >= 0; --j) {
     const Mat<N> t = x * phi;
     phi = t;
     phi.diagonal().array() += kInvFact[j];
