@@ -33,8 +33,11 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::flush() {
-  const char* p = buffer_.data();
-  std::size_t left = buffer_.size();
+  write_all(buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+void AtomicFile::write_all(const char* p, std::size_t left) {
   while (left > 0) {
     const ssize_t w = ::write(fd_, p, left);
     if (w < 0) {
@@ -44,14 +47,13 @@ void AtomicFile::flush() {
     p += w;
     left -= static_cast<std::size_t>(w);
   }
-  buffer_.clear();
 }
 
 void AtomicFile::write(const char* data, std::size_t size) {
   if (buffer_.size() + size > kBufferBytes) flush();
-  if (size > kBufferBytes) {
-    buffer_.assign(data, size);
+  if (size >= kBufferBytes / 4) {  // large: straight to the file, not through the buffer
     flush();
+    write_all(data, size);
     return;
   }
   buffer_.append(data, size);

@@ -157,7 +157,10 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
 
   for (std::int64_t first = 0; first < total; first += chunk) {
     const std::int64_t n = std::min(chunk, total - first);
-    problem.parameters = ParameterBatch(model_ptr, n);
+    // Every value of the chunk is written below (sampled or copied), so a batch of the same size
+    // is reused rather than allocated and faulted in again.
+    if (problem.parameters.subjects() != n || &problem.parameters.info() != model_ptr.get())
+      problem.parameters = ParameterBatch(model_ptr, n);
     double* rows = problem.parameters.mutable_values();  // n x n_params, filled below
     ids.resize(static_cast<std::size_t>(n));
     extra.resize(static_cast<std::size_t>(n * n_extra));

@@ -35,6 +35,7 @@ class AtomicFile {
   int fd_ = -1;
   std::string buffer_;
   void flush();
+  void write_all(const char* data, std::size_t size);
 };
 
 /// Writes the contract CSV: header `id,time,amount_<c>...,conc_<c>...` (compartment names of
