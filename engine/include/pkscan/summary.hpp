@@ -55,8 +55,10 @@
 /// compartments), zero pages mapped lazily (on Linux in transparent huge pages, so a touched
 /// 2 MiB region becomes resident as a whole), plus 48 bytes per row; the exact phase keeps at
 /// most exact_values doubles (32 MB by default), freed when the sketch takes over. The fused
-/// path of Engine::summarize_into keeps one more sketch per thread it ran on (47 MiB each in
-/// the example). Nothing grows with the number of subjects.
+/// path of Engine::summarize_into keeps one more sketch per thread it ran on, in 4 KiB pages
+/// (47 MiB reserved each in the example, of which only the pages holding counters of values
+/// seen become resident: a few MiB), and each OpenMP thread keeps about 1.4 MiB of scratch
+/// between calls. Nothing grows with the number of subjects.
 
 #include <array>
 #include <cstdint>
