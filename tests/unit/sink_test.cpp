@@ -433,6 +433,33 @@ INSTANTIATE_TEST_SUITE_P(Formats, SinkFiles, ::testing::Values(".csv", ".h5"),
                            return std::string(info.param) == ".csv" ? "Csv" : "Hdf5";
                          });
 
+TEST(AtomicFileWrites, SmallAndLargeBlocksKeepTheirOrder) {
+  // Small writes go through the 1 MiB buffer, blocks of 256 KiB or more straight to the file
+  // (after the buffer): every byte must land in order, and only at commit().
+  TempDir dir;
+  const std::string path = dir.file("out.txt");
+  std::string want;
+  {
+    AtomicFile f(path);
+    auto put = [&](std::size_t n, char first) {
+      std::string block(n, ' ');
+      for (std::size_t i = 0; i < n; ++i) block[i] = static_cast<char>(first + i % 23);
+      f.write(block.data(), block.size());
+      want += block;
+    };
+    put(10, 'a');
+    put(300000, 'b');  // large, after a buffered small write
+    put(700000, 'c');  // small enough to buffer
+    put(500000, 'd');  // buffered data is flushed first, then this block
+    put(1 << 21, 'e');
+    put(1, 'f');
+    EXPECT_FALSE(fs::exists(path));
+    f.commit();
+  }
+  EXPECT_EQ(read_text(path), want);
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"out.txt"});
+}
+
 TEST(SinkChoice, ByExtension) {
   const ChunkedRun run(Precision::Float64);
   TempDir dir;
