@@ -202,17 +202,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
       r += len;
     }
     // The chunk's first subject with bad parameters, found in parallel; its message below.
-    std::int64_t first_bad = n;
-#pragma omp parallel for reduction(min : first_bad) schedule(static) if (n > 4096)
-    for (std::int64_t i = 0; i < n; ++i) {
-      bool bad = true;
-      try {
-        bad = !check_parameters(model, rows + i * n_params).empty();
-      } catch (...) {  // no memory for the message: reported by the loop below
-      }
-      if (bad && i < first_bad) first_bad = i;
-    }
-    for (std::int64_t i = first_bad; i < n; ++i) {
+    for (std::int64_t i = first_rejected_row(model, rows, n, false); i < n; ++i) {
       const double* row = rows + i * n_params;
       const std::string msg = check_parameters(model, row);
       if (!msg.empty()) {

@@ -19,24 +19,6 @@ std::string subject_name(std::int64_t s) { return "subject " + std::to_string(s 
 void check_finite_nonneg(const std::string& what, double v) {
   if (!std::isfinite(v) || v < 0.0) throw_domain(kWhere, what, format_value(v), "finite and >= 0");
 }
-
-// The first subject whose parameters fail check_parameters or are not the grid's default
-// bioavailability and lag (subjects() when none does).
-std::int64_t first_bad_subject(const Problem& p, const ModelInfo& m) {
-  const std::int64_t subjects = p.parameters.subjects();
-  std::int64_t first = subjects;
-#pragma omp parallel for reduction(min : first) schedule(static) if (subjects > 4096)
-  for (std::int64_t s = 0; s < subjects; ++s) {
-    bool bad = true;
-    try {
-      bad = !check_parameters(m, p.parameters.row(s)).empty();
-    } catch (...) {  // no memory for the message: the loop in validate_problem reports it
-    }
-    bad = bad || !default_bioavailability_and_lag(m, p.parameters.row(s));
-    if (bad && s < first) first = s;
-  }
-  return first;
-}
 }  // namespace
 
 __attribute__((noinline, cold)) void throw_domain(const std::string& where, const std::string& what,
@@ -72,7 +54,8 @@ void validate_problem(const Problem& p) {
 
   // Parameters: the first subject that fails is found in parallel for large batches, and its
   // error is then raised by the loop below.
-  for (std::int64_t s = first_bad_subject(p, m); s < p.parameters.subjects(); ++s) {
+  for (std::int64_t s = first_rejected_row(m, p.parameters.row(0), p.parameters.subjects(), true);
+       s < p.parameters.subjects(); ++s) {
     const std::string msg = check_parameters(m, p.parameters.row(s));  // empty: no allocation
     if (!msg.empty()) throw DomainError(std::string(kWhere) + ": " + subject_name(s) + " " + msg);
     // A grid run gives every subject the same doses (one shared schedule): per-subject

@@ -343,6 +343,24 @@ std::string check_parameters(const ModelInfo& model, const double* p) {
   return {};
 }
 
+std::int64_t first_rejected_row(const ModelInfo& model, const double* rows, std::int64_t n,
+                                bool grid_doses) noexcept {
+  const std::int64_t columns = static_cast<std::int64_t>(model.parameters.size());
+  std::int64_t first = n;
+#pragma omp parallel for reduction(min : first) schedule(static) if (n > 4096)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double* row = rows + i * columns;
+    bool bad = true;
+    try {
+      bad = !check_parameters(model, row).empty();
+    } catch (...) {  // no memory for the message: rejected (the caller's check reports it)
+    }
+    bad = bad || (grid_doses && !default_bioavailability_and_lag(model, row));
+    if (bad && i < first) first = i;
+  }
+  return first;
+}
+
 bool default_bioavailability_and_lag(const ModelInfo& model, const double* p) noexcept {
   for (int c : model.f_parameter)
     if (p[c] != 1.0) return false;

@@ -7,6 +7,7 @@
 /// in 1/time and volumes in any volume unit; pkscan is unit-agnostic (see types.hpp).
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -125,5 +126,12 @@ std::string check_parameters(const ModelInfo& model, const double* params);
 
 /// True when every f_* is 1 and every lag_* is 0 (doses enter as given).
 bool default_bioavailability_and_lag(const ModelInfo& model, const double* params) noexcept;
+
+/// The first of `n` subjects' parameter rows (row i at rows + i * model.parameters.size())
+/// that check_parameters rejects or, with `grid_doses`, whose bioavailability or lag is not the
+/// default; n when there is none. Runs in parallel (OpenMP) over more than 4096 rows. A row
+/// whose check cannot build its message (no memory) counts as rejected.
+std::int64_t first_rejected_row(const ModelInfo& model, const double* rows, std::int64_t n,
+                                bool grid_doses) noexcept;
 
 }  // namespace pkscan
