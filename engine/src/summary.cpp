@@ -1280,8 +1280,6 @@ PKSCAN_INLINE void fuse_rows(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
   const std::uint32_t mask = static_cast<std::uint32_t>(h.mask);
   const std::uint32_t spare = static_cast<std::uint32_t>(h.ring);
   const std::int64_t groups = (count + 7) / 8;
-  const int tail = static_cast<int>(count - (groups - 1) * 8);  // live lanes of the last group
-  const v8i tail_live = v8i{0, 1, 2, 3, 4, 5, 6, 7} < tail;     // -1 for a subject (fix-up)
   std::uint32_t* slots = w.slots.data();
   const int total = rows * N;  // tile rows: q = j N + c is sketch row t0 N + q
   for (int q0 = 0; q0 < total; q0 += kHistRows) {
@@ -1304,7 +1302,7 @@ PKSCAN_INLINE void fuse_rows(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
       for (std::int64_t g = 0; g < groups; ++g) {
         const Real* a = w.tile.data() + g * group_stride(N) + q0 * 8;
         const double* inv = w.inv.data() + g * N * 8;
-        const v8i live = g == groups - 1 ? tail_live : v8i{} - 1;
+        const v8i live = (g * 8 + v8i{0, 1, 2, 3, 4, 5, 6, 7} - count) >> 63;  // -1: a subject
         v8i keep = live;  // -1: the lane's values go into the sums
         for (int l = 0; l < 8; ++l)
           if (w.bad[static_cast<std::size_t>(g * 8 + l)]) keep[l] = 0;
