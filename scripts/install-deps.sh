@@ -25,6 +25,8 @@ packages=(
   pybind11-dev       # Python bindings
   python3-pytest     # Python module tests
   python3-h5py       # reads HDF5 output back in the tests
+  python3-scipy      # differential tests: the independent reference (expm, solve_ivp)
+  python3-yaml       # differential tests: the documented YAML examples
   libhdf5-dev        # HDF5 output
   libceres-dev       # maximum-likelihood fitting example (pkscan fit)
   gnuplot-nox        # pkscan plot
