@@ -1,11 +1,16 @@
 """Collects the worst relative error of passing comparisons and prints, at the end of the run,
-how many cases failed per feature tag (the tags are in the test ids)."""
+how many cases failed per test and feature tag (the tags are in the test ids), and per known
+cause: the first of CAUSES among a failed case's tags ("none of these" needs a look)."""
 
 import collections
 
 import pytest
 
 WORST = {}
+# Known differences of the old code from the target semantics (issue 12), most specific first:
+# per-subject lists (two or more lists read wrongly), steady-state constant infusions (must stop
+# at the record), the lag of an SS dose, the SS record's own parameters at a shared time.
+CAUSES = ["lists>=2", "ss_const_infusion", "ss_lag", "ss_tv_params"]
 
 
 @pytest.fixture
@@ -14,18 +19,33 @@ def worst_errors():
 
 
 def pytest_terminal_summary(terminalreporter):
-    failed = terminalreporter.stats.get("failed", [])
-    passed = terminalreporter.stats.get("passed", [])
-    by_feature, all_cases = collections.Counter(), collections.Counter()
-    for rep in failed + passed:
-        tags = rep.nodeid.rsplit(":", 1)[-1].rstrip("]").split(",")
-        all_cases.update(tags)
-        if rep in failed:
-            by_feature.update(tags)
+    reports = [(r, r in terminalreporter.stats.get("failed", []))
+               for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
     if WORST:
         terminalreporter.write_line("worst relative error of passing cases: " + ", ".join(
             f"{k} {v:.3g}" for k, v in sorted(WORST.items())))
-    if failed:
-        terminalreporter.write_line(f"failed cases by feature ({len(failed)} failed):")
-        for tag, n in sorted(by_feature.items(), key=lambda kv: (-kv[1], kv[0])):
-            terminalreporter.write_line(f"  {tag:24s} {n:4d} of {all_cases[tag]}")
+    tally = collections.defaultdict(lambda: [collections.Counter(), collections.Counter()])
+    for rep, failed in reports:
+        if ":" not in rep.nodeid:
+            continue
+        test = rep.nodeid.split("::")[-1].split("[")[0]
+        tags = rep.nodeid.rsplit(":", 1)[-1].rstrip("]").split(",")
+        tally[test][0].update(tags)
+        if failed:
+            tally[test][1].update(tags + ["(cases)"])
+    causes = collections.defaultdict(collections.Counter)
+    for rep, failed in reports:
+        if failed and ":" in rep.nodeid:
+            test = rep.nodeid.split("::")[-1].split("[")[0]
+            tags = set(rep.nodeid.rsplit(":", 1)[-1].rstrip("]").split(","))
+            causes[test][next((c for c in CAUSES if c in tags), "none of these")] += 1
+    for test, counts in sorted(causes.items()):
+        terminalreporter.write_line(f"{test}: failed cases by first known cause: " + ", ".join(
+            f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+    for test, (seen, failed) in sorted(tally.items()):
+        if failed:
+            terminalreporter.write_line(
+                f"{test}: {failed['(cases)']} failed cases; by feature (failed of cases):")
+            for tag, n in sorted(failed.items(), key=lambda kv: (-kv[1], kv[0])):
+                if tag != "(cases)":
+                    terminalreporter.write_line(f"  {tag:24s} {n:4d} of {seen[tag]}")

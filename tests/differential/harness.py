@@ -87,14 +87,31 @@ def run_cli(name):
     return CliResult(p.returncode, p.stderr, out.read_text() if out.exists() else "")
 
 
-def run_api(name):
-    """Amounts from the C++ API program: (kind, shape, values as float64)."""
-    d = folder(name)
-    p = subprocess.run([os.environ["PKSCAN_DIFF_API"], "run.yaml"], cwd=d, capture_output=True,
-                       text=True, timeout=120, check=False)
+@functools.lru_cache(maxsize=None)
+def api_results():
+    """Every case through the C++ API program in one process: {run file: (kind, amounts) or
+    ("error", message)}."""
+    files = [str(folder(name) / "run.yaml") for name in case_names()]
+    p = subprocess.run([os.environ["PKSCAN_DIFF_API"], *files], capture_output=True, text=True,
+                       timeout=600, check=False)
     assert p.returncode == 0, p.stderr
-    lines = p.stdout.split("\n")
-    head = lines[0].split()
-    shape = tuple(int(v) for v in head[1:])
-    values = np.array([float(v) for v in lines[1:] if v], dtype=np.float64)
-    return head[0], values.reshape(shape)
+    results, lines, i = {}, p.stdout.split("\n"), 0
+    while i < len(lines) and lines[i]:
+        kind, file, rest = lines[i].split(" ", 2)
+        i += 1
+        if kind == "error":
+            results[file] = (kind, rest)
+            continue
+        shape = tuple(int(v) for v in rest.split())
+        size = int(np.prod(shape))
+        values = np.array([float(v) for v in lines[i:i + size]], dtype=np.float64)
+        results[file] = (kind, values.reshape(shape))
+        i += size
+    return results
+
+
+def run_api(name):
+    """Amounts of one case from the C++ API program: (kind, values as float64)."""
+    kind, value = api_results()[str(folder(name) / "run.yaml")]
+    assert kind != "error", value
+    return kind, value

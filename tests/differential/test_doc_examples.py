@@ -82,7 +82,8 @@ def test_documented_example_validates_and_runs(text, tmp_path):
     doc = yaml.safe_load(text)
     assert isinstance(doc, dict), "a YAML example must be a mapping"
     run = complete(doc, tmp_path)
-    (tmp_path / "run.yaml").write_text(text if run == doc else yaml.safe_dump(run, sort_keys=False))
+    written = text if run == doc else yaml.safe_dump(run, sort_keys=False)
+    (tmp_path / "run.yaml").write_text(written)
     cli = os.environ["PKSCAN_CLI"]
     v = subprocess.run([cli, "validate", "run.yaml"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=120, check=False)
