@@ -18,6 +18,14 @@ def worst_errors():
     return WORST
 
 
+def case_tags(nodeid):
+    """(test function, feature tags) of a generated case's test id, else None."""
+    test, _, param = nodeid.split("::")[-1].partition("[")
+    if ":" not in param:
+        return None
+    return test, param.rsplit(":", 1)[-1].rstrip("]").split(",")
+
+
 def pytest_terminal_summary(terminalreporter):
     reports = [(r, r in terminalreporter.stats.get("failed", []))
                for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
@@ -26,18 +34,16 @@ def pytest_terminal_summary(terminalreporter):
             f"{k} {v:.3g}" for k, v in sorted(WORST.items())))
     tally = collections.defaultdict(lambda: [collections.Counter(), collections.Counter()])
     for rep, failed in reports:
-        if ":" not in rep.nodeid:
+        if case_tags(rep.nodeid) is None:
             continue
-        test = rep.nodeid.split("::")[-1].split("[")[0]
-        tags = rep.nodeid.rsplit(":", 1)[-1].rstrip("]").split(",")
+        test, tags = case_tags(rep.nodeid)
         tally[test][0].update(tags)
         if failed:
             tally[test][1].update(tags + ["(cases)"])
     causes = collections.defaultdict(collections.Counter)
     for rep, failed in reports:
-        if failed and ":" in rep.nodeid:
-            test = rep.nodeid.split("::")[-1].split("[")[0]
-            tags = set(rep.nodeid.rsplit(":", 1)[-1].rstrip("]").split(","))
+        if failed and case_tags(rep.nodeid) is not None:
+            test, tags = case_tags(rep.nodeid)
             causes[test][next((c for c in CAUSES if c in tags), "none of these")] += 1
     for test, counts in sorted(causes.items()):
         terminalreporter.write_line(f"{test}: failed cases by first known cause: " + ", ".join(
