@@ -130,10 +130,15 @@ class Propagator:
 
     @staticmethod
     def _ode(a, x, r, h):
+        """x and r: vectors, or matrices whose columns are solved together."""
+        shape = x.shape
+        cols = 1 if x.ndim == 1 else shape[1]
+        r = np.broadcast_to(r.reshape(shape[0], -1), (shape[0], cols))
         scale = max(1.0, float(np.max(np.abs(x))), float(np.max(np.abs(r))) * h)
-        sol = scipy.integrate.solve_ivp(lambda _t, y: a @ y + r, (0.0, h), x, method="Radau",
-                                        jac=a, rtol=1e-12, atol=1e-14 * scale)
-        return sol.y[:, -1]
+        sol = scipy.integrate.solve_ivp(
+            lambda _t, y: (a @ y.reshape(shape[0], cols) + r).ravel(), (0.0, h), x.ravel(),
+            method="Radau", jac=np.kron(a, np.eye(cols)), rtol=1e-12, atol=1e-14 * scale)
+        return sol.y[:, -1].reshape(shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,7 +432,9 @@ def _steady_state(n, a, c, amount, rate, ii, lag, t0, prop):
         k += 1
     lo = t0 - ii
 
-    def cycle(x):
+    def cycle(x, w):
+        """One cycle from the states in the columns of x; w: 1 for the columns that receive the
+        doses, 0 for those that only move."""
         cuts = {lo, t0}
         for s in arrivals:
             for b in ([s] if duration is None else [s, s + duration]):
@@ -435,18 +442,20 @@ def _steady_state(n, a, c, amount, rate, ii, lag, t0, prop):
                     cuts.add(b)
         cuts = sorted(cuts)
         for u, v in zip(cuts[:-1], cuts[1:]):
-            r = np.zeros(n)
+            r = np.zeros(x.shape)
             if duration is not None:
                 mid = 0.5 * (u + v)
-                r[c] = rate * sum(1 for s in arrivals if s < mid < s + duration)
+                r[c] = rate * sum(1 for s in arrivals if s < mid < s + duration) * w
             x = prop(a, x, r, v - u)
             if duration is None:
-                x[c] += amount * sum(1 for s in arrivals if s == v)
+                x[c] += amount * sum(1 for s in arrivals if s == v) * w
         return x
 
-    # x(t0) = M x(t0 - ii) + g: one cycle is affine in the state it starts from.
-    g = cycle(np.zeros(n))
-    m = np.column_stack([cycle(e) - g for e in np.eye(n)])
+    # x(t0) = M x(t0 - ii) + g: one cycle is affine in the state it starts from. Column 0 is the
+    # cycle from an empty system with the doses (g), the others move the unit vectors (M).
+    start = np.hstack([np.zeros((n, 1)), np.eye(n)])
+    moved = cycle(start, np.r_[1.0, np.zeros(n)])
+    g, m = moved[:, 0], moved[:, 1:]
     # Enough cycles that the first dose's remainder is below 1e-18 of it (spectral radius of M).
     rho = float(np.max(np.abs(np.linalg.eigvals(m))))
     cycles = 100 if rho < 1e-3 else max(100, math.ceil(math.log(1e-18) / math.log(rho)))
