@@ -103,9 +103,10 @@ def make_lists(rng, params, count, features, max_lists=None):
     k = rng.choice([0, 0, 1, 2, 2, 3, len(names)])
     if max_lists is not None:
         k = min(k, max_lists)
-    chosen = rng.sample(names, min(k, len(names))) if count > 1 or k else []
+    chosen = rng.sample(names, min(k, len(names)))
     for name in chosen:
-        params[name] = [float(f"{params[name] * rng.uniform(0.6, 1.5):.4g}")
+        top = 1.0 if name.startswith("f_") else math.inf     # bioavailability stays <= 1
+        params[name] = [min(top, float(f"{params[name] * rng.uniform(0.6, 1.5):.4g}"))
                         for _ in range(count)]
     features.add("lists>=2" if len(chosen) >= 2 else f"lists={len(chosen)}")
     return chosen
@@ -165,9 +166,7 @@ def grid_case(i):
     run["time"] = {"dt": dt, "steps": steps}
     run["subjects"] = subjects
     run["doses"] = [grid_dose(rng, model, dt, steps, features)
-                    for _ in range(rng.randint(0, 4))]
-    if not run["doses"]:
-        run["doses"] = [grid_dose(rng, model, dt, steps, features)]
+                    for _ in range(rng.randint(1, 4))]
     out = {"path": "out.csv"}
     if rng.random() < 0.4:
         k = rng.randint(1, min(8, steps + 1))
