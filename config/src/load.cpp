@@ -566,7 +566,7 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so) {
 // A run on a NONMEM dataset: `subjects: {dataset: FILE, parameters: {...}}`, `output: {path}`.
 void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& top, RunSpec& spec,
                        const std::shared_ptr<const ModelInfo>& model_ptr,
-                       const YAML::Node& engine_node) {
+                       const YAML::Mark& engine_mark) {
   Problem& p = spec.problem;
   const ModelInfo& model = *model_ptr;
   for (const char* key : {"time", "doses"}) {
@@ -661,7 +661,7 @@ void parse_dataset_run(const Loader& L, std::map<std::string, Loader::Entry>& to
     }
   }
   if (spec.options.device == Device::Cuda) {
-    const YAML::Mark m = engine_node.IsDefined() ? engine_node.Mark() : YAML::Mark::null_mark();
+    const YAML::Mark& m = engine_mark;
     std::string where = L.file_;
     if (!m.is_null())
       where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
@@ -809,14 +809,18 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     else
       L.fail(it->second.value, "precision is \"" + s + "\", but must be float64 or float32");
   }
-  YAML::Node engine_node;  // where an unavailable method/device is reported
+  // Where an unavailable method/device is reported. A position, not a YAML::Node: assigning a
+  // YAML::Node that already refers to a node rebinds that node (yaml-cpp's Node::operator=
+  // makes the referenced node share the right-hand side's data), so a Node variable here would
+  // rewrite the document it points into.
+  YAML::Mark engine_mark = YAML::Mark::null_mark();
   if (auto it = top.find("engine"); it != top.end()) {
-    engine_node = it->second.value;
+    engine_mark = it->second.value.Mark();
     auto eng = L.entries(it->second.value, "engine", {"method", "device"});
     if (auto m = eng.find("method"); m != eng.end()) {
       const std::string s =
           L.scalar_string(m->second.value, "engine.method", "one of auto, scan, batched, power");
-      engine_node = m->second.value;
+      engine_mark = m->second.value.Mark();
       try {
         spec.options.method = method_from_string(s);
       } catch (const InvalidArgument&) {
@@ -827,7 +831,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     if (auto d = eng.find("device"); d != eng.end()) {
       const std::string s =
           L.scalar_string(d->second.value, "engine.device", "one of auto, cpu, cuda");
-      if (s != "auto" && s != "cpu") engine_node = d->second.value;
+      if (s != "auto" && s != "cpu") engine_mark = d->second.value.Mark();
       try {
         spec.options.device = device_from_string(s);
       } catch (const InvalidArgument&) {
@@ -840,7 +844,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   // subjects.dataset: a NONMEM dataset replaces the grid, the doses and the output times.
   if (auto it = top.find("subjects");
       it != top.end() && it->second.value.IsMap() && it->second.value["dataset"]) {
-    parse_dataset_run(L, top, spec, model_ptr, engine_node);
+    parse_dataset_run(L, top, spec, model_ptr, engine_mark);
     return spec;
   }
 
@@ -867,8 +871,11 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     spec.population = parse_population(L, pit->second.value, model, file);
   }
   // With a population, subjects.parameters is absent: an empty mapping stands in for it.
-  Loader::Entry params_e{subj_e.key, YAML::Node(YAML::NodeType::Map)};
-  if (!spec.population) params_e = require(subj, "parameters", subj_e.value, "subjects");
+  // Initialised once, never assigned: assigning a Loader::Entry would assign its YAML::Nodes,
+  // which rebinds the nodes they refer to (see engine_mark above).
+  const Loader::Entry params_e = spec.population
+                                     ? Loader::Entry{subj_e.key, YAML::Node(YAML::NodeType::Map)}
+                                     : require(subj, "parameters", subj_e.value, "subjects");
   std::vector<std::string> accepted;
   for (const ParameterInfo& pi : model.parameters)
     accepted.push_back(pi.alias.empty() ? pi.name : pi.name + " (alias " + pi.alias + ")");
@@ -883,7 +890,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   }
   auto params = L.entries(params_e.value, "subjects.parameters", plain_names);
   std::int64_t list_len = -1;
-  YAML::Node list_node;
+  int list_line = 0;  // 1-based line of the first list (a position: see engine_mark above)
   std::string list_key;
   std::vector<int> seen(model.parameters.size(), 0);
   std::vector<std::pair<std::string, Loader::Entry>> in_order;  // document order
@@ -906,11 +913,13 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
       if (list_len >= 0 && len != list_len)
         L.fail(v, "subjects.parameters." + kv.first + " has " + std::to_string(len) +
                       " values, but subjects.parameters." + list_key + " (line " +
-                      std::to_string(list_node.Mark().line + 1) + ") has " +
-                      std::to_string(list_len) + " values; every list needs one value per subject");
-      list_len = len;
-      list_node = v;
-      list_key = kv.first;
+                      std::to_string(list_line) + ") has " + std::to_string(list_len) +
+                      " values; every list needs one value per subject");
+      if (list_len < 0) {
+        list_len = len;
+        list_line = v.Mark().line + 1;
+        list_key = kv.first;
+      }
     } else if (!v.IsScalar()) {
       L.fail(v, "subjects.parameters." + kv.first + " must be a number or a list of numbers");
     }
@@ -1161,7 +1170,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   {
     std::string why;
     if (!is_backend_available(spec.options.method, spec.options.device, &why)) {
-      const YAML::Mark m = engine_node.IsDefined() ? engine_node.Mark() : YAML::Mark::null_mark();
+      const YAML::Mark& m = engine_mark;
       std::string where = file;
       if (!m.is_null())
         where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
