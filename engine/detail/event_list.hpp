@@ -125,13 +125,15 @@ class Propagator {
   std::vector<Mat<N>> cache_k_, cache_g_;
 };
 
-enum Kind : int { kStop = 0, kReset = 1, kDose = 2, kObserve = 3, kBoundary = 4 };
+// kSteady: the steady state of an SS dose record, set (SS=1) or added (SS=2) at the record's
+// own time; the record's doses (its own, lagged or not, and ADDL) are kDose events.
+enum Kind : int { kStop = 0, kReset = 1, kDose = 2, kObserve = 3, kBoundary = 4, kSteady = 5 };
 
 struct Event {
   double time;
   int cls;           // at equal times: 0 infusion stops, 1 generated arrivals, 2 records
   std::int64_t seq;  // record index (file order)
-  int sub;           // order within a record (reset before dose)
+  int sub;           // order within a record: boundary 0, reset 1, steady state 2, dose 3
   Kind kind;
   int cmt = 0;
   double amount = 0.0;  // after F
@@ -209,6 +211,102 @@ Vec<N> steady_state(Propagator<N>& pr, const Event& d,
   pr.step(static_cast<double>(k0) * d.ii - dur, kk, gg);
   const Vec<N> y = lu.solve(Vec<N>(gd * r));
   x += kk * y;
+  return x;
+}
+
+// No-op hooks of record_steady_state() (simulate_dataset needs none; the Predictor follows the
+// sensitivities through them).
+template <int N>
+struct NoSteadyStateHooks {
+  // The state just before the virtual arrival at d.time (before its dose).
+  void arrival(const Event&, const Vec<N>&) {}
+  // The virtual arrival's bolus of `amount` into d.cmt.
+  void bolus(const Event&) {}
+  // The state moved over dt from x_old with rates r (k, e, s: the step's K and eigenvalue terms).
+  void step(double, const Mat<N>&, const Vec<N>&, const Vec<N>&, const Vec<N>&, const Vec<N>&) {}
+  // An implied infusion of rate `rate` into d.cmt ended (its end moves with F).
+  void stop(const Event&, double) {}
+};
+
+// Phase of an SS dose record's steady state at its own time (NONMEM, help "SS DOSE EVENT
+// RECORD": steady state "is computed as if there were no ALAG, and then there is an advance to
+// the appropriate point in the steady-state cycle (II-ALAG)"): the time since the last implied
+// dose arrived, ii - lag, and 0 when lag >= ii (no advance).
+inline double steady_state_phase(double ii, double lag) { return lag < ii ? ii - lag : 0.0; }
+
+// The steady state of SS dose record `d` (d.time = the record's time t0; d.amount after F,
+// d.rate, d.duration, d.ii, d.cmt) at t0, for a dose that arrives `lag` after its record time:
+// the implied doses, given every ii since long before, arrived last at t0 - phase
+// (steady_state_phase), and the state at t0 is the steady state that far into the cycle. The
+// record's own dose is not included (it arrives at t0 + lag, a kDose event). `runs` receives the
+// implied infusions still running at t0 (rate, end time). `r_before` receives the summed rates
+// of the implied infusions just before t0 (d x / d t0 = A x + r_before: the derivative with
+// respect to the phase). A constant infusion (ii 0) gives the equilibrium -A^-1 r and no runs
+// (NONMEM: the infusion terminates at the event time of the SS dose record).
+template <int N, class Hooks>
+Vec<N> record_steady_state(Propagator<N>& pr, const Event& d, double lag,
+                           std::vector<std::pair<double, double>>& runs, Vec<N>& r_before,
+                           Hooks& hooks) {
+  r_before.setZero();
+  if (d.ii == 0.0) {
+    const Vec<N> x = steady_state(pr, d, runs);
+    hooks.arrival(d, x);
+    return x;
+  }
+  const double phase = steady_state_phase(d.ii, lag);
+  if (phase == d.ii) {  // no lag: the steady state just before a dose, in closed form
+    Vec<N> x = steady_state(pr, d, runs);
+    for (const auto& run : runs) r_before(d.cmt) += run.first;
+    hooks.arrival(d, x);
+    return x;
+  }
+  // The last implied arrival, at t0 - phase; then advance by phase.
+  Event a = d;
+  a.time = d.time - phase;
+  const std::size_t first = runs.size();
+  Vec<N> x = steady_state(pr, a, runs);
+  hooks.arrival(a, x);
+  if (a.rate > 0.0) {
+    if (a.amount > 0.0) runs.emplace_back(a.rate, a.time + a.duration);
+  } else {
+    x(a.cmt) += a.amount;
+    hooks.bolus(a);
+  }
+  double t = a.time;
+  Mat<N> k, g;
+  Vec<N> e = Vec<N>::Zero(), s = Vec<N>::Zero();
+  while (true) {
+    // The next end of an implied infusion before t0, or t0.
+    double tb = d.time;
+    for (std::size_t i = first; i < runs.size(); ++i)
+      tb = std::min(tb, std::max(t, runs[i].second));
+    Vec<N> r = Vec<N>::Zero();
+    for (std::size_t i = first; i < runs.size(); ++i) r(d.cmt) += runs[i].first;
+    if (tb > t) {
+      pr.step(tb - t, k, g, e, s);
+      hooks.step(tb - t, k, x, r, e, s);
+      const Vec<N> y = k * x + g * r;
+      x = y;
+      r_before = r;
+      t = tb;
+    }
+    if (t >= d.time) break;
+    for (std::size_t i = first; i < runs.size();)
+      if (runs[i].second <= t) {
+        hooks.stop(d, runs[i].first);
+        runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+  }
+  // Infusions ending exactly at t0 stop there.
+  for (std::size_t i = first; i < runs.size();)
+    if (runs[i].second <= d.time) {
+      hooks.stop(d, runs[i].first);
+      runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
   return x;
 }
 

@@ -40,10 +40,10 @@ using detail::kBoundary;
 using detail::kDose;
 using detail::kObserve;
 using detail::kReset;
+using detail::kSteady;
 using detail::kStop;
 using detail::Propagator;
 using detail::Running;
-using detail::steady_state;
 
 struct SubjectContext {
   const Dataset* data;
@@ -105,6 +105,7 @@ struct Solver {
   std::vector<int> row_of;     // per record: its row in `params`
   std::vector<Event> ev;
   std::vector<Running> running;
+  std::vector<std::pair<double, double>> steady_runs;  // implied infusions of a steady state
   int np;
   Propagator<N> prop;
   int prop_row = -1;       // parameter row `prop` was built from
@@ -181,14 +182,25 @@ struct Solver {
       const bool infusion = r.rate > 0.0;
       // With a fixed RATE, F scales the amount and so the duration (NONMEM).
       const double duration = infusion ? amount / r.rate : 0.0;
+      if (r.ss > 0) {  // the steady state, at the record's own time (with the record's values)
+        Event st{r.time, 2, seq, 2, kSteady};
+        st.cmt = cmt;
+        st.amount = amount;
+        st.rate = infusion ? r.rate : 0.0;
+        st.duration = duration;
+        st.ss = r.ss;
+        st.ii = r.ii;
+        ev.push_back(st);
+        // A constant infusion at steady state (AMT 0, II 0) ends at the record's time (NONMEM).
+        if (r.ii == 0.0) continue;
+      }
       for (std::int64_t k = 0; k <= r.addl; ++k) {
         const double t = r.time + static_cast<double>(k) * r.ii + lag;
-        Event d{t, (k == 0 && lag == 0.0) ? 2 : 1, seq, 2, kDose};
+        Event d{t, (k == 0 && lag == 0.0) ? 2 : 1, seq, 3, kDose};
         d.cmt = cmt;
         d.amount = amount;
         d.rate = infusion ? r.rate : 0.0;
         d.duration = duration;
-        d.ss = k == 0 ? r.ss : 0;
         d.ii = r.ii;
         if (infusion) {
           d.id = next_id++;
@@ -252,29 +264,33 @@ struct Solver {
           cancel_below = std::max(cancel_below, e.seq);
           while (!virtual_stops.empty()) virtual_stops.pop();
           break;
+        case kSteady: {
+          if (e.ss == 1) cancel_below = std::max(cancel_below, e.seq);
+          // The SS record's own parameter values (not those of other records at its time).
+          Propagator<N>& pr = use(e.seq);
+          const double lag = p(e.seq)[m.lag_parameter[static_cast<std::size_t>(e.cmt)]];
+          steady_runs.clear();
+          Vec<N> r_before;
+          detail::NoSteadyStateHooks<N> hooks;
+          const Vec<N> xs = detail::record_steady_state(pr, e, lag, steady_runs, r_before, hooks);
+          if (e.ss == 1) {
+            x = xs;
+            running.clear();
+            while (!virtual_stops.empty()) virtual_stops.pop();
+          } else {
+            x += xs;
+          }
+          for (const auto& run : steady_runs) {
+            const std::int64_t id = next_id++;
+            running.push_back({id, e.cmt, run.first});
+            virtual_stops.emplace(run.second, id);
+          }
+          break;
+        }
         case kDose: {
           if (e.seq < cancel_below) break;  // cancelled by a later reset or SS=1 record
-          if (e.ss == 1) cancel_below = std::max(cancel_below, e.seq);
-          if (e.ss > 0) {
-            std::vector<std::pair<double, double>> runs;
-            Propagator<N>& pr = use(governing(e.time));
-            const Vec<N> xs = steady_state(pr, e, runs);
-            if (e.ss == 1) {
-              x = xs;
-              running.clear();
-              while (!virtual_stops.empty()) virtual_stops.pop();
-            } else {
-              x += xs;
-            }
-            for (const auto& run : runs) {
-              const std::int64_t id = next_id++;
-              running.push_back({id, e.cmt, run.first});
-              virtual_stops.emplace(run.second, id);
-            }
-          }
           if (e.rate > 0.0) {
-            if (e.amount > 0.0 || (e.ss > 0 && e.ii == 0.0))
-              running.push_back({e.id, e.cmt, e.rate});
+            if (e.amount > 0.0) running.push_back({e.id, e.cmt, e.rate});
           } else {
             x(e.cmt) += e.amount;
           }

@@ -65,6 +65,7 @@ using detail::kBoundary;
 using detail::kDose;
 using detail::kObserve;
 using detail::kReset;
+using detail::kSteady;
 using detail::kStop;
 using detail::Mat;
 using detail::Propagator;
@@ -366,14 +367,25 @@ void Prepared::prepare() {
       plan.dosed |= std::uint64_t{1} << cmt;
       if (r.evid != 4) plan.events.push_back({{r.time, 2, seq, 0, kBoundary}, 0});
       const bool infusion = r.rate > 0.0;
+      if (r.ss > 0) {  // the steady state at the record's own time (amount and duration: F)
+        Event st{r.time, 2, seq, 2, kSteady};
+        st.cmt = cmt;
+        st.amount = r.amt;
+        st.rate = infusion ? r.rate : 0.0;
+        st.duration = infusion ? r.amt / r.rate : 0.0;
+        st.ss = r.ss;
+        st.ii = r.ii;
+        plan.events.push_back({st, 0});
+        // A constant infusion at steady state (AMT 0, II 0) ends at the record's time (NONMEM).
+        if (r.ii == 0.0) continue;
+      }
       for (std::int64_t k = 0; k <= r.addl; ++k) {
         const double t = r.time + static_cast<double>(k) * r.ii;
-        Event d{t, k == 0 ? 2 : 1, seq, 2, kDose};
+        Event d{t, k == 0 ? 2 : 1, seq, 3, kDose};
         d.cmt = cmt;
         d.amount = r.amt;
         d.rate = infusion ? r.rate : 0.0;
         d.duration = infusion ? r.amt / r.rate : 0.0;
-        d.ss = k == 0 ? r.ss : 0;
         d.ii = r.ii;
         if (infusion) {
           d.id = next_id++;
@@ -415,7 +427,8 @@ struct VirtualStop {
   std::int64_t id;
   int cmt;
   double rate;
-  std::int64_t seq;  // the steady-state dose record
+  std::int64_t seq;     // the steady-state dose record
+  bool moves_with_lag;  // its time moves with the record's lag (lag < II)
 };
 
 template <int N>
@@ -436,6 +449,7 @@ class Solver final : public SolverBase {
     tmp_.resize(np);
     tmp2_.resize(np);
     dy_.resize(np);
+    saved_.resize(np);
   }
 
   void run(const Prepared& impl, std::int64_t s, const double* params, double* out,
@@ -475,6 +489,7 @@ class Solver final : public SolverBase {
   std::vector<Square> et_;               // per A direction: V^-1 dA/dp V (fast path)
   Square inv_;                           // 1 / (l_i - l_j) (fast path)
   std::vector<Vec<N>> tmp_, tmp2_, dy_;  // per direction scratch
+  std::vector<Vec<N>> saved_;            // the sensitivities before an SS=2 steady state
   // Fallback path: dK_k, dG_k per interval length (for the current row).
   std::vector<double> fb_d_;
   std::vector<Mat<N>> fb_mats_;  // per cached length: 2 * pa_ matrices (dK_k, dG_k)
@@ -748,14 +763,17 @@ class Solver final : public SolverBase {
     for (std::size_t i = 0; i < ev_.size(); ++i) {
       const EventTemplate& t = plan_->events[i];
       Event e = t.e;
-      if (e.kind == kDose || e.kind == kStop) {
+      if (e.kind == kDose || e.kind == kStop || e.kind == kSteady) {
         const double* pj = p(e.seq);
         const double f = pj[m.f_parameter[static_cast<std::size_t>(e.cmt)]];
         const double lag = pj[m.lag_parameter[static_cast<std::size_t>(e.cmt)]];
         const double amt = (*recs_)[static_cast<std::size_t>(e.seq)].amt;
         const double amount = f * amt;
         const double duration = e.rate > 0.0 ? amount / e.rate : 0.0;
-        if (e.kind == kDose) {
+        if (e.kind == kSteady) {  // at the record's own time
+          e.amount = amount;
+          e.duration = duration;
+        } else if (e.kind == kDose) {
           e.time = t.e.time + lag;
           e.cls = (t.addl_k == 0 && lag == 0.0) ? 2 : 1;
           e.amount = amount;
@@ -805,17 +823,35 @@ class Solver final : public SolverBase {
   }
 
   // Jump of an infusion stop of rate R into cmt at a time that moves with the dose's lag
-  // (d tau = 1) and F (d tau = AMT / R): s += R e_cmt d tau.
-  void stop_jump(std::int64_t seq, int cmt, double rate) {
+  // (d tau = 1, when `with_lag`) and F (d tau = AMT / R): s += R e_cmt d tau.
+  void stop_jump(std::int64_t seq, int cmt, double rate, bool with_lag = true) {
     const ModelInfo& m = *impl_->model;
     const int lag_col = m.lag_parameter[static_cast<std::size_t>(cmt)];
     const int f_col = m.f_parameter[static_cast<std::size_t>(cmt)];
     const int kl = dir_of_[static_cast<std::size_t>(lag_col)];
     const int kf = dir_of_[static_cast<std::size_t>(f_col)];
-    if (kl >= 0 && free_in(seq, lag_col)) add_unit(kl, cmt, rate);
+    if (with_lag && kl >= 0 && free_in(seq, lag_col)) add_unit(kl, cmt, rate);
     if (kf >= 0 && free_in(seq, f_col))
       add_unit(kf, cmt, (*recs_)[static_cast<std::size_t>(seq)].amt);
   }
+
+  // The sensitivities through record_steady_state() (the steady state of an SS record): set
+  // from the closed form's derivative at the last implied arrival, moved over the phase with the
+  // record's A, with the jumps of the bolus and of implied infusions ending (their ends move
+  // with F; the phase's dependence on the lag is added by the caller).
+  struct SteadyHooks {
+    Solver& sv;
+    void arrival(const Event& a, const Vec<N>& x) {
+      sv.steady_state_derivative(a, x);
+      for (int q = 0; q < sv.ps_; ++q) sv.set_orig(q, sv.tmp2_[q]);
+    }
+    void bolus(const Event& a) { sv.stop_jump(a.seq, a.cmt, 0.0, false); }
+    void step(double dt, const Mat<N>& k, const Vec<N>& x_old, const Vec<N>& r, const Vec<N>& e,
+              const Vec<N>& sg) {
+      sv.propagate(dt, k, x_old, r, !r.isZero(0.0), e, sg);
+    }
+    void stop(const Event& d, double rate) { sv.stop_jump(d.seq, d.cmt, rate, false); }
+  };
 
   template <bool G>
   void advance_to(double t, Mat<N>& k, Mat<N>& g) {
@@ -840,7 +876,7 @@ class Solver final : public SolverBase {
       while (!vstops_.empty() && vstops_.front().time <= x_time_) {
         const VirtualStop vs = vstops_.front();
         vstops_.erase(vstops_.begin());
-        if (stop_infusion(vs.id) && G) stop_jump(vs.seq, vs.cmt, vs.rate);
+        if (stop_infusion(vs.id) && G) stop_jump(vs.seq, vs.cmt, vs.rate, vs.moves_with_lag);
       }
     }
   }
@@ -946,9 +982,52 @@ class Solver final : public SolverBase {
           if (G)
             for (int q = 0; q < ps_; ++q) s_[q].setZero();
           break;
+        case kSteady: {
+          if (e.ss == 1) cancel_below = std::max(cancel_below, e.seq);
+          // The SS record's own parameter values (not those of other records at its time).
+          Propagator<N>& pr = use<G>(e.seq);
+          const double lag = p(e.seq)[m.lag_parameter[static_cast<std::size_t>(e.cmt)]];
+          if (G && e.ss == 2)
+            for (int q = 0; q < ps_; ++q) saved_[q] = s_[q];
+          runs_.clear();
+          Vec<N> r_before;
+          Vec<N> xs;
+          if (G) {
+            SteadyHooks hooks{*this};
+            xs = detail::record_steady_state(pr, e, lag, runs_, r_before, hooks);
+            // The phase ii - lag moves back as the lag grows: d xs / d lag = -(A xs + r).
+            const int lag_col = m.lag_parameter[static_cast<std::size_t>(e.cmt)];
+            const int kl =
+                free_in(e.seq, lag_col) ? dir_of_[static_cast<std::size_t>(lag_col)] : -1;
+            if (kl >= 0 && e.ii > 0.0 && lag < e.ii)
+              add_to(kl, Vec<N>(-(pr.a() * xs + r_before)), 1.0);
+            if (e.ss == 2)
+              for (int q = 0; q < ps_; ++q) s_[q] += saved_[q];
+          } else {
+            detail::NoSteadyStateHooks<N> hooks;
+            xs = detail::record_steady_state(pr, e, lag, runs_, r_before, hooks);
+          }
+          if (e.ss == 1) {
+            x_ = xs;
+            running_.clear();
+            vstops_.clear();
+          } else {
+            x_ += xs;
+          }
+          for (const auto& run : runs_) {
+            const std::int64_t id = next_id++;
+            running_.push_back({id, e.cmt, run.first});
+            VirtualStop vs{run.second, id, e.cmt, run.first, e.seq, e.ii > 0.0 && lag < e.ii};
+            auto it = vstops_.begin();
+            while (it != vstops_.end() &&
+                   (it->time < vs.time || (it->time == vs.time && it->id < vs.id)))
+              ++it;
+            vstops_.insert(it, vs);
+          }
+          break;
+        }
         case kDose: {
           if (e.seq < cancel_below) break;  // cancelled by a later reset or SS=1 record
-          if (e.ss == 1) cancel_below = std::max(cancel_below, e.seq);
           const int lag_col = m.lag_parameter[static_cast<std::size_t>(e.cmt)];
           const int f_col = m.f_parameter[static_cast<std::size_t>(e.cmt)];
           int kl = -1, kf = -1;
@@ -962,44 +1041,15 @@ class Solver final : public SolverBase {
               xdot_before = a_jump * x_ + rates();
             }
           }
-          if (e.ss > 0) {
-            runs_.clear();
-            Propagator<N>& pr = use<G>(governing(e.time));
-            const Vec<N> xs = detail::steady_state(pr, e, runs_);
-            if (G) steady_state_derivative(e, xs);
-            if (e.ss == 1) {
-              x_ = xs;
-              running_.clear();
-              vstops_.clear();
-              if (G)
-                for (int q = 0; q < ps_; ++q) set_orig(q, tmp2_[q]);
-            } else {
-              x_ += xs;
-              if (G)
-                for (int q = 0; q < ps_; ++q) add_to(q, tmp2_[q], 1.0);
-            }
-            for (const auto& run : runs_) {
-              const std::int64_t id = next_id++;
-              running_.push_back({id, e.cmt, run.first});
-              VirtualStop vs{run.second, id, e.cmt, run.first, e.seq};
-              auto it = vstops_.begin();
-              while (it != vstops_.end() &&
-                     (it->time < vs.time || (it->time == vs.time && it->id < vs.id)))
-                ++it;
-              vstops_.insert(it, vs);
-            }
-          }
           if (e.rate > 0.0) {
-            if (e.amount > 0.0 || (e.ss > 0 && e.ii == 0.0))
-              running_.push_back({e.id, e.cmt, e.rate});
+            if (e.amount > 0.0) running_.push_back({e.id, e.cmt, e.rate});
           } else {
             x_(e.cmt) += e.amount;
             if (G && kf >= 0) add_unit(kf, e.cmt, recs[static_cast<std::size_t>(e.seq)].amt);
           }
           if (G && kl >= 0) {
-            // s += Gamma_x xdot- - xdot+ (d tau / d lag = 1); Gamma_x = 0 for SS=1.
-            Vec<N> jump = -(a_jump * x_ + rates());
-            if (e.ss != 1) jump += xdot_before;
+            // s += xdot- - xdot+ (d tau / d lag = 1).
+            const Vec<N> jump = xdot_before - (a_jump * x_ + rates());
             add_to(kl, jump, 1.0);
           }
           break;

@@ -14,7 +14,10 @@ every event: a cross-check of this reference itself.
 
 Conventions implemented: docs/conventions.md, docs/run-files.md, shared/spec/run-config.md and
 the target steady-state semantics of issue 12 (an SS dose is a train of doses arriving at
-t0 + lag - k II for k = 0, 1, ...; the state from t0 on is that train's periodic solution).
+t0 + lag - k II for k = 0, 1, ...; the state from t0 on is that train's periodic solution). For
+lag >= II NONMEM's documented advance II - ALAG is not positive and nothing is advanced: the state
+at t0 is that of a train arriving at t0 - k II (k = 0, 1, ...: just after an arrival), and only
+the record's own dose is still to come, at t0 + lag.
 """
 
 import math
@@ -283,9 +286,10 @@ class _Dose:
             time, cmt, amount, rate, duration)
 
 
-def dataset_reference(run, dataset_text, propagator=None):
+def dataset_reference(run, dataset_text, propagator=None, concentrations=False):
     """Amounts [observations, compartments] of a dataset run, in dataset order, with the
-    observed compartment's concentration (`pred`) per row."""
+    observed compartment's concentration (`pred`) per row; with `concentrations`, also every
+    compartment's concentration [observations, compartments] (the volumes of each record)."""
     model = Model(run.get("model", "three_compartment"))
     header, subjects = read_dataset(dataset_text)
     items = {"id", "time", "amt", "rate", "evid", "cmt", "ii", "addl", "ss", "dv", "mdv"}
@@ -294,12 +298,16 @@ def dataset_reference(run, dataset_text, propagator=None):
     param_cols = [h for h in header if h not in items and h in names]
     base = subject_values(run["subjects"].get("parameters", {}), len(subjects))
     prop = propagator or Propagator()
-    amounts, preds = [], []
+    amounts, preds, concs = [], [], []
     for s, (_, records) in enumerate(subjects):
-        a_rows, p_rows = _simulate_subject(model, base[s], records, param_cols, prop)
+        a_rows, p_rows, c_rows = _simulate_subject(model, base[s], records, param_cols, prop)
         amounts += a_rows
         preds += p_rows
-    return np.array(amounts).reshape(-1, model.n), np.array(preds)
+        concs += c_rows
+    amounts = np.array(amounts).reshape(-1, model.n)
+    if concentrations:
+        return amounts, np.array(preds), np.array(concs).reshape(-1, model.n)
+    return amounts, np.array(preds)
 
 
 def _simulate_subject(model, base, records, param_cols, prop):
@@ -308,7 +316,7 @@ def _simulate_subject(model, base, records, param_cols, prop):
     t = float(records[0]["time"])
     infusions = []   # [compartment, rate, end]
     pending = []     # _Dose objects still to arrive
-    out_amounts, out_pred = [], []
+    out_amounts, out_pred, out_conc = [], [], []
 
     def params_of(rec):
         values = dict(base)
@@ -353,6 +361,7 @@ def _simulate_subject(model, base, records, param_cols, prop):
             cmt = int(_num(rec, "cmt"))
             c = model.index[model.observe] if cmt == 0 else cmt - 1
             out_pred.append(x[c] / p["v_" + model.compartments[c]])
+            out_conc.append(x / np.array([p["v_" + name] for name in model.compartments]))
             continue
         if evid in (3, 4):
             x[:] = 0.0
@@ -360,7 +369,7 @@ def _simulate_subject(model, base, records, param_cols, prop):
             pending.clear()
         if evid in (1, 4):
             x = _dose_record(model, p, a, rec, t_rec, x, infusions, pending, prop, start)
-    return out_amounts, out_pred
+    return out_amounts, out_pred, out_conc
 
 
 def record_evid(rec):
@@ -424,6 +433,9 @@ def _steady_state(n, a, c, amount, rate, ii, lag, t0, prop):
     repeating one dosing cycle (t0 - ii, t0] from an empty system until nothing changes; plus the
     implied infusions still running at t0 and the implied doses that arrive after t0."""
     duration = amount / rate if rate > 0 else None
+    if ii <= lag:  # no advance (II - ALAG <= 0): the post-arrival state, then the record's dose
+        x, running, _ = _steady_state(n, a, c, amount, rate, ii, 0.0, t0, prop)
+        return x, running, [_Dose(t0 + lag, c, amount, rate if duration else None, duration)]
     arrivals = []
     k = 0
     reach = lag + (duration or 0.0) + ii

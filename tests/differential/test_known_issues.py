@@ -55,16 +55,21 @@ output: {{path: out.csv}}
 
 @pytest.mark.parametrize("lag", [2.0, 10.0])
 def test_lagged_steady_state_dose_holds_the_periodic_state_from_the_record_time(tmp_path, lag):
-    """SS=1 bolus of 100 every 8 at t0 = 4 with lag L: doses arrive at t0 + L - 8 k. At t0 and
-    up to the next arrival the state is the periodic one: peak exp(-k (time since the last
-    arrival)), peak = 100 / (1 - exp(-8 k))."""
+    """SS=1 bolus of 100 every 8 at t0 = 4 with lag L. L = 2 < II: doses arrive at t0 + L - 8 k;
+    from t0 on the state is the periodic one, peak exp(-k (time since the last arrival)),
+    peak = 100 / (1 - exp(-8 k)), with the record's own dose arriving at 6. L = 10 >= II:
+    NONMEM's advance II - ALAG is not positive, so the state at t0 is the peak and decays until
+    the record's own dose arrives at 14."""
     k, ii = 0.2, 8.0
     out = run(tmp_path, ONE_COMPARTMENT.replace("LAG", str(lag)),
               "ID,TIME,AMT,II,SS,EVID\n1,4,100,8,1,1\n1,4,.,.,.,0\n1,5,.,.,.,0\n1,7,.,.,.,0\n")
     peak = 100 / (1 - math.exp(-k * ii))
-    last_arrival = 4 + lag - ii * math.ceil(lag / ii)       # the latest arrival <= 4
-    expected = [peak * math.exp(-k * (t - last_arrival)) for t in (4.0, 5.0)]
-    expected.append(peak * math.exp(-k * 1.0))                # an arrival at 6 either way
+    if lag < ii:
+        last_arrival = 4 + lag - ii                             # the latest arrival <= 4
+        expected = [peak * math.exp(-k * (t - last_arrival)) for t in (4.0, 5.0)]
+        expected.append(peak * math.exp(-k * 1.0))            # the record's dose arrived at 6
+    else:
+        expected = [peak * math.exp(-k * (t - 4.0)) for t in (4.0, 5.0, 7.0)]
     np.testing.assert_allclose(out, expected, rtol=1e-9)
 
 

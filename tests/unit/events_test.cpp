@@ -247,9 +247,10 @@ TEST(SteadyState, InfusionOfExactlyTheIntervalIsPeriodic) {
 }
 
 TEST(SteadyState, ConstantInfusionIsTheEquilibrium) {
-  // SS=1, AMT 0, RATE 10, II 0: the equilibrium of a constant infusion: central = R / ke.
+  // SS=1, AMT 0, RATE 10, II 0: at the record's time the equilibrium of a constant infusion,
+  // central = R / ke (the infusion ends there: steady_state_test.cpp).
   const DatasetResult r = simulate_dataset(
-      data_of("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n1,0,0,10,1,2,0,1\n1,50,.,.,0,2,.,.\n"),
+      data_of("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n1,50,0,10,1,2,0,1\n1,50,.,.,0,2,.,.\n"),
       ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
   EXPECT_NEAR(r.amounts[1], 10.0 / (5.0 / 20.0), 1e-9 * 40.0);
 }
