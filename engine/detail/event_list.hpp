@@ -290,7 +290,7 @@ Vec<N> record_steady_state(Propagator<N>& pr, const Event& d, double lag,
       r_before = r;
       t = tb;
     }
-    if (t >= d.time) break;
+    // Implied infusions ending by now stop (at t0 too: they do not run past it).
     for (std::size_t i = first; i < runs.size();)
       if (runs[i].second <= t) {
         hooks.stop(d, runs[i].first);
@@ -298,15 +298,8 @@ Vec<N> record_steady_state(Propagator<N>& pr, const Event& d, double lag,
       } else {
         ++i;
       }
+    if (t >= d.time) break;
   }
-  // Infusions ending exactly at t0 stop there.
-  for (std::size_t i = first; i < runs.size();)
-    if (runs[i].second <= d.time) {
-      hooks.stop(d, runs[i].first);
-      runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      ++i;
-    }
   return x;
 }
 

@@ -845,6 +845,7 @@ class Solver final : public SolverBase {
       sv.steady_state_derivative(a, x);
       for (int q = 0; q < sv.ps_; ++q) sv.set_orig(q, sv.tmp2_[q]);
     }
+    // The bolus F AMT: d/dF = AMT into its compartment (the F part of stop_jump).
     void bolus(const Event& a) { sv.stop_jump(a.seq, a.cmt, 0.0, false); }
     void step(double dt, const Mat<N>& k, const Vec<N>& x_old, const Vec<N>& r, const Vec<N>& e,
               const Vec<N>& sg) {
