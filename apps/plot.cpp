@@ -628,21 +628,21 @@ std::string find_gnuplot(const PlotOptions& o) {
   throw BackendUnavailable("gnuplot not found; install gnuplot-nox");
 }
 
-// A private directory next to the output, removed with its contents on destruction.
+// A private directory next to the output (a registered temporary directory, temp_files.hpp:
+// removed with its contents on destruction, on a terminating signal, or by the next plot to the
+// same output after SIGKILL).
 class TempDir {
  public:
   explicit TempDir(const std::string& output) {
-    std::string tmpl = output + ".tmp.XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      throw InvalidArgument("--output: cannot create " + output + ": " + std::strerror(errno));
-    path_ = tmpl;
+    try {
+      path_ = config::create_temp_dir(output);
+    } catch (const Error& e) {
+      throw InvalidArgument(std::string("--output: ") + e.what());
+    }
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
+  ~TempDir() { config::remove_temp_file(path_); }
   std::string file(const char* name) const { return path_ + "/" + name; }
   const std::string& path() const noexcept { return path_; }
 

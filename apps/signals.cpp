@@ -56,9 +56,10 @@ const char* signal_name(int sig) {
     // locked so that no other thread creates or commits a file before _exit.
     config::discard_temp_files(true);
     const int status = 128 + sig;
-    const std::string line = std::string("pkscan: stopped by ") + signal_name(sig) +
-                             " (exit status " + std::to_string(status) +
-                             "); no partial output left\n";
+    // On a terminal, after a progress bar drawn in place: a line of its own.
+    const std::string line = std::string(::isatty(STDERR_FILENO) ? "\n" : "") +
+                             "pkscan: stopped by " + signal_name(sig) + " (exit status " +
+                             std::to_string(status) + "); no partial output left\n";
     const ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
     (void)ignored;
     ::_exit(status);

@@ -64,6 +64,20 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
 
 std::string dir_for_open(const std::string& dir) { return dir.empty() ? "." : dir; }
 
+// Removes a temporary file, or a temporary directory with the plain files in it.
+bool remove_path(const std::string& path) {
+  if (::unlink(path.c_str()) == 0) return true;
+  if (errno != EISDIR && errno != EPERM) return false;
+  if (DIR* d = ::opendir(path.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string entry = e->d_name;
+      if (entry != "." && entry != "..") ::unlink((path + "/" + entry).c_str());
+    }
+    ::closedir(d);
+  }
+  return ::rmdir(path.c_str()) == 0;
+}
+
 std::string host_tag() {
   char buf[256] = {};
   std::string h;
@@ -264,7 +278,7 @@ std::size_t sweep_locked(Registry& r, const std::string& path) {
   ::closedir(d);
   std::size_t removed = 0;
   for (const std::string& f : gone)
-    if (::unlink(f.c_str()) == 0) ++removed;
+    if (remove_path(f)) ++removed;
   return removed;
 }
 
@@ -298,11 +312,22 @@ int create_temp_file(const std::string& path, std::string& temp) {
   return fd;
 }
 
+std::string create_temp_dir(const std::string& path) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  recover_locked(r, path, nullptr);
+  sweep_locked(r, path);
+  std::string name = temp_prefix(path) + my_host() + "." + std::to_string(::getpid()) + ".XXXXXX";
+  if (::mkdtemp(name.data()) == nullptr) fail("cannot create " + path, errno);
+  r.files.push_back(name);
+  return name;
+}
+
 void remove_temp_file(const std::string& temp) noexcept {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
   if (!registered(r, temp)) return;  // committed, forgotten or discarded
-  ::unlink(temp.c_str());
+  remove_path(temp);
   unregister(r, temp);
 }
 
@@ -443,7 +468,7 @@ std::size_t discard_temp_files(bool hold) noexcept {
   std::unique_lock<std::mutex> lock(r.mutex);
   std::size_t n = 0;
   for (const std::string& f : r.files)
-    if (::unlink(f.c_str()) == 0) ++n;
+    if (remove_path(f)) ++n;
   r.files.clear();
   if (hold) lock.release();  // stays locked until the process ends
   return n;

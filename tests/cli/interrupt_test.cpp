@@ -137,12 +137,12 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
 
   // Reference sets (and the duration of a run), each written to its own directory.
   Files set[2];
-  double seconds = 0;
+  double seconds[2] = {0, 0};
   for (int k = 0; k < 2; ++k) {
     TempDir ref;
     const auto t0 = Clock::now();
     const Outcome o = run_to_end(k == 0 ? a : b, ref.file("out" + ext), log);
-    seconds = std::max(seconds, std::chrono::duration<double>(Clock::now() - t0).count());
+    seconds[k] = std::chrono::duration<double>(Clock::now() - t0).count();
     ASSERT_TRUE(o.exited && o.code == 0) << o.err;
     set[k] = visible_files(ref.path());
   }
@@ -155,11 +155,12 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
   for (int trial = 0; trial < 9; ++trial) {
     const int sig = kSignals[trial % 3];
     const int from = trial % 2, to = 1 - from;  // A over B, then B over A, ...
-    std::uniform_real_distribution<double> moment(0.0, 1.2 * seconds);
+    // Moments over the whole run, a little past its end (it may run faster than it did).
+    std::uniform_real_distribution<double> moment(0.0, 1.1 * seconds[to]);
     const double delay = moment(rng);
     SCOPED_TRACE(ext + " trial " + std::to_string(trial) + ": signal " + std::to_string(sig) +
-                 " after " + std::to_string(delay) + " s (a run takes about " +
-                 std::to_string(seconds) + " s), run " + (to == 0 ? "A over B" : "B over A"));
+                 " after " + std::to_string(delay) + " s (the run took " +
+                 std::to_string(seconds[to]) + " s), run " + (to == 0 ? "A over B" : "B over A"));
     // The earlier results, as the earlier run left them.
     fs::remove_all(results.path());
     fs::create_directory(results.path());

@@ -268,6 +268,26 @@ TEST(OutputUnit, JournalOfEndedProcessIsRolledForwardOfLiveProcessKept) {
   }
 }
 
+TEST(TempFiles, DirectoriesGoWithTheirFiles) {
+  Scratch dir;
+  const std::string target = dir.file("plot.png");
+  const std::string d = create_temp_dir(target);
+  ASSERT_EQ(d.compare(0, temp_prefix(target).size(), temp_prefix(target)), 0) << d;
+  ASSERT_TRUE(fs::is_directory(d));
+  put(d + "/plot.gp", "plot");
+  remove_temp_file(d);
+  EXPECT_TRUE(dir.names().empty());
+  // A killed process's directory is an orphan like its files.
+  const std::string orphan = dir.file(".plot.png.pkscan-tmp." + host_tag(dir) + "." +
+                                      std::to_string(dead_pid()) + ".Zz9Zz9");
+  fs::create_directory(orphan);
+  put(orphan + "/plot.png", "png");
+  const std::string live = create_temp_dir(target);  // sweeps the orphan
+  EXPECT_EQ(dir.names().size(), 1u);
+  EXPECT_GE(discard_temp_files(false), 1u);
+  EXPECT_FALSE(fs::exists(live));
+}
+
 TEST(TempFiles, DiscardRemovesEveryRegisteredFile) {
   Scratch dir;
   AtomicFile a(dir.file("a.csv"));

@@ -46,6 +46,12 @@ std::string commit_journal_path(const std::string& path);
 /// @throws Error "cannot create output file PATH: reason" when it cannot be created
 int create_temp_file(const std::string& path, std::string& temp);
 
+/// Creates and registers a temporary directory for `path` (mode 0700), named as a temporary
+/// file, after the same clean-up. It may hold plain files (no subdirectories): it is removed
+/// with them by remove_temp_file, discard_temp_files and the orphan clean-up.
+/// @return its path. @throws Error "cannot create PATH: reason" when it cannot be created
+std::string create_temp_dir(const std::string& path);
+
 /// Removes (unlinks) a registered temporary file and forgets it. Never throws.
 void remove_temp_file(const std::string& temp) noexcept;
 
