@@ -122,6 +122,7 @@ std::string names(const Files& f) {
 
 struct Tally {
   int finished = 0, kept_old = 0, got_new = 0, killed = 0, cut_commits = 0;
+  double max_latency = 0;  // seconds from SIGINT/SIGTERM to the end of the process
 };
 
 // Trials of one format (extension ".csv" or ".h5").
@@ -169,8 +170,10 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
     const pid_t pid = start(to == 0 ? a : b, out, log);
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    const auto sent = Clock::now();
     ::kill(pid, sig);
     const Outcome o = wait_for(pid, log);
+    const double latency = std::chrono::duration<double>(Clock::now() - sent).count();
 
     const Files now = visible_files(results.path());
     const bool old_whole = now == set[from];
@@ -194,6 +197,10 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
       EXPECT_TRUE((o.exited && o.code == 128 + sig) || (!o.exited && o.code == sig))
           << (o.exited ? "exit status " : "signal ") << o.code << ": " << o.err;
       if (o.exited) {
+        // Acted on at once, in the middle of a computation or a write (generous bound for a
+        // loaded 2-core machine; typically a few milliseconds).
+        EXPECT_LT(latency, 3.0);
+        tally.max_latency = std::max(tally.max_latency, latency);
         EXPECT_EQ(o.err,
                   std::string("pkscan: stopped by ") +
                       (sig == SIGINT ? "SIGINT (exit status 130)" : "SIGTERM (exit status 143)") +
@@ -256,7 +263,8 @@ TEST(Interrupt, RandomSignalsLeaveEarlierOrNewResultsWholeAndNoTemporaryFiles) {
     std::cout << "[ interrupt ] " << ext << ": " << t.finished << " finished, " << t.kept_old
               << " interrupted with the earlier results kept, " << t.got_new
               << " interrupted after the commit, " << t.killed << " killed (SIGKILL; "
-              << t.cut_commits << " in a commit)\n";
+              << t.cut_commits << " in a commit); SIGINT/SIGTERM acted on within "
+              << t.max_latency * 1000 << " ms\n";
     // The moments cover the run: most trials must have been interrupted before the end.
     EXPECT_GE(t.kept_old + t.killed, 3) << ext;
   }
