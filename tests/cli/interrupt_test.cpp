@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <pkscan/config/temp_files.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -77,25 +78,28 @@ pid_t start(const std::string& file, const std::string& out, const std::string& 
   return rc == 0 ? pid : -1;
 }
 
-// Waits (at most 120 s, then SIGKILL and a failure) for `pid`.
-Outcome wait_for(pid_t pid, const std::string& log) {
-  Outcome o;
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
+// Waits for `pid` until `until`; true (and `o` filled) when it ended by then.
+bool wait_until(pid_t pid, Clock::time_point until, const std::string& log, Outcome& o) {
   int status = 0;
   for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (Clock::now() > deadline) {
-      ADD_FAILURE() << "pkscan did not end within 120 s";
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   o.exited = WIFEXITED(status);
   o.code = o.exited ? WEXITSTATUS(status) : WTERMSIG(status);
   o.err = read_text(log);
+  return true;
+}
+
+// Waits (at most 120 s, then SIGKILL and a failure) for `pid`.
+Outcome wait_for(pid_t pid, const std::string& log) {
+  Outcome o;
+  if (!wait_until(pid, Clock::now() + std::chrono::seconds(120), log, o)) {
+    ADD_FAILURE() << "pkscan did not end within 120 s";
+    ::kill(pid, SIGKILL);
+    wait_until(pid, Clock::now() + std::chrono::seconds(10), log, o);
+  }
   return o;
 }
 
@@ -156,8 +160,10 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
   for (int trial = 0; trial < 9; ++trial) {
     const int sig = kSignals[trial % 3];
     const int from = trial % 2, to = 1 - from;  // A over B, then B over A, ...
-    // Moments over the whole run, a little past its end (it may run faster than it did).
-    std::uniform_real_distribution<double> moment(0.0, 1.1 * seconds[to]);
+    // Moments over the whole run, a little past its end (it may run faster than it did); the
+    // last three trials near its end, where the files are synced and committed.
+    std::uniform_real_distribution<double> moment(trial < 6 ? 0.0 : 0.85 * seconds[to],
+                                                  (trial < 6 ? 1.1 : 1.3) * seconds[to]);
     const double delay = moment(rng);
     SCOPED_TRACE(ext + " trial " + std::to_string(trial) + ": signal " + std::to_string(sig) +
                  " after " + std::to_string(delay) + " s (the run took " +
@@ -167,13 +173,25 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
     fs::create_directory(results.path());
     for (const auto& [name, bytes] : set[from]) write_text(results.file(name), bytes);
 
+    const auto started = Clock::now();
     const pid_t pid = start(to == 0 ? a : b, out, log);
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    const auto sent = Clock::now();
-    ::kill(pid, sig);
-    const Outcome o = wait_for(pid, log);
-    const double latency = std::chrono::duration<double>(Clock::now() - sent).count();
+    Outcome o;
+    double latency = 0;
+    if (wait_until(pid,
+                   started + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(delay)),
+                   log, o)) {
+      // It ended before the moment: later moments are drawn over this (shorter) duration, so
+      // that a slow reference run on a loaded machine does not leave every run uninterrupted.
+      seconds[to] =
+          std::min(seconds[to], std::chrono::duration<double>(Clock::now() - started).count());
+    } else {
+      const auto sent = Clock::now();
+      ::kill(pid, sig);
+      o = wait_for(pid, log);
+      latency = std::chrono::duration<double>(Clock::now() - sent).count();
+    }
 
     const Files now = visible_files(results.path());
     const bool old_whole = now == set[from];
@@ -211,6 +229,12 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
     if (sig != SIGKILL || (o.exited && o.code == 0)) {
       EXPECT_EQ(temp_files(results.path()), std::vector<std::string>{});
       continue;
+    }
+    if (journal) {
+      // Killed between two renames: completing the commit (what the next run does first) gives
+      // exactly the new set.
+      EXPECT_TRUE(config::recover_commit(out));
+      EXPECT_EQ(visible_files(results.path()), set[to]) << "after the roll forward";
     }
     // SIGKILL: its temporary files may be left; the next run to the same path removes them.
     const Outcome next = run_to_end(c, out, log);
