@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <pkscan/config/temp_files.hpp>
 #include <string>
 #include <thread>
@@ -72,8 +73,13 @@ void handle_termination_signals() {
   if (g_installed) return;
   const sigset_t set = termination_signals();
   if (::pthread_sigmask(SIG_BLOCK, &set, &g_original_mask) != 0) return;
+  try {
+    std::thread(wait_for_signals, set).detach();
+  } catch (const std::exception&) {  // no thread: the signals keep their default action
+    ::pthread_sigmask(SIG_SETMASK, &g_original_mask, nullptr);
+    return;
+  }
   g_installed = true;
-  std::thread(wait_for_signals, set).detach();
 }
 
 void restore_signal_mask_in_child() noexcept {
