@@ -63,8 +63,9 @@ class CsvSink final : public ResultSink {
     }
     if (!layout_.trajectories) unit_.remove_on_commit(path);
     summary_ = &unit_.add(stem + ".summary.csv");
-    if (layout_.metric_names.empty()) unit_.remove_on_commit(stem + ".metrics.csv");
-    if (!layout_.metric_names.empty()) {
+    if (layout_.metric_names.empty()) {
+      unit_.remove_on_commit(stem + ".metrics.csv");
+    } else {
       metrics_ = &unit_.add(stem + ".metrics.csv");
       std::string header = "id";
       for (const std::string& e : layout_.extra_columns) header += "," + e;
