@@ -1,6 +1,7 @@
 // Terminating signals of the pkscan program (signals.hpp).
 #include "signals.hpp"
 
+#include <hdf5.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -81,6 +82,8 @@ void handle_termination_signals() {
   }
   g_installed = true;
 }
+
+void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
 
 void restore_signal_mask_in_child() noexcept {
   if (g_installed) ::sigprocmask(SIG_SETMASK, &g_original_mask, nullptr);

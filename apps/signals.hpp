@@ -12,6 +12,13 @@ namespace pkscan::cli {
 /// before any other thread exists (threads inherit the mask). Calling it again does nothing.
 void handle_termination_signals();
 
+/// Keeps HDF5 from installing its exit handler (H5dont_atexit; call it before any other HDF5
+/// call). HDF5 1.10's handler crashes (SIGSEGV in H5F__close_cb) when a file's H5Fclose failed
+/// earlier, as it does after a write error (disk full, file size limit): the run that failed
+/// with status 1 would end with a segmentation fault. pkscan closes every HDF5 file itself, so
+/// the handler has nothing to do.
+void skip_hdf5_exit_handler() noexcept;
+
 /// In a child process between fork() and exec(): restores the signal mask the process started
 /// with (async-signal-safe).
 void restore_signal_mask_in_child() noexcept;

@@ -276,6 +276,49 @@ TEST(Interrupt, RunRemovesTheCompanionsItDoesNotWrite) {
   }
 }
 
+// A run that fails while writing (here: the file size limit, with SIGXFSZ ignored, so the
+// write fails with EFBIG as on a full disk) exits with status 1 and one line, leaves the earlier
+// results byte for byte and no temporary file.
+TEST(Interrupt, FailedWriteLeavesEarlierResultsWhole) {
+  for (const std::string ext : {".csv", ".h5"}) {
+    SCOPED_TRACE(ext);
+    TempDir dir;
+    write_text(dir.file("old.yaml"), run_yaml(1, 20, true, "[0, 24]"));
+    write_text(dir.file("new.yaml"), run_yaml(2, 4000, true, "[0, 3, 6, 12, 18, 24, 36, 48]"));
+    fs::create_directory(dir.file("r"));
+    const std::string out = dir.file("r/out" + ext);
+    const CliResult old = run_pkscan({"run", dir.file("old.yaml"), "--output", out, "-q"});
+    ASSERT_EQ(old.status, 0) << describe(old);
+    const Files before = visible_files(dir.file("r"));
+    const std::string log = dir.file("log.txt");
+    // 200 blocks of 512 bytes: the new files are larger.
+    std::vector<std::string> args = {"/bin/sh",
+                                     "-c",
+                                     "ulimit -f 200; trap '' XFSZ; exec \"$0\" run \"$1\" "
+                                     "--output \"$2\" -q",
+                                     PKSCAN_BINARY,
+                                     dir.file("new.yaml"),
+                                     out};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ASSERT_EQ(rc, 0);
+    const Outcome o = wait_for(pid, log);
+    EXPECT_TRUE(o.exited && o.code == 1) << (o.exited ? "exit status " : "signal ") << o.code;
+    EXPECT_EQ(o.err.rfind("pkscan: error: ", 0), 0u) << o.err;
+    EXPECT_NE(o.err.find("File too large"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(visible_files(dir.file("r")), before);
+    EXPECT_EQ(temp_files(dir.file("r")), std::vector<std::string>{});
+  }
+}
+
 TEST(Interrupt, RandomSignalsLeaveEarlierOrNewResultsWholeAndNoTemporaryFiles) {
   unsigned seed = 20261124;
   if (const char* s = std::getenv("PKSCAN_TEST_SEED")) seed = static_cast<unsigned>(std::atol(s));

@@ -110,7 +110,10 @@ bool is_result_path(const std::string& path) noexcept;
 /// The CSV sink (see make_sink).
 std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayout& layout);
 
-/// The HDF5 sink (see make_sink and docs/output.md).
+/// The HDF5 sink (see make_sink and docs/output.md). After a write error (disk full, file size
+/// limit) HDF5 1.10 cannot close the file, and its exit handler then crashes at the end of the
+/// process: a program that keeps running after such an error should call H5dont_atexit() before
+/// any HDF5 call (the pkscan program does).
 std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayout& layout);
 
 }  // namespace pkscan::config
