@@ -25,7 +25,9 @@ constexpr const char* kExitHelp =
     "Exit status: 0 success; 2 bad input (unreadable file, YAML syntax, unknown, duplicate or\n"
     "missing key, wrong type, out-of-range value, a time off the grid, a run too large to hold);\n"
     "3 the requested method or device is not available in this build or on this machine;\n"
-    "1 any other failure. Errors are one line on stderr: pkscan: error: FILE:LINE:COLUMN: ...";
+    "1 any other failure; 130 (SIGINT), 143 (SIGTERM), 128 + N (signal N): stopped by a signal,\n"
+    "temporary files removed, earlier results left whole. Errors are one line on stderr:\n"
+    "pkscan: error: FILE:LINE:COLUMN: ...";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -122,7 +124,8 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   if (spec.dataset) {
     const DatasetResult result =
         simulate_dataset(*spec.dataset, spec.problem.model, spec.problem.parameters, spec.options);
-    config::write_dataset_csv(result, *spec.dataset, spec.problem.parameters.info(), path);
+    config::write_dataset_csv(result, *spec.dataset, spec.problem.parameters.info(), path,
+                              config::csv_companions(path));
     report(result.summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
     return kExitOk;
   }
@@ -143,7 +146,8 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   SimulateOptions options = spec.options;
   options.concentrations = false;  // the CSV writer divides by volumes as it writes
   const SimulationResult result = simulate(spec.problem, options);
-  config::write_csv(result, spec.problem.parameters.info(), path);
+  // No <stem>.summary.csv or <stem>.metrics.csv of an earlier run stays next to this one.
+  config::write_csv(result, spec.problem.parameters.info(), path, config::csv_companions(path));
   report(result.summary(),
          std::to_string(result.subjects()) +
              (result.subjects() == 1 ? " subject x " : " subjects x ") +

@@ -23,12 +23,15 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
 #include <sstream>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
+
+#include "signals.hpp"
 
 namespace pkscan::cli {
 
@@ -449,12 +452,17 @@ PlotData read_result(const PlotOptions& o) {
     throw InvalidArgument("the header starts \"" + first.substr(0, 40) +
                           "\", but a pkscan result starts with id,time, (trajectories) or "
                           "time,mean_conc_ (summary)");
-  // A population run's summary next to its trajectories is drawn instead of the subjects.
+  // A population run's summary next to its trajectories is drawn instead of the subjects. Every
+  // run commits its files as one unit and removes the companions it does not write, so a
+  // summary there belongs to the same run, unless a commit was cut short (SIGKILL, an I/O
+  // error): its journal is still there until the next run to the same path completes it, and
+  // the files may then come from two runs, so only the trajectories are drawn.
   const std::string stem =
       ends_with(o.result, ".csv") ? o.result.substr(0, o.result.size() - 4) : o.result;
   const std::string summary = stem + ".summary.csv";
   std::error_code ec;
-  if (fs::is_regular_file(summary, ec)) {
+  const bool interrupted = fs::exists(config::commit_journal_path(o.result), ec);
+  if (!interrupted && fs::is_regular_file(summary, ec)) {
     try {
       return read_summary_csv(summary, o.compartment);
     } catch (const InvalidArgument& e) {
@@ -620,21 +628,21 @@ std::string find_gnuplot(const PlotOptions& o) {
   throw BackendUnavailable("gnuplot not found; install gnuplot-nox");
 }
 
-// A private directory next to the output, removed with its contents on destruction.
+// A private directory next to the output (a registered temporary directory, temp_files.hpp:
+// removed with its contents on destruction, on a terminating signal, or by the next plot to the
+// same output after SIGKILL).
 class TempDir {
  public:
   explicit TempDir(const std::string& output) {
-    std::string tmpl = output + ".tmp.XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      throw InvalidArgument("--output: cannot create " + output + ": " + std::strerror(errno));
-    path_ = tmpl;
+    try {
+      path_ = config::create_temp_dir(output);
+    } catch (const Error& e) {
+      throw InvalidArgument(std::string("--output: ") + e.what());
+    }
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
+  ~TempDir() { config::remove_temp_file(path_); }
   std::string file(const char* name) const { return path_ + "/" + name; }
   const std::string& path() const noexcept { return path_; }
 
@@ -668,6 +676,7 @@ int run_gnuplot(const std::string& gnuplot, const TempDir& dir) {
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(std::string("cannot start gnuplot: ") + std::strerror(errno));
   if (pid == 0) {
+    restore_signal_mask_in_child();  // gnuplot starts with the signals it would have had
     if (::chdir(dir_path.c_str()) != 0) ::_exit(127);
     const int in = ::open("/dev/null", O_RDONLY);
     const int err = ::open("plot.err", O_WRONLY | O_CREAT | O_TRUNC, 0600);

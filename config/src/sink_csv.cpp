@@ -2,9 +2,10 @@
 //
 // Files: trajectories in `path` (the contract's columns, exactly as write_csv writes them, then
 // the extra columns), the time summary in `<stem>.summary.csv`, the metrics in
-// `<stem>.metrics.csv`. Each is an AtomicFile, created when the sink is made (so a bad directory
-// fails before anything is simulated) and renamed into place by commit(); the summary file is
-// dropped at commit() when write_summary() was never called.
+// `<stem>.metrics.csv`. The three are one OutputUnit: each file is an AtomicFile, created when
+// the sink is made (so a bad directory fails before anything is simulated), and commit() moves
+// them into place together and removes the ones this run does not write (no trajectories, no
+// summary, no metrics), so no file of an earlier run stays next to the new ones.
 
 #include <algorithm>
 #include <memory>
@@ -46,11 +47,13 @@ std::string percentile_label(double q) {
 class CsvSink final : public ResultSink {
  public:
   CsvSink(const std::string& path, const RunLayout& layout)
-      : layout_(layout), compartments_(static_cast<int>(layout.model->compartments.size())) {
+      : layout_(layout),
+        compartments_(static_cast<int>(layout.model->compartments.size())),
+        unit_(path) {
     const std::string stem = csv_stem(path);
     const std::size_t extras = layout_.extra_columns.size();
     if (layout_.trajectories) {
-      trajectories_ = std::make_unique<AtomicFile>(path);
+      trajectories_ = &unit_.add(path);
       std::string header = "id,time";
       for (const std::string& c : layout_.model->compartments) header += ",amount_" + c;
       for (const std::string& c : layout_.model->compartments) header += ",conc_" + c;
@@ -58,9 +61,12 @@ class CsvSink final : public ResultSink {
       header += '\n';
       trajectories_->write(header.data(), header.size());
     }
-    summary_ = std::make_unique<AtomicFile>(stem + ".summary.csv");
-    if (!layout_.metric_names.empty()) {
-      metrics_ = std::make_unique<AtomicFile>(stem + ".metrics.csv");
+    if (!layout_.trajectories) unit_.remove_on_commit(path);
+    summary_ = &unit_.add(stem + ".summary.csv");
+    if (layout_.metric_names.empty()) {
+      unit_.remove_on_commit(stem + ".metrics.csv");
+    } else {
+      metrics_ = &unit_.add(stem + ".metrics.csv");
       std::string header = "id";
       for (const std::string& e : layout_.extra_columns) header += "," + e;
       for (const std::string& m : layout_.metric_names) header += "," + m;
@@ -125,13 +131,11 @@ class CsvSink final : public ResultSink {
   void commit() override {
     if (committed_) throw InvalidArgument("CSV sink: commit() called twice");
     detail::check_complete(layout_, written_, "CSV sink");
-    // The trajectories go last: once `path` is in place, its companions are too.
-    if (metrics_) metrics_->commit();
-    if (summary_written_)
-      summary_->commit();
-    else
-      summary_.reset();  // removes the unused temporary file
-    if (trajectories_) trajectories_->commit();
+    if (!summary_written_) {
+      unit_.drop(*summary_);  // removes the unused temporary file and an earlier run's summary
+      summary_ = nullptr;
+    }
+    unit_.commit();
     committed_ = true;
   }
 
@@ -217,12 +221,13 @@ class CsvSink final : public ResultSink {
 
   RunLayout layout_;
   int compartments_;
-  std::unique_ptr<AtomicFile> trajectories_;  // null when !layout.trajectories
-  std::unique_ptr<AtomicFile> summary_;       // created eagerly, committed only if written
-  std::unique_ptr<AtomicFile> metrics_;       // null when there are no metrics
-  std::vector<char> line_;                    // one output line
-  std::vector<std::vector<char>> buffers_;    // write_metrics: one per thread
-  std::int64_t written_ = 0;                  // rows written so far
+  OutputUnit unit_;                         // the files below, committed together
+  AtomicFile* trajectories_ = nullptr;      // in unit_; null when !layout.trajectories
+  AtomicFile* summary_ = nullptr;           // in unit_, created eagerly, committed only if written
+  AtomicFile* metrics_ = nullptr;           // in unit_; null when there are no metrics
+  std::vector<char> line_;                  // one output line
+  std::vector<std::vector<char>> buffers_;  // write_metrics: one per thread
+  std::int64_t written_ = 0;                // rows written so far
   bool summary_written_ = false;
   bool committed_ = false;
 };
@@ -232,6 +237,12 @@ class CsvSink final : public ResultSink {
 std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayout& layout) {
   detail::check_layout(layout, "CSV sink");
   return std::make_unique<CsvSink>(path, layout);
+}
+
+std::vector<std::string> csv_companions(const std::string& path) {
+  if (!ends_with(path, ".csv")) return {};
+  const std::string stem = csv_stem(path);
+  return {stem + ".summary.csv", stem + ".metrics.csv"};
 }
 
 bool is_result_path(const std::string& path) noexcept {

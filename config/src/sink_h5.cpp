@@ -1,7 +1,9 @@
 // The HDF5 result sink (layout in docs/output.md).
 //
-// One file, created under a temporary name next to the target (mkstemp, then H5Fcreate over it)
-// and renamed into place by commit(); a sink destroyed without commit() closes and removes it.
+// One file, created under a temporary name next to the target (create_temp_file, then H5Fcreate
+// over it) and renamed into place by commit() (commit_temp_files); a sink destroyed without
+// commit() closes and removes it. Objects carry no modification times, so the same run writes
+// the same bytes.
 // Every dataset indexed by row (subject) is chunked along the rows, shuffled and
 // gzip-compressed, created at its final size when layout.rows is known (extended as chunks
 // arrive when it is 0) and written chunk by chunk with hyperslab selections, so memory stays
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <pkscan/config/sink.hpp>
+#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
 #include <string>
 #include <utility>
@@ -216,6 +219,8 @@ Id create_dataset(hid_t loc, const char* name, hid_t file_type, const std::vecto
       rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), maxdims.data()),
       H5Sclose, path, what);
   Id dcpl = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, path, what);
+  // No modification times in the object headers: the same run writes the same bytes.
+  check(H5Pset_obj_track_times(dcpl.get(), false), path, what + ": track times");
   Id dapl = checked(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose, path, what);
   if (rank > 0 && (extendible || elements(dims) > 0)) {
     const std::vector<hsize_t> chunk = chunk_shape(dims, H5Tget_size(file_type));
@@ -250,25 +255,19 @@ void write_all(hid_t dset, hid_t mem_type, const void* data, const std::string& 
   check(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, what);
 }
 
-// A unique temporary file name next to the target (as AtomicFile makes it), removed by the
-// destructor unless release()d. Declared before the HDF5 handles in H5Sink, so the file is
-// closed before it is removed, also when the constructor throws.
+// A registered temporary file next to the target (temp_files.hpp), removed by the destructor
+// unless committed. Declared before the HDF5 handles in H5Sink, so the file is closed before it
+// is removed, also when the constructor throws.
 class TempName {
  public:
   explicit TempName(const std::string& target) {
-    std::vector<char> name(target.begin(), target.end());
-    const char suffix[] = ".tmp.XXXXXX";
-    name.insert(name.end(), suffix, suffix + sizeof suffix);  // with the terminating NUL
-    const int fd = ::mkstemp(name.data());
-    if (fd < 0) throw Error("cannot create output file " + target + ": " + std::strerror(errno));
-    ::fchmod(fd, 0644);  // mkstemp creates 0600; results are ordinary files
-    ::close(fd);
-    path_ = name.data();
+    const int fd = create_temp_file(target, path_);
+    ::close(fd);  // HDF5 opens it by name
   }
   TempName(const TempName&) = delete;
   TempName& operator=(const TempName&) = delete;
   ~TempName() {
-    if (!path_.empty()) ::unlink(path_.c_str());
+    if (!path_.empty()) remove_temp_file(path_);
   }
   const std::string& path() const noexcept { return path_; }
   void release() noexcept { path_.clear(); }
@@ -393,7 +392,9 @@ class H5Sink final : public ResultSink {
     if (summary_written_) throw InvalidArgument("HDF5 sink: write_summary() called twice");
     detail::check_summary(layout_, t, "HDF5 sink");
     const QuietHdf5 quiet;
-    Id group = checked(H5Gcreate2(file_.get(), "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+    Id gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path_, "group summary");
+    check(H5Pset_obj_track_times(gcpl.get(), false), path_, "group summary: track times");
+    Id group = checked(H5Gcreate2(file_.get(), "summary", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
                        H5Gclose, path_, "group summary");
     const hsize_t q = static_cast<hsize_t>(t.percentiles.size());
     Id mean =
@@ -440,8 +441,7 @@ class H5Sink final : public ResultSink {
       throw Error("cannot write HDF5 file " + path_ + ": " + why);
     }
     ::close(fd);
-    if (::rename(temp_.path().c_str(), path_.c_str()) != 0)
-      throw Error("cannot move output into place at " + path_ + ": " + std::strerror(errno));
+    commit_temp_files(path_, {{temp_.path(), path_}}, {});
     temp_.release();
     committed_ = true;
   }

@@ -42,8 +42,11 @@ void write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFil
 }
 }  // namespace
 
-void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path) {
-  AtomicFile out(path);
+void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path,
+               const std::vector<std::string>& stale) {
+  OutputUnit unit(path);
+  AtomicFile& out = unit.add(path);
+  for (const std::string& s : stale) unit.remove_on_commit(s);
   std::string header = "id,time";
   for (const std::string& c : model.compartments) header += ",amount_" + c;
   for (const std::string& c : model.compartments) header += ",conc_" + c;
@@ -53,7 +56,7 @@ void write_csv(const SimulationResult& result, const ModelInfo& model, const std
     write_rows(result, result.amounts_f64(), out);
   else
     write_rows(result, result.amounts_f32(), out);
-  out.commit();
+  unit.commit();
 }
 
 namespace {
@@ -66,8 +69,10 @@ std::string csv_field(const std::string& v) {
 }  // namespace
 
 void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
-                       const std::string& path) {
-  AtomicFile out(path);
+                       const std::string& path, const std::vector<std::string>& stale) {
+  OutputUnit unit(path);
+  AtomicFile& out = unit.add(path);
+  for (const std::string& s : stale) unit.remove_on_commit(s);
   std::string header = "id,time";
   for (const std::string& c : model.compartments) header += ",amount_" + c;
   for (const std::string& c : model.compartments) header += ",conc_" + c;
@@ -101,7 +106,7 @@ void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelI
     line += '\n';
     out.write(line.data(), line.size());
   }
-  out.commit();
+  unit.commit();
 }
 
 }  // namespace pkscan::config

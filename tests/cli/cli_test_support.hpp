@@ -129,11 +129,14 @@ inline std::vector<std::string> list_tree(const fs::path& dir) {
   return names;
 }
 
-/// Names under `dir` that look like an AtomicFile temporary (`*.tmp.*`).
+/// Names under `dir` that look like a temporary file or commit journal of pkscan
+/// (`.NAME.pkscan-tmp.*`, `.NAME.pkscan-commit`; `*.tmp.*` for plot's directory).
 inline std::vector<std::string> temp_files(const fs::path& dir) {
   std::vector<std::string> found;
   for (const std::string& n : list_tree(dir))
-    if (n.find(".tmp.") != std::string::npos) found.push_back(n);
+    if (n.find(".tmp.") != std::string::npos || n.find(".pkscan-tmp.") != std::string::npos ||
+        n.find(".pkscan-commit") != std::string::npos)
+      found.push_back(n);
   return found;
 }
 

@@ -179,6 +179,21 @@ TEST(Plot, SummaryNextToTheTrajectoriesIsPreferred) {
              "median and percentiles 5-95");
 }
 
+// A commit journal next to the trajectories means a commit was cut short (SIGKILL between two
+// renames): the summary may come from another run, so only the trajectories are drawn; a run
+// to the same path then completes the commit and removes the journal.
+TEST(Plot, SummaryOfAnInterruptedCommitIsNotPaired) {
+  REQUIRE_GNUPLOT();
+  TempDir dir;
+  write_text(dir.file("pop.csv"), multi_subject_csv(3));
+  write_text(dir.file("pop.summary.csv"), summary_csv());
+  write_text(dir.file(".pop.csv.pkscan-commit"), "pkscan-commit 1\nowner other-host 1\nend\n");
+  const CliResult r = run_pkscan({"plot", dir.file("pop.csv"), "-o", dir.file("s.png")});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("(800x500, 3 subjects, conc_central)"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir.file("s.png")));
+}
+
 TEST(Plot, LogScaleSkipsNonPositiveValues) {
   REQUIRE_GNUPLOT();
   TempDir dir;

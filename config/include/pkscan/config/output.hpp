@@ -2,17 +2,21 @@
 /// @file output.hpp
 /// Writing results: CSV in the contract's layout, written atomically.
 
+#include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/events.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/types.hpp>
 #include <string>
+#include <vector>
 
 namespace pkscan::config {
 
-/// A file written under a temporary name in the target's directory and renamed over the target
-/// by commit(). Destroying it uncommitted removes the temporary file, so a failed run never
-/// leaves a partial file. Not copyable.
+/// A file written under a temporary name in the target's directory
+/// (`.NAME.pkscan-tmp.HOST.PID.XXXXXX`, see temp_files.hpp) and renamed over the target by
+/// commit(). Destroying it uncommitted removes the temporary file, so a failed run never leaves
+/// a partial file. Creating it first removes the temporary files of `path` left by processes
+/// that no longer run. Not copyable.
 class AtomicFile {
  public:
   /// Creates the temporary file. @throws Error naming the path when it cannot be created.
@@ -30,25 +34,69 @@ class AtomicFile {
   const std::string& temp_path() const noexcept { return temp_; }
 
  private:
+  friend class OutputUnit;
   std::string path_;
   std::string temp_;
   int fd_ = -1;
   std::string buffer_;
   void flush();
   void write_all(const char* data, std::size_t size);
+  void finish();  // flush, fsync and close (once); the file stays under its temporary name
+};
+
+/// The files of one result, committed as one unit: each is written as an AtomicFile, and
+/// commit() renames them all into place and removes the unit's files that this result does not
+/// produce (companions left by an earlier run), under the temporary-file registry's lock and
+/// with a journal (temp_files.hpp): a signal handled by a thread that calls discard_temp_files()
+/// never splits the commit, and a commit cut short by SIGKILL or a failure is completed by the
+/// next run to the same main path. Destroying the unit uncommitted removes its temporary files
+/// and leaves the targets as they were. Every file must lie in the main file's directory.
+/// Not copyable.
+class OutputUnit {
+ public:
+  /// A unit whose main file is `main` (it names the journal). Completes the interrupted commit
+  /// of an earlier process that no longer runs.
+  explicit OutputUnit(std::string main);
+  OutputUnit(const OutputUnit&) = delete;
+  OutputUnit& operator=(const OutputUnit&) = delete;
+  ~OutputUnit();
+  /// Adds a file (created at once under a temporary name); the reference stays valid until the
+  /// unit is destroyed. @throws Error when it cannot be created; InvalidArgument when `path`
+  /// lies in another directory than the main file or is already in the unit.
+  AtomicFile& add(const std::string& path);
+  /// Drops a file added before: its temporary file is removed now and its target is removed at
+  /// commit() (remove_on_commit). @throws InvalidArgument when `file` is not in the unit.
+  void drop(const AtomicFile& file);
+  /// Removes `path` at commit() (missing is fine). @throws InvalidArgument as add().
+  void remove_on_commit(const std::string& path);
+  /// Syncs every file and commits the unit. @throws InvalidArgument on a second call; Error on
+  /// I/O failure (see commit_temp_files).
+  void commit();
+  /// The main path.
+  const std::string& main() const noexcept { return main_; }
+
+ private:
+  std::string main_;
+  std::vector<std::unique_ptr<AtomicFile>> files_;
+  std::vector<std::string> removals_;
+  bool committed_ = false;
+  void check_path(const std::string& path) const;
 };
 
 /// Writes the contract CSV: header `id,time,amount_<c>...,conc_<c>...` (compartment names of
 /// `model`), one row per subject and output time, numbers in shortest round-trip form.
+/// `stale`: files removed in the same commit (an OutputUnit), e.g. csv_companions(path) so that
+/// no summary of an earlier run stays next to the new file.
 /// @throws Error on I/O failure; the target is then untouched.
-void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path);
+void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path,
+               const std::vector<std::string>& stale = {});
 
 /// Writes the rows of a dataset run: `id,time,amount_<c>...,conc_<c>...,dv,pred,<covariates>`,
 /// one row per observation record in dataset order; id is the dataset's ID, pred the
 /// concentration of the observed compartment, a missing DV an empty field; covariates as
 /// written in the dataset (quoted when they hold a comma or a quote).
-/// @throws Error on I/O failure; the target is then untouched.
+/// `stale` as for write_csv. @throws Error on I/O failure; the target is then untouched.
 void write_dataset_csv(const DatasetResult& result, const Dataset& data, const ModelInfo& model,
-                       const std::string& path);
+                       const std::string& path, const std::vector<std::string>& stale = {});
 
 }  // namespace pkscan::config

@@ -40,7 +40,8 @@ struct StreamReport {
 std::int64_t stream_rows(const RunSpec& spec) noexcept;
 
 /// Simulates a streamed run (spec.streaming() or an HDF5 path) and writes it to `path` (.csv or
-/// .h5); nothing is left at `path` when it fails.
+/// .h5) as one unit (sink.hpp); when it fails, no partial file is left and the files of an
+/// earlier run at `path` are untouched.
 /// @throws DomainError naming the replicate and subject for invalid sampled parameter values;
 ///         everything simulate() and the sinks throw
 StreamReport run_streaming(const RunSpec& spec, const std::string& path,

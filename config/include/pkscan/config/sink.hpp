@@ -3,8 +3,9 @@
 /// Streaming result writers for population and sweep runs: the run is simulated in chunks of
 /// consecutive subjects and each chunk is handed to a writer, so memory does not grow with the
 /// number of subjects. The file format follows the output path's extension (.csv or .h5).
-/// Every writer writes to a temporary file next to the target and renames it on commit(); a
-/// writer destroyed without commit() removes its temporary file (no partial output).
+/// Every writer writes to temporary files next to the targets and moves them into place on
+/// commit(), all files of the run as one unit (OutputUnit in output.hpp); a writer destroyed
+/// without commit() removes its temporary files (no partial output, earlier results untouched).
 ///
 /// Memory: a writer's buffers do not grow with the number of rows (CSV: one line and the
 /// files' 1 MiB write buffers; HDF5: at most 2 MiB of chunk cache per dataset, a 4 MiB metadata
@@ -80,9 +81,10 @@ class ResultSink {
   /// @throws InvalidArgument when the table does not match the layout (times, compartments,
   /// sizes) or on a second call; Error on I/O failure.
   virtual void write_summary(const TimeSummaryTable& table) = 0;
-  /// Completes the file(s) and moves them into place (CSV: metrics and summary first, the
-  /// trajectories last). @throws InvalidArgument when fewer than RunLayout::rows rows were
-  /// written (nothing is moved into place); Error on I/O failure.
+  /// Completes the file(s) and moves them into place as one unit (CSV: also removes the files
+  /// of the unit this run does not write, so no `<stem>.summary.csv` or `<stem>.metrics.csv`
+  /// of an earlier run stays next to the new files). @throws InvalidArgument when fewer than
+  /// RunLayout::rows rows were written (nothing is moved into place); Error on I/O failure.
   virtual void commit() = 0;
 };
 
@@ -97,13 +99,21 @@ class ResultSink {
 /// metric compartment out of range); Error when the file cannot be created
 std::unique_ptr<ResultSink> make_sink(const std::string& path, const RunLayout& layout);
 
+/// The companions of a CSV result `path`: `<stem>.summary.csv` and `<stem>.metrics.csv`
+/// (empty for a path not ending in .csv). A run that writes `path` without them removes them
+/// in its commit (write_csv's `stale`), so they never describe another run.
+std::vector<std::string> csv_companions(const std::string& path);
+
 /// True when `path` is a name followed by an extension make_sink accepts (.csv, .h5, .hdf5).
 bool is_result_path(const std::string& path) noexcept;
 
 /// The CSV sink (see make_sink).
 std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayout& layout);
 
-/// The HDF5 sink (see make_sink and docs/output.md).
+/// The HDF5 sink (see make_sink and docs/output.md). After a write error (disk full, file size
+/// limit) HDF5 1.10 cannot close the file, and its exit handler then crashes at the end of the
+/// process: a program that keeps running after such an error should call H5dont_atexit() before
+/// any HDF5 call (the pkscan program does).
 std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayout& layout);
 
 }  // namespace pkscan::config
