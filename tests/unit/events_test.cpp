@@ -10,21 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "support/datasets.hpp"
+
 namespace pkscan {
 namespace {
 
-std::vector<std::pair<std::string, std::string>> names(ModelKind m) {
-  std::vector<std::pair<std::string, std::string>> v;
-  for (const ParameterInfo& p : model_info(m).parameters) {
-    v.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) v.emplace_back(p.alias, p.name);
-  }
-  return v;
-}
-
 Dataset data_of(const std::string& csv, ModelKind m = ModelKind::ThreeCompartment) {
-  return parse_dataset(csv, "test.csv", names(m),
-                       static_cast<int>(model_info(m).compartments.size()));
+  return test::parse_for(model_info(m), csv);
 }
 
 ParameterBatch torsten(double cl, double q, double v2, double v3, double ka, std::int64_t n = 1) {
@@ -369,21 +361,14 @@ TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
 namespace pkscan {
 namespace {
 
-std::vector<std::pair<std::string, std::string>> names_of(const ModelInfo& m) {
-  std::vector<std::pair<std::string, std::string>> v;
-  for (const ParameterInfo& p : m.parameters) {
-    v.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) v.emplace_back(p.alias, p.name);
-  }
-  return v;
-}
+using test::parameter_names;
 
 // Review finding: a lagged dose record must still end its parameter interval at its own time.
 TEST(Conventions, ALaggedDoseRecordEndsItsParameterInterval) {
   const ModelInfo& m = model_info(ModelKind::TwoCompartment);
   const Dataset d = parse_dataset(
       "ID,TIME,AMT,EVID,CMT,KE,LAG_CENTRAL\n1,0,100,1,2,0,0\n1,5,50,1,2,0.5,1\n1,10,.,0,2,0,0\n",
-      "lag.csv", names_of(m), 2);
+      "lag.csv", parameter_names(m), 2);
   ParameterBatch b(ModelKind::TwoCompartment, 1);
   b.set_all("ka", 1.0);
   b.set_all("v_central", 1.0);
@@ -403,7 +388,7 @@ TEST(SteadyState, WithoutEliminationTheSubjectIsNonFinite) {
   for (const char* rec : {"1,0,100,.,1,1,12,1", "1,0,0,10,1,2,0,1"}) {
     const Dataset d = parse_dataset(
         std::string("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n") + rec + "\n1,1,.,.,0,2,.,.\n", "ss.csv",
-        names_of(m), 2);
+        parameter_names(m), 2);
     const DatasetResult r = simulate_dataset(d, ModelKind::TwoCompartment, b);
     EXPECT_EQ(r.status[0], SubjectStatus::NonFinite) << rec;
     EXPECT_EQ(r.summary.non_finite_subjects, 1) << rec;
@@ -416,7 +401,7 @@ TEST(LinearDataset, UpperCaseRateNamesMatchDatasetColumns) {
       make_linear_model({"gut", "Central"}, {{"gut", "Central", "KA"}, {"Central", "", "ke"}});
   const Dataset d =
       parse_dataset("ID,TIME,AMT,EVID,CMT,ka,V_CENTRAL\n1,0,100,1,1,1.5,2\n1,2,.,0,2,1.5,2\n",
-                    "lin.csv", names_of(*m), 2);
+                    "lin.csv", parameter_names(*m), 2);
   ASSERT_EQ(d.parameter_columns, (std::vector<std::string>{"KA", "v_Central"}));
   ParameterBatch b(m, 1);
   b.set_all("ke", 0.0);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/datasets.hpp"
 #include "support/expect_close.hpp"
 
 // Counting allocations: the Predictor's repeated path must not allocate. On glibc, malloc (under
@@ -36,18 +37,8 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::vector<std::pair<std::string, std::string>> names_of(const ModelInfo& m) {
-  std::vector<std::pair<std::string, std::string>> v;
-  for (const ParameterInfo& p : m.parameters) {
-    v.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) v.emplace_back(p.alias, p.name);
-  }
-  return v;
-}
-
-Dataset parse_for(const ModelInfo& m, const std::string& csv) {
-  return parse_dataset(csv, "test.csv", names_of(m), static_cast<int>(m.compartments.size()));
-}
+using test::parameter_names;
+using test::parse_for;
 
 std::shared_ptr<const ModelInfo> builtin(ModelKind k) {
   return std::shared_ptr<const ModelInfo>(std::shared_ptr<const ModelInfo>(), &model_info(k));
@@ -263,7 +254,7 @@ TEST(PredictorPredictions, EqualSimulateDatasetOnTheExamples) {
     // config/examples/datasets/population.yaml
     const Dataset d =
         read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/config/examples/datasets/population.csv",
-                     names_of(m3), 3);
+                     parameter_names(m3), 3);
     ParameterBatch b(ModelKind::ThreeCompartment, 3);
     b.set_all("ka", 0.9);
     b.set_all("k12", 0.4);
@@ -279,7 +270,7 @@ TEST(PredictorPredictions, EqualSimulateDatasetOnTheExamples) {
     // config/examples/datasets/torsten_2_ss.yaml
     const Dataset d =
         read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/config/examples/datasets/torsten_2_ss.csv",
-                     names_of(m3), 3);
+                     parameter_names(m3), 3);
     ParameterBatch b(ModelKind::ThreeCompartment, 1);
     b.set_all("cl", 5);
     b.set_all("q", 8);
@@ -289,8 +280,9 @@ TEST(PredictorPredictions, EqualSimulateDatasetOnTheExamples) {
     expect_same_as_simulate(d, builtin(ModelKind::ThreeCompartment), b, "torsten_2_ss.csv");
   }
   {
-    const Dataset d = read_dataset(
-        std::string(PKSCAN_SOURCE_DIR) + "/tests/data/datasets/two_subjects.csv", names_of(m3), 3);
+    const Dataset d =
+        read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/tests/data/datasets/two_subjects.csv",
+                     parameter_names(m3), 3);
     ParameterBatch b(ModelKind::ThreeCompartment, 2);
     b.set_all("cl", 5);
     b.set_all("q", 8);

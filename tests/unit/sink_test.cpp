@@ -28,6 +28,8 @@
 
 extern char** environ;
 
+#include "support/scratch_dir.hpp"
+
 namespace pkscan::config {
 namespace {
 
@@ -35,34 +37,7 @@ namespace fs = std::filesystem;
 
 // ---- Scratch files ------------------------------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pkscan_sink_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed for " << tmpl;
-      return;
-    }
-    path_ = tmpl;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  // Names of the files in the directory, sorted.
-  std::vector<std::string> names() const {
-    std::vector<std::string> n;
-    for (const auto& e : fs::directory_iterator(path_)) n.push_back(e.path().filename().string());
-    std::sort(n.begin(), n.end());
-    return n;
-  }
-
- private:
-  fs::path path_;
-};
+using TempDir = pkscan::test::ScratchDir;
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

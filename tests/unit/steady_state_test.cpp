@@ -12,20 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "support/datasets.hpp"
+
 namespace pkscan {
 namespace {
 
-std::vector<std::pair<std::string, std::string>> names(ModelKind m) {
-  std::vector<std::pair<std::string, std::string>> v;
-  for (const ParameterInfo& p : model_info(m).parameters) {
-    v.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) v.emplace_back(p.alias, p.name);
-  }
-  return v;
-}
-
 Dataset data_of(const std::string& csv) {
-  return parse_dataset(csv, "ss.csv", names(ModelKind::ThreeCompartment), 3);
+  return test::parse_for(model_info(ModelKind::ThreeCompartment), csv, "ss.csv");
 }
 
 std::string num(double v) {
