@@ -36,6 +36,11 @@ _ERRORS = {"additive": (0, 1), "proportional": (1, 1), "combined": (2, 2)}
 _alive = {}  # Predictor address -> (Predictor, {key: function})
 
 
+def _check(predictor):
+    if not isinstance(predictor, _core.Predictor):
+        raise TypeError(f"pkscan.jax: predictor must be a pkscan.Predictor, not {type(predictor)}")
+
+
 def _entry(predictor):
     if not isinstance(predictor, _core.Predictor):
         raise TypeError(f"pkscan.jax: predictor must be a pkscan.Predictor, not {type(predictor)}")
@@ -99,6 +104,7 @@ def log_likelihood(predictor, params, sigma, error="additive", log_scale=False,
         raise ValueError(f"pkscan.jax.log_likelihood: error is {error!r}, but must be one of "
                          f"{', '.join(_ERRORS)}")
     kind, k = _ERRORS[error]
+    _check(predictor)
     if log_scale and kind != 0:
         raise ValueError("pkscan.jax.log_likelihood: log_scale=True needs error='additive'")
     S, P = predictor.subjects, len(predictor.parameter_names)
@@ -153,6 +159,7 @@ def predict(predictor, params):
     """Predictions at the dataset's observation records ([observations], dataset order; the
     values of Predictor.predict_all). params: [subjects, parameters]. A subject with
     out-of-domain parameters gets NaN predictions (and zero derivatives)."""
+    _check(predictor)
     S, P = predictor.subjects, len(predictor.parameter_names)
     params = jnp.asarray(params)
     if params.shape != (S, P):
