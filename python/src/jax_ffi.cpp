@@ -18,6 +18,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -95,7 +96,12 @@ std::string for_each_pair(const Predictor& p, std::int64_t batch, Body body) {
   const std::int64_t pairs = batch * S;
   std::string failure;
   bool failed = false;
-#pragma omp parallel if (pairs > 1)
+  // A few microseconds per subject: small calls (the common case inside a sampler) run on the
+  // calling thread; a parallel region there costs more than it saves, and far more on a loaded
+  // machine, where a descheduled team member holds up the barrier for a whole time slice.
+  const int threads = static_cast<int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), pairs / 16)));
+#pragma omp parallel num_threads(threads) if (threads > 1)
   {
     std::unique_ptr<Predictor::Workspace> ws;
     try {
