@@ -179,3 +179,21 @@ def test_parameters_helper(p):
     assert float(r[4, p.parameter_names.index("ke")]) == 5.0
     with pytest.raises(ValueError, match="unknown parameter"):
         pj.parameters(p, {"kz": 1.0})
+
+
+def test_three_compartment_clearances_gradient_matches_central_differences(source_dir):
+    """The model of docs/python.md's examples: cl, q and volumes, proportional error."""
+    p3 = pkscan.Predictor(str(source_dir / "config/examples/fit/dataset.csv"), "three_compartment")
+    names = ["ka", "cl", "v_central", "q", "v_peripheral"]
+    theta = np.log([1.4, 4.6, 19.0, 2.0, 52.0, 0.1])
+
+    def f(th):
+        v = jnp.exp(th)
+        rows = pj.parameters(p3, dict(zip(names, v[:5])))
+        return pj.log_likelihood(p3, rows, v[5], error="proportional")
+
+    g = np.asarray(jax.jit(jax.grad(f))(jnp.asarray(theta)))
+    h = 1e-6
+    fd = np.array([(float(f(theta + h * e)) - float(f(theta - h * e))) / (2 * h)
+                   for e in np.eye(6)])
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-4)
