@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["log_likelihood", "predict", "parameters"]
+__all__ = ["log_likelihood", "predict", "parameters", "Simulator"]
 
 if not hasattr(_core, "_xla_ffi_targets"):
     raise ImportError(
@@ -184,3 +184,78 @@ def parameters(predictor, values, dtype=None):
                              f"{', '.join(names)}")
         rows = rows.at[:, names.index(column)].set(jnp.asarray(value, dtype=dt))
     return rows
+
+
+class Simulator:
+    """A grid problem as a JAX operation: concentrations (and amounts) of `subjects` subjects at
+    the output times, from per-subject parameter rows, differentiable.
+
+    Simulator(model, doses, dt, steps, subjects, times=None): the arguments of pkscan.simulate
+    (doses as dicts with amount, compartment, time, rate or duration, every, repeat; output
+    times on the grid, default every grid point 0, dt, ..., steps * dt). The problem is built
+    once, here (a dataset with the doses and one observation record per output time and
+    compartment, so errors about it raise here). Propagation is exact (the matrix exponential,
+    as pkscan.simulate(..., discretization="exact")); euler is not offered.
+
+    sim(params) -> concentrations [subjects, times, compartments]; sim.amounts(params) the
+    amounts (concentrations times the compartments' volume columns v_<compartment>).
+    sim.predictor, sim.parameter_names, sim.compartments, sim.times describe it."""
+
+    def __init__(self, model, doses, dt, steps, subjects, times=None):
+        m = model if isinstance(model, _core.Model) else _core.Model(model) \
+            if isinstance(model, str) else None
+        if m is None:
+            raise TypeError("pkscan.jax.Simulator: model must be a built-in model name or a "
+                            "pkscan.Model")
+        if not (dt > 0) or int(steps) != steps or steps < 0 or int(subjects) < 1:
+            raise ValueError("pkscan.jax.Simulator: dt must be > 0, steps >= 0 and subjects >= 1")
+        grid = np.arange(int(steps) + 1) * float(dt)
+        if times is None:
+            times = grid
+        times = np.asarray(times, dtype=float)
+        on_grid = np.abs(times / dt - np.round(times / dt)) <= 1e-9 * np.maximum(1, times / dt)
+        if times.ndim != 1 or not np.all(on_grid) or np.any(times < 0) or \
+                np.any(times > grid[-1] * (1 + 1e-12)):
+            raise ValueError("pkscan.jax.Simulator: times must be grid points 0 .. steps * dt")
+        if np.any(np.diff(times) <= 0):
+            raise ValueError("pkscan.jax.Simulator: times must be increasing")
+        comps = list(m.compartments)
+        lines = ["ID,TIME,AMT,RATE,CMT,EVID,II,ADDL,DV"]
+        for s in range(int(subjects)):
+            records = []   # (time, 0 for doses / 1 for outputs, line): doses first at a time
+            for d in doses:
+                d = dict(d)
+                cmt = d.pop("compartment", None)
+                c = 0 if cmt is None else (comps.index(cmt) + 1 if isinstance(cmt, str)
+                                           else int(cmt) + 1)
+                amount = float(d.pop("amount"))
+                rate = float(d.pop("rate", 0.0))
+                if "duration" in d:
+                    rate = amount / float(d.pop("duration"))
+                every, repeat = float(d.pop("every", 0.0)), int(d.pop("repeat", 0))
+                t = float(d.pop("time", 0.0))
+                if d:
+                    raise ValueError(f"pkscan.jax.Simulator: unknown dose keys {sorted(d)}")
+                records.append((t, 0, f"{s + 1},{t!r},{amount!r},{rate!r},{c},1,{every!r},"
+                                      f"{repeat},."))
+            for t in times:
+                for c in range(len(comps)):
+                    records.append((float(t), 1, f"{s + 1},{float(t)!r},.,.,{c + 1},0,.,.,0"))
+            lines += [line for _, _, line in sorted(records, key=lambda r: r[:2])]
+        self.predictor = _core.Predictor("\n".join(lines) + "\n", m)
+        self.parameter_names = list(self.predictor.parameter_names)
+        self.compartments = comps
+        self.times = times
+        self._shape = (int(subjects), len(times), len(comps))
+        self._volumes = [self.parameter_names.index(f"v_{c}") if f"v_{c}" in self.parameter_names
+                         else None for c in comps]
+
+    def __call__(self, params):
+        return jnp.reshape(predict(self.predictor, params), self._shape)
+
+    def amounts(self, params):
+        params = jnp.asarray(params)
+        if any(v is None for v in self._volumes):
+            raise ValueError("pkscan.jax.Simulator.amounts: a compartment has no v_<name> column")
+        conc = self(params)
+        return conc * params[:, None, jnp.array(self._volumes)].astype(conc.dtype)
