@@ -107,6 +107,11 @@ def log_likelihood(predictor, params, sigma, error="additive", log_scale=False,
     _check(predictor)
     if log_scale and kind != 0:
         raise ValueError("pkscan.jax.log_likelihood: log_scale=True needs error='additive'")
+    if log_scale:
+        dv, observed = np.asarray(predictor.dv), np.asarray(predictor.observed, dtype=bool)
+        if np.any(dv[observed] <= 0):
+            raise ValueError("pkscan.jax.log_likelihood: log_scale=True needs every observed DV "
+                             "> 0; the dataset has DV <= 0")
     S, P = predictor.subjects, len(predictor.parameter_names)
     params = jnp.asarray(params)
     sigma = jnp.asarray(sigma)

@@ -138,6 +138,8 @@ def test_problem_errors_are_raised_when_traced(p, rows):
         pj.log_likelihood(p, rows[:, :3], 0.3)
     with pytest.raises(ValueError, match="needs 2 values"):
         pj.log_likelihood(p, rows, 0.3, error="combined")
+    with pytest.raises(ValueError, match="log_scale"):
+        pj.log_likelihood(p, rows, 0.3, error="proportional", log_scale=True)
     with pytest.raises(ValueError, match="error is"):
         pj.log_likelihood(p, rows, 0.3, error="poisson")
     with pytest.raises(ValueError, match="shape"):
@@ -238,3 +240,10 @@ def test_simulator_gradient_and_vmap():
     assert abs(float(g[1, ke]) - fd) <= 1e-6 * abs(fd)
     batch = np.stack([rows, rows * 1.05])
     np.testing.assert_array_equal(jax.vmap(sim)(batch)[1], sim(batch[1]))
+
+
+def test_log_scale_matches_predictor(p, rows):
+    v, g = jax.value_and_grad(lambda r: pj.log_likelihood(p, r, 0.2, log_scale=True))(rows)
+    rv, rg, _ = p.log_likelihood_all(rows, "additive", 0.2, log_scale=True)
+    assert np.isclose(float(v), rv, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(g)[:, free(p)], rg[:, free(p)], rtol=1e-12)
