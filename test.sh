@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 bash scripts/install-deps.sh
+bash scripts/setup-venv.sh   # .venv/: pinned jax, jaxlib, numpyro for pkscan.jax and its tests
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPKSCAN_BUILD_TESTS=ON -DPKSCAN_WERROR=ON
 cmake --build build -j"$(nproc)"

@@ -73,4 +73,8 @@ void store_parameters(const std::vector<ParameterValue>& values, ParameterBatch&
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);
 
+/// Adds `_xla_ffi_targets()`, the XLA FFI handlers of pkscan.jax (jax_ffi.cpp; only in builds
+/// with PKSCAN_WITH_XLA_FFI).
+void bind_jax_ffi(py::module_& m);
+
 }  // namespace pkscan::python

@@ -631,7 +631,7 @@ void translate(std::exception_ptr p) {
 
 }  // namespace pkscan::python
 
-PYBIND11_MODULE(pkscan, m) {
+PYBIND11_MODULE(_core, m) {
   using namespace pkscan::python;  // NOLINT(google-build-using-namespace)
   m.doc() =
       "pkscan: linear pharmacokinetic compartment models for many subjects at once (simulation "
@@ -641,6 +641,9 @@ PYBIND11_MODULE(pkscan, m) {
   m.attr("has_cuda") = PKSCAN_HAS_CUDA != 0;
   py::register_exception_translator(&translate);
   bind_predictor(m);
+#ifdef PKSCAN_WITH_XLA_FFI
+  bind_jax_ffi(m);
+#endif
 
   py::class_<PyModel>(m, "Model", R"doc(
 A model: a built-in one by name, or a linear model declared flow by flow (Model.linear).

@@ -454,6 +454,13 @@ derivatives of prediction i with respect to the parameters of its own subject
 Sum over subjects of log_likelihood (per_subject=True: the [subjects] values instead of the
 sum). Returns the value, or with gradient=True (value, d/d params [subjects,
 len(parameter_names)], d/d sigma [1 or 2], the gradient of the sum).)doc")
+      .def_property_readonly(
+          "_address",
+          [](const PyPredictor& self) {
+            return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(&self.predictor()));
+          },
+          "Address of the C++ Predictor (for pkscan.jax's XLA FFI calls; valid while this object "
+          "lives).")
       .def("__repr__", [](const PyPredictor& self) {
         return "pkscan.Predictor(" + std::to_string(self.subjects()) + " subjects, " +
                std::to_string(self.observations()) + " observations, model '" +

@@ -1,0 +1,266 @@
+"""pkscan as JAX operations: log-likelihoods and predictions of a pkscan.Predictor inside `jit`,
+`grad`, `value_and_grad` and `vmap`, evaluated by pkscan's C++ engine through XLA's foreign
+function interface (jax.ffi; the handlers are python/src/jax_ffi.cpp), with pkscan's exact
+gradients (jax.custom_vjp).
+
+- A vmap (NumPyro's chain_method="vectorized", or a vmap over parameter sets) is one call that
+  evaluates every batch element and subject on all cores (vmap_method="broadcast_all").
+- Out-of-domain or non-finite parameters or sigma give a log-likelihood of -inf with zero
+  gradients, and NaN predictions with zero derivatives; never an exception inside a trace.
+  Errors about the problem itself (unknown error model, wrong shapes) raise ValueError when the
+  function is traced.
+- float32 and float64 (computed in float64 inside; results in the dtype of the inputs); CPU.
+- A Predictor used here is kept alive until the interpreter exits (compiled programs hold its
+  address).
+
+See docs/python.md.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _core
+
+__all__ = ["log_likelihood", "predict", "parameters", "Simulator"]
+
+if not hasattr(_core, "_xla_ffi_targets"):
+    raise ImportError(
+        "pkscan.jax: this pkscan was built without the XLA FFI handlers (no jax found when "
+        "configuring); run scripts/setup-venv.sh, then configure and build again")
+
+for _name, _capsule in _core._xla_ffi_targets().items():
+    jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+
+_ERRORS = {"additive": (0, 1), "proportional": (1, 1), "combined": (2, 2)}
+_alive = {}  # Predictor address -> (Predictor, {key: function})
+
+
+def _check(predictor):
+    if not isinstance(predictor, _core.Predictor):
+        raise TypeError(f"pkscan.jax: predictor must be a pkscan.Predictor, not {type(predictor)}")
+
+
+def _entry(predictor):
+    if not isinstance(predictor, _core.Predictor):
+        raise TypeError(f"pkscan.jax: predictor must be a pkscan.Predictor, not {type(predictor)}")
+    addr = predictor._address
+    entry = _alive.get(addr)
+    if entry is None or entry[0] is not predictor:
+        entry = _alive[addr] = (predictor, {})
+    return addr, entry[1]
+
+
+def _float_dtype(*xs):
+    dt = jnp.result_type(*xs)
+    if dt in (jnp.float32, jnp.float64):
+        return dt
+    return jnp.result_type(float)  # float64 with jax_enable_x64, else float32
+
+
+def _loglik_function(predictor, kind, log_scale):
+    addr, cache = _entry(predictor)
+    key = ("loglik", kind, log_scale)
+    if key in cache:
+        return cache[key]
+
+    def call(params, sigma, with_gradient):
+        S, P = params.shape[-2:]
+        K = sigma.shape[-1]
+        dt = params.dtype
+        shapes = (jax.ShapeDtypeStruct((S,), dt), jax.ShapeDtypeStruct((S, P), dt),
+                  jax.ShapeDtypeStruct((S, K), dt))
+        return jax.ffi.ffi_call("pkscan_loglik", shapes, vmap_method="broadcast_all")(
+            params, sigma, predictor=np.int64(addr), error_kind=np.int64(kind),
+            log_scale=np.int64(log_scale), with_gradient=np.int64(with_gradient))
+
+    @jax.custom_vjp
+    def per_subject(params, sigma):
+        return call(params, sigma, 0)[0]
+
+    def fwd(params, sigma):
+        ll, g, gs = call(params, sigma, 1)
+        return ll, (g, gs)
+
+    def bwd(res, ct):
+        g, gs = res
+        return ct[:, None] * g, jnp.sum(ct[:, None] * gs, axis=0)
+
+    per_subject.defvjp(fwd, bwd)
+    cache[key] = per_subject
+    return per_subject
+
+
+def log_likelihood(predictor, params, sigma, error="additive", log_scale=False,
+                   per_subject=False):
+    """Log-likelihood of the predictor's dataset (the values of Predictor.log_likelihood_all).
+
+    params: [subjects, parameters] rows (Predictor.parameter_names order, NaN for unused
+    columns); sigma: a number or [k] (error="combined": [sigma_add, sigma_prop]); error:
+    "additive", "proportional" or "combined"; log_scale: additive on log(DV) (the exponential
+    error model). Returns the total, or (total, per-subject [subjects]) with per_subject=True.
+    Out-of-domain values give -inf (zero gradients) for the subjects concerned."""
+    if error not in _ERRORS:
+        raise ValueError(f"pkscan.jax.log_likelihood: error is {error!r}, but must be one of "
+                         f"{', '.join(_ERRORS)}")
+    kind, k = _ERRORS[error]
+    _check(predictor)
+    if log_scale and kind != 0:
+        raise ValueError("pkscan.jax.log_likelihood: log_scale=True needs error='additive'")
+    if log_scale:
+        dv, observed = np.asarray(predictor.dv), np.asarray(predictor.observed, dtype=bool)
+        if np.any(dv[observed] <= 0):
+            raise ValueError("pkscan.jax.log_likelihood: log_scale=True needs every observed DV "
+                             "> 0; the dataset has DV <= 0")
+    S, P = predictor.subjects, len(predictor.parameter_names)
+    params = jnp.asarray(params)
+    sigma = jnp.asarray(sigma)
+    if params.shape != (S, P):
+        raise ValueError(f"pkscan.jax.log_likelihood: params has shape {params.shape}, but must be "
+                         f"({S}, {P}): one row per subject, one column per parameter "
+                         f"({', '.join(predictor.parameter_names)})")
+    if sigma.size != k or sigma.ndim > 1:
+        raise ValueError(f"pkscan.jax.log_likelihood: sigma has shape {sigma.shape}, but the "
+                         f"{error} error model needs {k} value{'s' if k > 1 else ''}")
+    dt = _float_dtype(params, sigma)
+    ll = _loglik_function(predictor, kind, bool(log_scale))(
+        params.astype(dt), jnp.reshape(sigma, (k,)).astype(dt))
+    # One subject out of the domain rejects the whole set: -inf with zero gradients throughout.
+    total = jnp.where(jnp.all(ll > -jnp.inf), jnp.sum(ll), -jnp.inf)
+    return (total, ll) if per_subject else total
+
+
+def _predict_function(predictor):
+    addr, cache = _entry(predictor)
+    if "predict" in cache:
+        return cache["predict"]
+    S, N = predictor.subjects, predictor.observations
+    subject_of = np.asarray(predictor.observation_subjects, dtype=np.int32)
+
+    def call(params, with_gradient):
+        P = params.shape[-1]
+        dt = params.dtype
+        shapes = (jax.ShapeDtypeStruct((N,), dt), jax.ShapeDtypeStruct((N, P), dt))
+        return jax.ffi.ffi_call("pkscan_predict", shapes, vmap_method="broadcast_all")(
+            params, predictor=np.int64(addr), with_gradient=np.int64(with_gradient))
+
+    @jax.custom_vjp
+    def predict_rows(params):
+        return call(params, 0)[0]
+
+    def fwd(params):
+        pred, jac = call(params, 1)
+        return pred, jac
+
+    def bwd(jac, ct):
+        return (jax.ops.segment_sum(jac * ct[:, None], subject_of, num_segments=S),)
+
+    predict_rows.defvjp(fwd, bwd)
+    cache["predict"] = predict_rows
+    return predict_rows
+
+
+def predict(predictor, params):
+    """Predictions at the dataset's observation records ([observations], dataset order; the
+    values of Predictor.predict_all). params: [subjects, parameters]. A subject with
+    out-of-domain parameters gets NaN predictions (and zero derivatives)."""
+    _check(predictor)
+    S, P = predictor.subjects, len(predictor.parameter_names)
+    params = jnp.asarray(params)
+    if params.shape != (S, P):
+        raise ValueError(f"pkscan.jax.predict: params has shape {params.shape}, but must be "
+                         f"({S}, {P})")
+    return _predict_function(predictor)(params.astype(_float_dtype(params)))
+
+
+def parameters(predictor, values, dtype=None):
+    """Parameter rows [subjects, parameters] for JAX: the model's defaults (NaN for required or
+    unused columns) with `values` ({name or alias: number or [subjects] array}, traced values
+    allowed) set."""
+    names = list(predictor.parameter_names)
+    aliases = predictor.model.aliases
+    base = np.asarray(predictor.make_parameters({}))
+    dt = dtype or _float_dtype(*[jnp.asarray(v) for v in values.values()], base.dtype)
+    rows = jnp.asarray(base, dtype=dt)
+    for name, value in values.items():
+        column = aliases.get(name, name)
+        if column not in names:
+            raise ValueError(f"pkscan.jax.parameters: unknown parameter {name!r}; the model has "
+                             f"{', '.join(names)}")
+        rows = rows.at[:, names.index(column)].set(jnp.asarray(value, dtype=dt))
+    return rows
+
+
+class Simulator:
+    """A grid problem as a JAX operation: concentrations (and amounts) of `subjects` subjects at
+    the output times, from per-subject parameter rows, differentiable.
+
+    Simulator(model, doses, dt, steps, subjects, times=None): the arguments of pkscan.simulate
+    (doses as dicts with amount, compartment, time, rate or duration, every, repeat; output
+    times on the grid, default every grid point 0, dt, ..., steps * dt). The problem is built
+    once, here (a dataset with the doses and one observation record per output time and
+    compartment, so errors about it raise here). Propagation is exact (the matrix exponential,
+    as pkscan.simulate(..., discretization="exact")); euler is not offered.
+
+    sim(params) -> concentrations [subjects, times, compartments]; sim.amounts(params) the
+    amounts (concentrations times the compartments' volume columns v_<compartment>).
+    sim.predictor, sim.parameter_names, sim.compartments, sim.times describe it."""
+
+    def __init__(self, model, doses, dt, steps, subjects, times=None):
+        m = model if isinstance(model, _core.Model) else _core.Model(model) \
+            if isinstance(model, str) else None
+        if m is None:
+            raise TypeError("pkscan.jax.Simulator: model must be a built-in model name or a "
+                            "pkscan.Model")
+        if not (dt > 0) or int(steps) != steps or steps < 0 or int(subjects) < 1:
+            raise ValueError("pkscan.jax.Simulator: dt must be > 0, steps >= 0 and subjects >= 1")
+        grid = np.arange(int(steps) + 1) * float(dt)
+        if times is None:
+            times = grid
+        times = np.asarray(times, dtype=float)
+        on_grid = np.abs(times / dt - np.round(times / dt)) <= 1e-9 * np.maximum(1, times / dt)
+        if times.ndim != 1 or not np.all(on_grid) or np.any(times < 0) or \
+                np.any(times > grid[-1] * (1 + 1e-12)):
+            raise ValueError("pkscan.jax.Simulator: times must be grid points 0 .. steps * dt")
+        if np.any(np.diff(times) <= 0):
+            raise ValueError("pkscan.jax.Simulator: times must be increasing")
+        comps = list(m.compartments)
+        lines = ["ID,TIME,AMT,RATE,CMT,EVID,II,ADDL,DV"]
+        for s in range(int(subjects)):
+            records = []   # (time, 0 for doses / 1 for outputs, line): doses first at a time
+            for d in doses:
+                d = dict(d)
+                cmt = d.pop("compartment", None)
+                c = 0 if cmt is None else (comps.index(cmt) + 1 if isinstance(cmt, str)
+                                           else int(cmt) + 1)
+                amount = float(d.pop("amount"))
+                rate = float(d.pop("rate", 0.0))
+                if "duration" in d:
+                    rate = amount / float(d.pop("duration"))
+                every, repeat = float(d.pop("every", 0.0)), int(d.pop("repeat", 0))
+                t = float(d.pop("time", 0.0))
+                if d:
+                    raise ValueError(f"pkscan.jax.Simulator: unknown dose keys {sorted(d)}")
+                records.append((t, 0, f"{s + 1},{t!r},{amount!r},{rate!r},{c},1,{every!r},"
+                                      f"{repeat},."))
+            for t in times:
+                for c in range(len(comps)):
+                    records.append((float(t), 1, f"{s + 1},{float(t)!r},.,.,{c + 1},0,.,.,0"))
+            lines += [line for _, _, line in sorted(records, key=lambda r: r[:2])]
+        self.predictor = _core.Predictor("\n".join(lines) + "\n", m)
+        self.parameter_names = list(self.predictor.parameter_names)
+        self.compartments = comps
+        self.times = times
+        self._shape = (int(subjects), len(times), len(comps))
+        self._volumes = [self.parameter_names.index(f"v_{c}") if f"v_{c}" in self.parameter_names
+                         else None for c in comps]
+
+    def __call__(self, params):
+        return jnp.reshape(predict(self.predictor, params), self._shape)
+
+    def amounts(self, params):
+        params = jnp.asarray(params)
+        if any(v is None for v in self._volumes):
+            raise ValueError("pkscan.jax.Simulator.amounts: a compartment has no v_<name> column")
+        conc = self(params)
+        return conc * params[:, None, jnp.array(self._volumes)].astype(conc.dtype)

@@ -1,0 +1,294 @@
+// XLA FFI handlers of pkscan.jax (python/pkscan/jax.py): the Predictor called directly from a
+// compiled JAX program, no Python in between. Compiled into the pkscan extension module only when
+// the headers of jax.ffi.include_dir() were found (PKSCAN_WITH_XLA_FFI); the module then exposes
+// the handlers as PyCapsules (`_xla_ffi_targets()`), which pkscan.jax registers with
+// jax.ffi.register_ffi_target.
+//
+// Both handlers take a leading batch (any number of leading dimensions, flattened: the
+// vmap_method="broadcast_all" layout) and evaluate every (batch element, subject) pair in one
+// OpenMP loop. The Predictor is passed as its address (attribute `predictor`); the Python side
+// keeps the Predictor alive while the function exists.
+//
+// Values: float32 or float64 buffers (the dtype of `params`; sigma the same), computed in float64.
+// Invalid parameter values (DomainError: negative, NaN or infinite rates and volumes, sigma not
+// finite and > 0) never escape: the subject's log-likelihood is -inf with zero gradients, its
+// predictions NaN with zero Jacobian. A non-finite log-likelihood (a proportional model at a
+// prediction of 0) is also reported as -inf with zero gradients. Anything else that fails (no
+// memory, a wrong shape) is returned to XLA as an error status; no C++ exception leaves a handler.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <pkscan/error.hpp>
+#include <pkscan/predictor.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bindings.hpp"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace pkscan::python {
+namespace {
+
+// float32 or float64 buffer data as float64 (copied for float32).
+class Doubles {
+ public:
+  Doubles(const ffi::AnyBuffer& b) : n_(b.element_count()) {  // NOLINT(google-explicit-constructor)
+    if (b.element_type() == ffi::DataType::F64) {
+      data_ = static_cast<const double*>(b.untyped_data());
+    } else {
+      const auto* f = static_cast<const float*>(b.untyped_data());
+      copy_.assign(f, f + n_);
+      data_ = copy_.data();
+    }
+  }
+  const double* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  std::size_t n_;
+  const double* data_ = nullptr;
+  std::vector<double> copy_;
+};
+
+// Writes float64 values into a float32 or float64 result buffer.
+void store(const std::vector<double>& v, ffi::Result<ffi::AnyBuffer>& r) {
+  if (r->element_type() == ffi::DataType::F64) {
+    auto* d = static_cast<double*>(r->untyped_data());
+    for (std::size_t i = 0; i < v.size(); ++i) d[i] = v[i];
+  } else {
+    auto* f = static_cast<float*>(r->untyped_data());
+    for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);
+  }
+}
+
+bool floating(ffi::DataType t) { return t == ffi::DataType::F32 || t == ffi::DataType::F64; }
+
+ffi::Error check_result(ffi::Result<ffi::AnyBuffer>& r, std::size_t n, const char* what) {
+  if (!floating(r->element_type()) || r->element_count() != n)
+    return ffi::Error::InvalidArgument(std::string("pkscan.jax: result ") + what +
+                                       " has the wrong size or type");
+  return ffi::Error::Success();
+}
+
+ErrorModel error_model(std::int64_t kind, std::int64_t log_scale) {
+  ErrorModel e;
+  e.kind = kind == 1   ? ErrorModelKind::Proportional
+           : kind == 2 ? ErrorModelKind::Combined
+                       : ErrorModelKind::Additive;
+  e.log_scale = log_scale != 0;
+  return e;
+}
+
+// Runs body(thread_workspace, batch, subject) for every pair on all cores; the first failure
+// other than DomainError (which body handles) is returned as its message.
+template <class Body>
+std::string for_each_pair(const Predictor& p, std::int64_t batch, Body body) {
+  const std::int64_t S = p.subjects();
+  const std::int64_t pairs = batch * S;
+  std::string failure;
+  bool failed = false;
+  // A few microseconds per subject: small calls (the common case inside a sampler) run on the
+  // calling thread; a parallel region there costs more than it saves, and far more on a loaded
+  // machine, where a descheduled team member holds up the barrier for a whole time slice.
+  const int threads = static_cast<int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), pairs / 16)));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::unique_ptr<Predictor::Workspace> ws;
+    try {
+      ws = p.make_workspace();
+    } catch (const std::exception& e) {
+#pragma omp critical(pkscan_jax_failure)
+      if (!failed) failed = true, failure = e.what();
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < pairs; ++i) {
+      if (!ws) continue;
+      try {
+        body(*ws, i / S, i % S);
+      } catch (const std::exception& e) {
+#pragma omp critical(pkscan_jax_failure)
+        if (!failed) failed = true, failure = e.what();
+      } catch (...) {
+#pragma omp critical(pkscan_jax_failure)
+        if (!failed) failed = true, failure = "unknown exception";
+      }
+    }
+  }
+  return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();
+}
+
+// Per-subject log-likelihood: params [B, S, P], sigma [B, K] -> per_subject [B, S],
+// gradient [B, S, P], sigma_gradient [B, S, K] (zeros when with_gradient is 0).
+ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
+                       ffi::Result<ffi::AnyBuffer> per_subject, ffi::Result<ffi::AnyBuffer> grad,
+                       ffi::Result<ffi::AnyBuffer> sigma_grad, std::int64_t predictor,
+                       std::int64_t error_kind, std::int64_t log_scale,
+                       std::int64_t with_gradient) {
+  try {
+    const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
+    const ErrorModel error = error_model(error_kind, log_scale);
+    const std::int64_t S = p.subjects(), P = p.parameters(), K = error.parameter_count();
+    if (!floating(params.element_type()) || !floating(sigma.element_type()))
+      return ffi::Error::InvalidArgument("pkscan.jax: params and sigma must be float32 or float64");
+    const std::size_t row = static_cast<std::size_t>(S * P);
+    if (row == 0 || params.element_count() % row != 0)
+      return ffi::Error::InvalidArgument("pkscan.jax: params has the wrong shape");
+    const std::int64_t B = static_cast<std::int64_t>(params.element_count() / row);
+    if (sigma.element_count() != static_cast<std::size_t>(B * K))
+      return ffi::Error::InvalidArgument("pkscan.jax: sigma has the wrong shape");
+    for (const auto& [r, n, what] :
+         {std::tuple{&per_subject, B * S, "per_subject"}, std::tuple{&grad, B * S * P, "gradient"},
+          std::tuple{&sigma_grad, B * S * K, "sigma_gradient"}})
+      if (ffi::Error e = check_result(*r, static_cast<std::size_t>(n), what); e.failure()) return e;
+
+    const Doubles x(params), sg(sigma);
+    std::vector<double> ll(static_cast<std::size_t>(B * S));
+    std::vector<double> g(static_cast<std::size_t>(B * S * P), 0.0);
+    std::vector<double> gs(static_cast<std::size_t>(B * S * K), 0.0);
+    const bool want = with_gradient != 0;
+    const std::string failure =
+        for_each_pair(p, B, [&](Predictor::Workspace& ws, std::int64_t b, std::int64_t s) {
+          const std::size_t k = static_cast<std::size_t>(b * S + s);
+          double* gp = want ? &g[k * static_cast<std::size_t>(P)] : nullptr;
+          double* gsp = want ? &gs[k * static_cast<std::size_t>(K)] : nullptr;
+          double v = -std::numeric_limits<double>::infinity();
+          try {
+            v = p.log_likelihood(s, x.data() + k * static_cast<std::size_t>(P), error,
+                                 sg.data() + static_cast<std::size_t>(b * K), gp, gsp, ws);
+          } catch (const DomainError&) {
+            v = -std::numeric_limits<double>::infinity();
+          }
+          if (!std::isfinite(v)) {  // out of the domain: rejected, with finite (zero) gradients
+            v = -std::numeric_limits<double>::infinity();
+            if (want) {
+              for (std::int64_t j = 0; j < P; ++j) gp[j] = 0.0;
+              for (std::int64_t j = 0; j < K; ++j) gsp[j] = 0.0;
+            }
+          } else if (want) {  // NaN entries of an unused column never reach JAX as NaN
+            for (std::int64_t j = 0; j < P; ++j)
+              if (!std::isfinite(gp[j])) gp[j] = 0.0;
+          }
+          ll[k] = v;
+        });
+    if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.log_likelihood: " + failure);
+    store(ll, per_subject);
+    store(g, grad);
+    store(gs, sigma_grad);
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("pkscan.jax.log_likelihood: ") + e.what());
+  } catch (...) {
+    return ffi::Error::Internal("pkscan.jax.log_likelihood: unknown exception");
+  }
+}
+
+// Predictions: params [B, S, P] -> predictions [B, N], jacobian [B, N, P] (row i: d pred[i] /
+// d params[subject of i]; zeros when with_gradient is 0).
+ffi::Error predict_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
+                        ffi::Result<ffi::AnyBuffer> jac, std::int64_t predictor,
+                        std::int64_t with_gradient) {
+  try {
+    const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
+    const std::int64_t S = p.subjects(), P = p.parameters(), N = p.observations();
+    if (!floating(params.element_type()))
+      return ffi::Error::InvalidArgument("pkscan.jax: params must be float32 or float64");
+    const std::size_t row = static_cast<std::size_t>(S * P);
+    if (row == 0 || params.element_count() % row != 0)
+      return ffi::Error::InvalidArgument("pkscan.jax: params has the wrong shape");
+    const std::int64_t B = static_cast<std::int64_t>(params.element_count() / row);
+    if (ffi::Error e = check_result(out, static_cast<std::size_t>(B * N), "predictions");
+        e.failure())
+      return e;
+    if (ffi::Error e = check_result(jac, static_cast<std::size_t>(B * N * P), "jacobian");
+        e.failure())
+      return e;
+
+    const Doubles x(params);
+    std::vector<double> pred(static_cast<std::size_t>(B * N));
+    std::vector<double> J(static_cast<std::size_t>(B * N * P), 0.0);
+    const bool want = with_gradient != 0;
+    const std::string failure =
+        for_each_pair(p, B, [&](Predictor::Workspace& ws, std::int64_t b, std::int64_t s) {
+          const std::int64_t n = p.observations(s);
+          if (n == 0) return;
+          const std::size_t o = static_cast<std::size_t>(b * N + p.observation_offset(s));
+          const double* row_params = x.data() + static_cast<std::size_t>((b * S + s) * P);
+          double* jp = &J[o * static_cast<std::size_t>(P)];
+          bool ok = true;
+          try {
+            if (want)
+              p.predict_gradient(s, row_params, &pred[o], jp, ws);
+            else
+              p.predict(s, row_params, &pred[o], ws);
+          } catch (const DomainError&) {
+            ok = false;
+          }
+          for (std::int64_t i = 0; ok && i < n; ++i) ok = std::isfinite(pred[o + i]);
+          if (!ok) {
+            for (std::int64_t i = 0; i < n; ++i)
+              pred[o + i] = std::numeric_limits<double>::quiet_NaN();
+            if (want)
+              for (std::int64_t i = 0; i < n * P; ++i) jp[i] = 0.0;
+          } else if (want) {
+            for (std::int64_t i = 0; i < n * P; ++i)
+              if (!std::isfinite(jp[i])) jp[i] = 0.0;
+          }
+        });
+    if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.predict: " + failure);
+    store(pred, out);
+    store(J, jac);
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("pkscan.jax.predict: ") + e.what());
+  } catch (...) {
+    return ffi::Error::Internal("pkscan.jax.predict: unknown exception");
+  }
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_loglik, loglik_impl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<std::int64_t>("predictor")
+                                  .Attr<std::int64_t>("error_kind")
+                                  .Attr<std::int64_t>("log_scale")
+                                  .Attr<std::int64_t>("with_gradient"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_predict, predict_impl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<std::int64_t>("predictor")
+                                  .Attr<std::int64_t>("with_gradient"));
+
+void bind_jax_ffi(py::module_& m) {
+  m.def(
+      "_xla_ffi_targets",
+      [] {
+        py::dict d;
+        d["pkscan_loglik"] =
+            py::capsule(reinterpret_cast<void*>(&pkscan_jax_loglik), "xla._CUSTOM_CALL_TARGET");
+        d["pkscan_predict"] =
+            py::capsule(reinterpret_cast<void*>(&pkscan_jax_predict), "xla._CUSTOM_CALL_TARGET");
+        return d;
+      },
+      "XLA FFI handlers of pkscan.jax (name: PyCapsule), for jax.ffi.register_ffi_target.");
+}
+
+}  // namespace pkscan::python
