@@ -31,7 +31,7 @@ target_of() {
 }
 
 build() {
-  CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Fuzz \
     -DPKSCAN_FUZZ=ON -DPKSCAN_BUILD_TESTS=OFF -DPKSCAN_BUILD_APPS=OFF -DPKSCAN_BUILD_PYTHON=OFF \
     -DPKSCAN_INSTALL=OFF -DPKSCAN_WITH_CUDA=OFF
   cmake --build "$build_dir" -j"$jobs" --target fuzz_run_file fuzz_dataset
