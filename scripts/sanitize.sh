@@ -9,7 +9,8 @@
 # - The flags go in CXXFLAGS/LDFLAGS, which also reach the consumer project that the
 #   `package_consumer` test configures (it links the sanitized static libraries).
 # - The Python module tests (label `python`) run the sanitized extension inside the
-#   uninstrumented python3: ASan's runtime must then be loaded first (LD_PRELOAD), and leak
+#   uninstrumented python3: the ASan and UBSan runtimes must then be loaded first (LD_PRELOAD;
+#   with ASan's alone, the first C++ exception out of the module aborts python), and leak
 #   checking is off for them only (CPython keeps interned objects and its allocator's arenas until
 #   exit by design, which LeakSanitizer reports as leaks that are not pkscan's).
 #
@@ -40,7 +41,7 @@ built=$(date +%s)
 status=0
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j"$jobs" -LE python || status=1
 if ctest --test-dir "$build_dir" -N -L python | grep -q "Total Tests: [1-9]"; then
-  LD_PRELOAD="$(${CXX:-g++} -print-file-name=libasan.so)" \
+  LD_PRELOAD="$(${CXX:-g++} -print-file-name=libasan.so) $(${CXX:-g++} -print-file-name=libubsan.so)" \
     ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
     ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" -L python || status=1
 fi
