@@ -6,8 +6,8 @@
 # toolkit is deliberately not installed: the build enables the CUDA backends only when nvcc
 # exists (/usr/local/cuda/bin/nvcc on the project machines).
 #
-# OpenMP: the build uses GCC's libgomp, which comes with g++ (build-essential), so libomp-dev
-# (LLVM's runtime, for clang) is not needed.
+# OpenMP: the build uses GCC's libgomp, which comes with g++ (build-essential); libomp-dev
+# (LLVM's runtime) is only for the clang build of the fuzz targets (scripts/fuzz.sh).
 set -euo pipefail
 
 packages=(
@@ -30,6 +30,9 @@ packages=(
   libhdf5-dev        # HDF5 output
   libceres-dev       # maximum-likelihood fitting example (pkscan fit)
   gnuplot-nox        # pkscan plot
+  clang              # fuzz targets (scripts/fuzz.sh; clang 14 on Debian 12)
+  libfuzzer-14-dev   # libFuzzer for clang 14
+  libomp-dev         # OpenMP for clang (the fuzz build); g++ uses libgomp
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

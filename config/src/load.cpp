@@ -1049,6 +1049,22 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
                  format_value(static_cast<double>(limit) / (1024.0 * 1024 * 1024)) +
                  " GiB are available; use fewer subjects, fewer steps or sparse output.times");
     }
+  } else {
+    // A streamed run holds one result chunk at a time, but the whole per-subject parameter
+    // table (count rows; a population keeps one row of typical values).
+    const long double need =
+        8.0L * static_cast<long double>(model.parameters.size()) * static_cast<long double>(count);
+    const std::uint64_t limit = result_byte_limit(spec.options);
+    if (need > static_cast<long double>(limit)) {
+      auto it = subj.find("count");
+      L.fail(it != subj.end() ? it->second.value : subj_e.value,
+             "the run is too large to hold in memory: the parameters of " + std::to_string(count) +
+                 " subjects need " +
+                 format_value(static_cast<double>(need / (1024.0L * 1024 * 1024))) +
+                 " GiB, but only " +
+                 format_value(static_cast<double>(limit) / (1024.0 * 1024 * 1024)) +
+                 " GiB are available; use fewer subjects or subjects.population");
+    }
   }
 
   p.parameters = ParameterBatch(model_ptr, count);

@@ -109,7 +109,15 @@ PKSCAN_INLINE To vcast(From v) noexcept {
 }
 // x in every lane (one broadcast; GCC 12 lowers the initializer-list form to one masked
 // broadcast per lane).
+#if defined(__clang__)
+// clang (the fuzz build, scripts/fuzz.sh) has no __builtin_shuffle; every shuffle in this file
+// has a constant mask, which is __builtin_shufflevector's index list.
+PKSCAN_INLINE v8d splat(double x) noexcept {
+  return __builtin_shufflevector(v8d{x}, v8d{x}, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+#else
 PKSCAN_INLINE v8d splat(double x) noexcept { return __builtin_shuffle(v8d{x}, v8i{}); }
+#endif
 
 int resolve_threads(int threads) noexcept {
 #if defined(_OPENMP)
@@ -435,9 +443,15 @@ PKSCAN_INLINE v8d auc_piece(v8d c1, v8d c2) noexcept {
   const v8d series = fma8(d, h, c2);
   // The largest x of the log-down lanes (NaN and linear lanes count as 0).
   v8d xl = (q > 0.0) ? x : splat(0.0);
+#if defined(__clang__)
+  xl = vmax(xl, __builtin_shufflevector(xl, xl, 4, 5, 6, 7, 0, 1, 2, 3));
+  xl = vmax(xl, __builtin_shufflevector(xl, xl, 2, 3, 0, 1, 6, 7, 4, 5));
+  xl = vmax(xl, __builtin_shufflevector(xl, xl, 1, 0, 3, 2, 5, 4, 7, 6));
+#else
   xl = vmax(xl, __builtin_shuffle(xl, v8i{4, 5, 6, 7, 0, 1, 2, 3}));
   xl = vmax(xl, __builtin_shuffle(xl, v8i{2, 3, 0, 1, 6, 7, 4, 5}));
   xl = vmax(xl, __builtin_shuffle(xl, v8i{1, 0, 3, 2, 5, 4, 7, 6}));
+#endif
   const double big = xl[0];
   v8d piece = series;
   if (!(big < kSeriesMax)) {
@@ -1336,9 +1350,14 @@ PKSCAN_INLINE void fuse_rows(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
           const v8d v1 = load8(a1 + k * 8) * load8(inv1 + cmt[k] * 8);
           sum[k] = sum[k] + vcast<v8d>(vcast<v8i>(v0) & keep0);  // v or +0
           sum[k] = sum[k] + vcast<v8d>(vcast<v8i>(v1) & keep1);
+#if defined(__clang__)
+          const v16w hi = __builtin_shufflevector(vcast<v16w>(v0), vcast<v16w>(v1), 1, 3, 5, 7, 9,
+                                                  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#else
           const v16w hi =
               __builtin_shuffle(vcast<v16w>(v0), vcast<v16w>(v1),
                                 v16w{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+#endif
           const v16w key = hi >> (kKeyShift - 32);
           const v16w idx = key - lo[k];
           const v16w out = (hi - 1) | (kPosFiniteMaxHi - hi) | idx | (top - idx);
