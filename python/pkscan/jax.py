@@ -1,7 +1,7 @@
 """pkscan as JAX operations: log-likelihoods and predictions of a pkscan.Predictor inside `jit`,
 `grad`, `value_and_grad` and `vmap`, evaluated by pkscan's C++ engine through XLA's foreign
 function interface (jax.ffi; the handlers are python/src/jax_ffi.cpp), with pkscan's exact
-gradients (jax.custom_vjp).
+gradients (jax.custom_jvp: forward and reverse mode).
 
 - A vmap (NumPyro's chain_method="vectorized", or a vmap over parameter sets) is one call that
   evaluates every batch element and subject on all cores (vmap_method="broadcast_all").
@@ -74,19 +74,19 @@ def _loglik_function(predictor, kind, log_scale):
             params, sigma, predictor=np.int64(addr), error_kind=np.int64(kind),
             log_scale=np.int64(log_scale), with_gradient=np.int64(with_gradient))
 
-    @jax.custom_vjp
+    # custom_jvp with a rule linear in the tangents: JAX gets forward mode from it and reverse
+    # mode by transposing it; either way one handler call with gradients (the residuals g, gs).
+    @jax.custom_jvp
     def per_subject(params, sigma):
         return call(params, sigma, 0)[0]
 
-    def fwd(params, sigma):
+    @per_subject.defjvp
+    def per_subject_jvp(primals, tangents):
+        params, sigma = primals
+        t_params, t_sigma = tangents
         ll, g, gs = call(params, sigma, 1)
-        return ll, (g, gs)
+        return ll, jnp.sum(g * t_params, axis=-1) + gs @ t_sigma
 
-    def bwd(res, ct):
-        g, gs = res
-        return ct[:, None] * g, jnp.sum(ct[:, None] * gs, axis=0)
-
-    per_subject.defvjp(fwd, bwd)
     cache[key] = per_subject
     return per_subject
 
@@ -134,7 +134,7 @@ def _predict_function(predictor):
     addr, cache = _entry(predictor)
     if "predict" in cache:
         return cache["predict"]
-    S, N = predictor.subjects, predictor.observations
+    N = predictor.observations
     subject_of = np.asarray(predictor.observation_subjects, dtype=np.int32)
 
     def call(params, with_gradient):
@@ -144,18 +144,18 @@ def _predict_function(predictor):
         return jax.ffi.ffi_call("pkscan_predict", shapes, vmap_method="broadcast_all")(
             params, predictor=np.int64(addr), with_gradient=np.int64(with_gradient))
 
-    @jax.custom_vjp
+    # Row i of the Jacobian is d pred[i] / d params[subject of i]: the tangent is a gather and a
+    # row-wise dot (its transpose, for reverse mode, a segment sum over each subject's rows).
+    @jax.custom_jvp
     def predict_rows(params):
         return call(params, 0)[0]
 
-    def fwd(params):
+    @predict_rows.defjvp
+    def predict_rows_jvp(primals, tangents):
+        (params,), (t_params,) = primals, tangents
         pred, jac = call(params, 1)
-        return pred, jac
+        return pred, jnp.sum(jac * t_params[subject_of], axis=-1)
 
-    def bwd(jac, ct):
-        return (jax.ops.segment_sum(jac * ct[:, None], subject_of, num_segments=S),)
-
-    predict_rows.defvjp(fwd, bwd)
     cache["predict"] = predict_rows
     return predict_rows
 

@@ -247,3 +247,56 @@ def test_log_scale_matches_predictor(p, rows):
     rv, rg, _ = p.log_likelihood_all(rows, "additive", 0.2, log_scale=True)
     assert np.isclose(float(v), rv, rtol=1e-13)
     np.testing.assert_allclose(np.asarray(g)[:, free(p)], rg[:, free(p)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("error,sigma", ERRORS)
+def test_forward_mode_matches_reverse_mode_and_central_differences(p, rows, error, sigma):
+    """jax.jvp / jax.jacfwd (forward mode, from the same exact gradients) against jax.grad and
+    against central differences of Predictor.log_likelihood_all along a random direction."""
+    cols = free(p)
+    rng = np.random.default_rng(5)
+    t_rows = np.zeros_like(rows)
+    t_rows[:, cols] = rng.standard_normal((p.subjects, len(cols))) * rows[:, cols]
+    t_sigma = 0.3 * np.asarray(sigma)
+
+    def f(r, s):
+        return pj.log_likelihood(p, r, s, error=error)
+
+    s0 = jnp.asarray(sigma)
+    v, dv = jax.jit(lambda r, s, tr, ts: jax.jvp(f, (r, s), (tr, ts)))(rows, s0, t_rows, t_sigma)
+    g, gs = jax.grad(f, argnums=(0, 1))(rows, s0)
+    assert np.isclose(float(dv), float(np.sum(np.asarray(g) * t_rows) + np.dot(gs, t_sigma)),
+                      rtol=1e-12)
+    h = 1e-6
+    fd = (p.log_likelihood_all(rows + h * t_rows, error, s0 + h * t_sigma, gradient=False)
+          - p.log_likelihood_all(rows - h * t_rows, error, s0 - h * t_sigma, gradient=False)) / (2 * h)
+    assert abs(float(dv) - fd) <= 1e-6 * max(1.0, abs(fd)), (float(dv), fd)
+    # jacfwd of the per-subject values: one column per direction, equal to jacrev
+    per = lambda th: pj.log_likelihood(p, jnp.asarray(rows).at[:, cols[0]].set(th), s0,  # noqa: E731
+                                       error=error, per_subject=True)[1]
+    th0 = jnp.asarray(rows[:, cols[0]])
+    np.testing.assert_allclose(jax.jacfwd(per)(th0), jax.jacrev(per)(th0), rtol=1e-12, atol=1e-14)
+
+
+def test_predict_forward_mode_matches_the_jacobian_and_vmap(p, rows):
+    """jax.jvp of predict is the Jacobian times the tangent (row i: its subject's row); jacfwd
+    equals jacrev; a vmap of jvp equals the unbatched calls."""
+    cols = free(p)
+    rng = np.random.default_rng(8)
+    t = np.zeros_like(rows)
+    t[:, cols] = rng.standard_normal((p.subjects, len(cols)))
+    _, dpred = jax.jvp(lambda r: pj.predict(p, r), (jnp.asarray(rows),), (jnp.asarray(t),))
+    _, jac = p.predict_gradient_all(rows)
+    want = np.sum(np.nan_to_num(jac) * t[p.observation_subjects], axis=1)
+    np.testing.assert_allclose(dpred, want, rtol=1e-12, atol=1e-12)
+    h = 1e-6
+    fd = (p.predict_all(rows + h * t) - p.predict_all(rows - h * t)) / (2 * h)
+    np.testing.assert_allclose(dpred, fd, rtol=1e-6, atol=1e-8)
+    f = lambda ka: pj.predict(p, jnp.asarray(rows).at[:, cols[0]].set(ka))  # noqa: E731
+    ka0 = jnp.asarray(rows[:, cols[0]])
+    np.testing.assert_allclose(jax.jacfwd(f)(ka0), jax.jacrev(f)(ka0), rtol=1e-12, atol=1e-14)
+    batch = jnp.stack([rows, rows * 1.1])
+    tb = jnp.stack([t, 2 * t])
+    _, db = jax.vmap(lambda r, dt: jax.jvp(lambda x: pj.predict(p, x), (r,), (dt,)))(batch, tb)
+    _, d1 = jax.jvp(lambda x: pj.predict(p, x), (batch[1],), (tb[1],))
+    np.testing.assert_allclose(db[1], d1, rtol=1e-14)
