@@ -2,6 +2,7 @@
 // amounts and concentrations back. Built and run by the tests (test name api_example).
 #include <cstdio>
 #include <pkscan/pkscan.hpp>
+#include <vector>
 
 int main() {
   // Three subjects of the three-compartment model (depot -> central <-> peripheral).
@@ -37,6 +38,17 @@ int main() {
       std::printf("t=%5.2f  subject 1: central amount %8.4f, concentration %7.4f\n",
                   r.output_times()[static_cast<std::size_t>(i)], r.amount(0, i, central),
                   r.concentration(0, i, central));
+
+    // Exact derivatives on the grid, euler discretization (docs/api.md, "On a time grid").
+    problem.discretization = pkscan::Discretization::Euler;
+    pkscan::GridGradient g(problem);  // problem.discretization == Euler
+    std::vector<double> conc(g.output_steps().size() * g.compartments());
+    std::vector<double> jac(conc.size() * g.parameters());
+    g.evaluate(problem.parameters.row(0), conc.data(), jac.data());  // jac may be nullptr
+    const std::size_t last = (g.output_steps().size() - 1) * g.compartments() + central;
+    const int ke = pkscan::parameter_index(problem.parameters.info(), "ke");
+    std::printf("euler at 24 h: subject 1 central concentration %7.4f, d/d ke %8.4f\n", conc[last],
+                jac[last * g.parameters() + ke]);
     std::printf("ran %s on %s\n", pkscan::to_string(r.summary().method).c_str(),
                 pkscan::to_string(r.summary().device).c_str());
     return r.summary().non_finite_subjects == 0 ? 0 : 1;

@@ -13,8 +13,9 @@ constexpr std::int64_t kMaxSteps = 1'000'000'000;
 // Largest number of repeats of one dose line.
 constexpr std::int64_t kMaxRepeat = 100'000'000;
 
-// Validates everything but the backend choice and the result size.
-void validate_problem(const Problem& p);
+// Validates everything but the backend choice and the result size; with `parameters` false also
+// not the parameter rows (GridGradient: the rows come with each evaluation).
+void validate_problem(const Problem& p, bool parameters = true);
 
 // Memory limit for the result: options.max_result_bytes or 80% of MemAvailable.
 std::uint64_t result_limit(const SimulateOptions& o) noexcept;

@@ -34,7 +34,7 @@ __attribute__((noinline, cold)) void throw_invalid(const std::string& where,
   throw InvalidArgument(where + ": " + what + " is " + value + ", but must be " + rule);
 }
 
-void validate_problem(const Problem& p) {
+void validate_problem(const Problem& p, bool parameters) {
   const ModelInfo& m = p.parameters.info();
   const int n = static_cast<int>(m.compartments.size());
   if (p.parameters.model() != p.model)
@@ -54,7 +54,9 @@ void validate_problem(const Problem& p) {
 
   // Parameters: the first subject that fails is found in parallel for large batches, and its
   // error is then raised by the loop below.
-  for (std::int64_t s = first_rejected_row(m, p.parameters.row(0), p.parameters.subjects(), true);
+  for (std::int64_t s = parameters ? first_rejected_row(m, p.parameters.row(0),
+                                                       p.parameters.subjects(), true)
+                                    : p.parameters.subjects();
        s < p.parameters.subjects(); ++s) {
     const std::string msg = check_parameters(m, p.parameters.row(s));  // empty: no allocation
     if (!msg.empty()) throw DomainError(std::string(kWhere) + ": " + subject_name(s) + " " + msg);
@@ -126,7 +128,7 @@ void validate_problem(const Problem& p) {
   }
 
   // Euler: K = I + A dt must be non-negative (the step is too long for the rates otherwise).
-  if (p.discretization == Discretization::Euler) {
+  if (p.discretization == Discretization::Euler && parameters) {
     std::vector<double> a(static_cast<std::size_t>(n * n));
     for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
       rate_matrix(m, p.parameters.row(s), a.data());

@@ -42,7 +42,7 @@ def _check(predictor):
 
 
 def _entry(predictor):
-    if not isinstance(predictor, _core.Predictor):
+    if not isinstance(predictor, (_core.Predictor, _core.GridGradient)):
         raise TypeError(f"pkscan.jax: predictor must be a pkscan.Predictor, not {type(predictor)}")
     addr = predictor._address
     entry = _alive.get(addr)
@@ -160,6 +160,36 @@ def _predict_function(predictor):
     return predict_rows
 
 
+def _grid_function(grid, shape):
+    addr, cache = _entry(grid)
+    if "grid" in cache:
+        return cache["grid"]
+    S, T, C = shape
+
+    def call(params, with_gradient):
+        P = params.shape[-1]
+        dt = params.dtype
+        shapes = (jax.ShapeDtypeStruct((S, T, C), dt), jax.ShapeDtypeStruct((S, T, C, P), dt))
+        return jax.ffi.ffi_call("pkscan_grid", shapes, vmap_method="broadcast_all")(
+            params, gradient=np.int64(addr), subjects=np.int64(S),
+            with_gradient=np.int64(with_gradient))
+
+    # Each subject's concentrations depend on its own row only: the tangent is a batched
+    # matrix-vector product (its transpose, for reverse mode, the same contraction).
+    @jax.custom_jvp
+    def simulate_rows(params):
+        return call(params, 0)[0]
+
+    @simulate_rows.defjvp
+    def simulate_rows_jvp(primals, tangents):
+        (params,), (t_params,) = primals, tangents
+        conc, jac = call(params, 1)
+        return conc, jnp.einsum("stcp,sp->stc", jac, t_params)
+
+    cache["grid"] = simulate_rows
+    return simulate_rows
+
+
 def predict(predictor, params):
     """Predictions at the dataset's observation records ([observations], dataset order; the
     values of Predictor.predict_all). params: [subjects, parameters]. A subject with
@@ -176,10 +206,19 @@ def predict(predictor, params):
 def parameters(predictor, values, dtype=None):
     """Parameter rows [subjects, parameters] for JAX: the model's defaults (NaN for required or
     unused columns) with `values` ({name or alias: number or [subjects] array}, traced values
-    allowed) set."""
-    names = list(predictor.parameter_names)
-    aliases = predictor.model.aliases
-    base = np.asarray(predictor.make_parameters({}))
+    allowed) set. `predictor`: a Predictor or a Simulator."""
+    if isinstance(predictor, Simulator):
+        if predictor.predictor is not None:
+            predictor = predictor.predictor
+        else:
+            names = list(predictor.parameter_names)
+            aliases = predictor.model.aliases
+            defaults = predictor.model.defaults
+            base = np.tile([defaults[n] for n in names], (predictor.subjects, 1))
+    if not isinstance(predictor, Simulator):
+        names = list(predictor.parameter_names)
+        aliases = predictor.model.aliases
+        base = np.asarray(predictor.make_parameters({}))
     dt = dtype or _float_dtype(*[jnp.asarray(v) for v in values.values()], base.dtype)
     rows = jnp.asarray(base, dtype=dt)
     for name, value in values.items():
@@ -198,15 +237,18 @@ class Simulator:
     Simulator(model, doses, dt, steps, subjects, times=None): the arguments of pkscan.simulate
     (doses as dicts with amount, compartment, time, rate or duration, every, repeat; output
     times on the grid, default every grid point 0, dt, ..., steps * dt). The problem is built
-    once, here (a dataset with the doses and one observation record per output time and
-    compartment, so errors about it raise here). Propagation is exact (the matrix exponential,
-    as pkscan.simulate(..., discretization="exact")); euler is not offered.
+    once, here, so errors about it raise here. discretization="exact" (the default; the matrix
+    exponential): a dataset with the doses and one observation record per output time and
+    compartment, evaluated by a Predictor. discretization="euler": K = I + A dt on the grid, the
+    values of pkscan.simulate(..., discretization="euler") bit for bit, with the exact
+    derivatives of that recurrence (pkscan.GridGradient).
 
     sim(params) -> concentrations [subjects, times, compartments]; sim.amounts(params) the
     amounts (concentrations times the compartments' volume columns v_<compartment>).
-    sim.predictor, sim.parameter_names, sim.compartments, sim.times describe it."""
+    sim.predictor (None for euler), sim.parameter_names, sim.compartments, sim.times describe
+    it; pkscan.jax.parameters(sim, {...}) makes parameter rows for it."""
 
-    def __init__(self, model, doses, dt, steps, subjects, times=None):
+    def __init__(self, model, doses, dt, steps, subjects, times=None, discretization="exact"):
         m = model if isinstance(model, _core.Model) else _core.Model(model) \
             if isinstance(model, str) else None
         if m is None:
@@ -214,6 +256,26 @@ class Simulator:
                             "pkscan.Model")
         if not (dt > 0) or int(steps) != steps or steps < 0 or int(subjects) < 1:
             raise ValueError("pkscan.jax.Simulator: dt must be > 0, steps >= 0 and subjects >= 1")
+        if discretization not in ("exact", "euler"):
+            raise ValueError(f"pkscan.jax.Simulator: discretization is {discretization!r}, but "
+                             "must be 'exact' or 'euler'")
+        self.model = m
+        self.subjects = int(subjects)
+        self.discretization = discretization
+        self.compartments = list(m.compartments)
+        self._grid = None
+        if discretization == "euler":
+            self._grid = _core.GridGradient(m, list(doses), float(dt), int(steps),
+                                            None if times is None else np.asarray(times, float))
+            _entry(self._grid)  # kept alive with the compiled programs that hold its address
+            self.predictor = None
+            self.parameter_names = list(m.parameters)
+            self.times = np.asarray(self._grid.output_steps, dtype=float) * float(dt)
+            self._shape = (self.subjects, len(self.times), len(self.compartments))
+            self._volumes = [self.parameter_names.index(f"v_{c}")
+                             if f"v_{c}" in self.parameter_names else None
+                             for c in self.compartments]
+            return
         grid = np.arange(int(steps) + 1) * float(dt)
         if times is None:
             times = grid
@@ -256,7 +318,14 @@ class Simulator:
                          else None for c in comps]
 
     def __call__(self, params):
-        return jnp.reshape(predict(self.predictor, params), self._shape)
+        if self._grid is None:
+            return jnp.reshape(predict(self.predictor, params), self._shape)
+        params = jnp.asarray(params)
+        P = len(self.parameter_names)
+        if params.shape != (self.subjects, P):
+            raise ValueError(f"pkscan.jax.Simulator: params has shape {params.shape}, but must "
+                             f"be ({self.subjects}, {P})")
+        return _grid_function(self._grid, self._shape)(params.astype(_float_dtype(params)))
 
     def amounts(self, params):
         params = jnp.asarray(params)

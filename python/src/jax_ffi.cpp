@@ -25,6 +25,7 @@
 #include <limits>
 #include <memory>
 #include <pkscan/error.hpp>
+#include <pkscan/grid_gradient.hpp>
 #include <pkscan/predictor.hpp>
 #include <string>
 #include <tuple>
@@ -122,6 +123,29 @@ std::string for_each_pair(const Predictor& p, std::int64_t batch, Body body) {
 #pragma omp critical(pkscan_jax_failure)
         if (!failed) failed = true, failure = "unknown exception";
       }
+    }
+  }
+  return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();
+}
+
+// Runs body(i) for i in [0, count) on all cores (one per thread for small counts); the first
+// exception that escapes body is returned as its message.
+template <class Body>
+std::string for_each_index(std::int64_t count, Body body) {
+  std::string failure;
+  bool failed = false;
+  const int threads = static_cast<int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), count / 4)));
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1)
+  for (std::int64_t i = 0; i < count; ++i) {
+    try {
+      body(i);
+    } catch (const std::exception& e) {
+#pragma omp critical(pkscan_jax_failure)
+      if (!failed) failed = true, failure = e.what();
+    } catch (...) {
+#pragma omp critical(pkscan_jax_failure)
+      if (!failed) failed = true, failure = "unknown exception";
     }
   }
   return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();
@@ -255,6 +279,62 @@ ffi::Error predict_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
   }
 }
 
+// Grid concentrations (GridGradient, euler): params [B, S, P] -> conc [B, S, T, C],
+// jacobian [B, S, T, C, P] (d conc / d the subject's own row; zeros when with_gradient is 0).
+ffi::Error grid_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
+                     ffi::Result<ffi::AnyBuffer> jac, std::int64_t gradient, std::int64_t subjects,
+                     std::int64_t with_gradient) {
+  try {
+    const auto& g = *reinterpret_cast<const GridGradient*>(static_cast<std::uintptr_t>(gradient));
+    const std::int64_t S = subjects, P = g.parameters();
+    const std::int64_t M = static_cast<std::int64_t>(g.output_steps().size()) * g.compartments();
+    if (!floating(params.element_type()))
+      return ffi::Error::InvalidArgument("pkscan.jax: params must be float32 or float64");
+    const std::size_t row = static_cast<std::size_t>(S * P);
+    if (S < 1 || params.element_count() % row != 0)
+      return ffi::Error::InvalidArgument("pkscan.jax: params has the wrong shape");
+    const std::int64_t B = static_cast<std::int64_t>(params.element_count() / row);
+    if (ffi::Error e = check_result(out, static_cast<std::size_t>(B * S * M), "concentrations");
+        e.failure())
+      return e;
+    if (ffi::Error e = check_result(jac, static_cast<std::size_t>(B * S * M * P), "jacobian");
+        e.failure())
+      return e;
+    const Doubles x(params);
+    std::vector<double> conc(static_cast<std::size_t>(B * S * M));
+    std::vector<double> J(static_cast<std::size_t>(B * S * M * P), 0.0);
+    const bool want = with_gradient != 0;
+    const std::string failure = for_each_index(B * S, [&](std::int64_t i) {
+      const std::size_t o = static_cast<std::size_t>(i * M);
+      double* cp = &conc[o];
+      double* jp = want ? &J[o * static_cast<std::size_t>(P)] : nullptr;
+      bool ok = true;
+      try {
+        g.evaluate(x.data() + static_cast<std::size_t>(i * P), cp, jp);
+      } catch (const DomainError&) {
+        ok = false;
+      }
+      for (std::int64_t k = 0; ok && k < M; ++k) ok = std::isfinite(cp[k]);
+      if (!ok) {
+        for (std::int64_t k = 0; k < M; ++k) cp[k] = std::numeric_limits<double>::quiet_NaN();
+        if (want)
+          for (std::int64_t k = 0; k < M * P; ++k) jp[k] = 0.0;
+      } else if (want) {
+        for (std::int64_t k = 0; k < M * P; ++k)
+          if (!std::isfinite(jp[k])) jp[k] = 0.0;
+      }
+    });
+    if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.Simulator: " + failure);
+    store(conc, out);
+    store(J, jac);
+    return ffi::Error::Success();
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("pkscan.jax.Simulator: ") + e.what());
+  } catch (...) {
+    return ffi::Error::Internal("pkscan.jax.Simulator: unknown exception");
+  }
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_loglik, loglik_impl,
@@ -277,6 +357,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_predict, predict_impl,
                                   .Attr<std::int64_t>("predictor")
                                   .Attr<std::int64_t>("with_gradient"));
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_grid, grid_impl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<std::int64_t>("gradient")
+                                  .Attr<std::int64_t>("subjects")
+                                  .Attr<std::int64_t>("with_gradient"));
+
 void bind_jax_ffi(py::module_& m) {
   m.def(
       "_xla_ffi_targets",
@@ -286,6 +375,8 @@ void bind_jax_ffi(py::module_& m) {
             py::capsule(reinterpret_cast<void*>(&pkscan_jax_loglik), "xla._CUSTOM_CALL_TARGET");
         d["pkscan_predict"] =
             py::capsule(reinterpret_cast<void*>(&pkscan_jax_predict), "xla._CUSTOM_CALL_TARGET");
+        d["pkscan_grid"] =
+            py::capsule(reinterpret_cast<void*>(&pkscan_jax_grid), "xla._CUSTOM_CALL_TARGET");
         return d;
       },
       "XLA FFI handlers of pkscan.jax (name: PyCapsule), for jax.ffi.register_ffi_target.");

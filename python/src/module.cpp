@@ -711,6 +711,52 @@ A linear model: compartments in state order; flows as (from, to, rate) tuples or
         py::arg("method") = "auto", py::arg("device") = "auto", py::arg("precision") = "float64",
         py::arg("discretization") = "exact", py::arg("threads") = 0);
 
+  py::class_<pkscan::GridGradient>(m, "GridGradient", R"doc(
+A grid problem with the euler discretization (the arguments of pkscan.simulate without the
+parameters) prepared once: evaluate(row) gives one subject's concentrations at the output
+times and their exact derivatives with respect to every parameter column, the values of
+pkscan.simulate(..., discretization="euler") bit for bit. Used by pkscan.jax.Simulator.)doc")
+      .def(py::init([](py::handle model, py::handle doses, double dt, std::int64_t steps,
+                       py::handle times) {
+             return std::make_unique<pkscan::GridGradient>(
+                 make_problem(model, py::none(), doses, dt, steps, times, "euler"));
+           }),
+           py::arg("model"), py::arg("doses"), py::arg("dt"), py::arg("steps"),
+           py::arg("times") = py::none())
+      .def_property_readonly("compartments", &pkscan::GridGradient::compartments)
+      .def_property_readonly("parameters", &pkscan::GridGradient::parameters,
+                             "Number of parameter columns (a row's length).")
+      .def_property_readonly("output_steps", &pkscan::GridGradient::output_steps,
+                             "Grid indices of the output times.")
+      .def(
+          "evaluate",
+          [](const pkscan::GridGradient& g, const DoubleArray& row) {
+            const std::size_t np = static_cast<std::size_t>(g.parameters());
+            if (row.ndim() != 1 || static_cast<std::size_t>(row.shape(0)) != np)
+              throw pkscan::InvalidArgument("GridGradient.evaluate: row must have " +
+                                            std::to_string(np) +
+                                            " values (one per parameter column)");
+            const py::ssize_t t = static_cast<py::ssize_t>(g.output_steps().size());
+            const py::ssize_t n = g.compartments();
+            py::array_t<double> conc({t, n});
+            py::array_t<double> jac({t, n, static_cast<py::ssize_t>(np)});
+            double* c = conc.mutable_data();
+            double* j = jac.mutable_data();
+            {
+              py::gil_scoped_release release;
+              g.evaluate(row.data(), c, j);
+            }
+            return py::make_tuple(conc, jac);
+          },
+          py::arg("row"),
+          "(concentrations [times, compartments], jacobian [times, compartments, parameters]).")
+      .def_property_readonly(
+          "_address",
+          [](const pkscan::GridGradient& self) {
+            return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(&self));
+          },
+          "Address of the C++ object (for pkscan.jax's XLA FFI calls; valid while it lives).");
+
   py::class_<PyEngine>(m, "Engine", R"doc(
 A simulation engine reused across calls: keeps the compiled dosing schedule while the model,
 doses and grid stay the same (a fitting loop where only parameters change) and the compute

@@ -8,6 +8,7 @@
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
+#include <pkscan/grid_gradient.hpp>
 #include <pkscan/models/model_kind.hpp>
 #include <pkscan/models/three_cpt.hpp>
 #include <pkscan/options.hpp>
