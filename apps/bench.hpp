@@ -1,6 +1,6 @@
 #pragma once
-// `pkscan bench`: the synthetic workload of shared/baselines/numpy_baseline.py through the
-// library, timed, printed as one JSON line.
+// `pkscan bench`: the synthetic workload of docs/performance.md (written in NumPy in
+// bench/numpy_baseline.py) through the library, timed, printed as one JSON line.
 #include <cstdint>
 #include <ostream>
 #include <pkscan/pkscan.hpp>

@@ -160,7 +160,8 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app{"pkscan " PKSCAN_VERSION_STRING
-               ": linear pharmacokinetic compartment models for many subjects at once"};
+               ": linear pharmacokinetic compartment models for many subjects at once",
+               "pkscan"};
   app.footer(kExitHelp);
   app.set_version_flag("--version", PKSCAN_VERSION_STRING);
   app.require_subcommand(1);
@@ -174,8 +175,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run->footer(kExitHelp);
   BenchOptions bo;
   std::string b_method = "auto", b_device = "auto", b_precision = "float64";
-  CLI::App* bench = app.add_subcommand(
-      "bench", "Time the synthetic workload of shared/baselines/numpy_baseline.py; one JSON line");
+  CLI::App* bench =
+      app.add_subcommand("bench",
+                         "Time the synthetic workload of docs/performance.md (its NumPy version: "
+                         "bench/numpy_baseline.py); one JSON line");
   bench->add_option("--n", bo.n, "Subjects")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   bench->add_option("--t", bo.t, "Time steps")

@@ -5,7 +5,7 @@ lines to bench/results/cpu-<date>.json and a markdown table with ratios to docs/
 Usage (from the repository root, after `bash setup.sh`):
     /usr/bin/python3 bench/run_bench.py [--pkscan build/bin/pkscan] [--quick]
 
-The NumPy baseline is ../shared/baselines/numpy_baseline.py (or $PKSCAN_NUMPY_BASELINE); it
+The NumPy baseline is bench/numpy_baseline.py (or $PKSCAN_NUMPY_BASELINE); it
 needs python3-numpy (installed by scripts/install-deps.sh). Every ratio in the table is between
 two measurements taken by this script in one run on this machine.
 """
@@ -45,7 +45,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pkscan", default=os.path.join(ROOT, "build", "bin", "pkscan"))
     ap.add_argument("--baseline", default=os.environ.get(
-        "PKSCAN_NUMPY_BASELINE", os.path.join(ROOT, "..", "shared", "baselines", "numpy_baseline.py")))
+        "PKSCAN_NUMPY_BASELINE", os.path.join(ROOT, "bench", "numpy_baseline.py")))
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with NumPy for the baseline")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test, not the recorded figures)")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))

@@ -1,4 +1,4 @@
-// The command line on bad input (shared/spec/run-config.md, "Command line"): every case exits
+// The command line on bad input (docs/cli.md, exit statuses): every case exits
 // with 2 (bad input) or 3 (method/device unavailable), prints exactly one line
 // `pkscan: error: FILE:LINE:COLUMN: ...` naming the key and the accepted values, and leaves no
 // output file and no temporary file behind. Cases whose run file is at fault are run with both

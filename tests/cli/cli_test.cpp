@@ -1,6 +1,6 @@
 // The command line on good input: every example run file runs and writes the contract CSV,
 // numbers round-trip, --output / output.times behave as the contract says, help and version
-// work, and an unavailable device is exit status 3 (shared/spec/run-config.md, STYLE.md 7.9).
+// work, and an unavailable device is exit status 3 (docs/cli.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -215,6 +215,21 @@ TEST(Cli, HelpExitsZeroAndMentionsExitStatuses) {
           << "exit status " << code << " not described: " << statuses;
     EXPECT_NE(statuses.find("bad input"), std::string::npos) << statuses;
     EXPECT_NE(statuses.find("not available"), std::string::npos) << statuses;
+    // The usage line names the program (and the subcommand).
+    const std::string usage =
+        args.size() == 1 ? "Usage: pkscan [OPTIONS]" : "Usage: pkscan " + args[0];
+    EXPECT_NE(r.out.find(usage), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, HelpRefersToNothingOutsideTheProject) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, std::vector<std::string>{"bench", "--help"},
+        std::vector<std::string>{"fit", "--help"}, std::vector<std::string>{"plot", "--help"}}) {
+    const CliResult r = run_pkscan(args);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    EXPECT_EQ(r.out.find("shared/"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("../"), std::string::npos) << r.out;
   }
 }
 

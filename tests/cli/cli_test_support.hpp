@@ -140,7 +140,7 @@ inline std::vector<std::string> temp_files(const fs::path& dir) {
   return found;
 }
 
-/// The contract's CSV header (shared/spec/run-config.md).
+/// The contract's CSV header (docs/output.md).
 inline const char* const kCsvHeader =
     "id,time,amount_depot,amount_central,amount_peripheral,conc_depot,conc_central,"
     "conc_peripheral";

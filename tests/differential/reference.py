@@ -12,7 +12,7 @@ same dict the generator writes as YAML), and the amounts are computed with SciPy
 `propagator="ode"` replaces the matrix exponential by `solve_ivp(Radau, rtol=1e-12)` restarted at
 every event: a cross-check of this reference itself.
 
-Conventions implemented: docs/conventions.md, docs/run-files.md, shared/spec/run-config.md and
+Conventions implemented: docs/conventions.md, docs/run-files.md, docs/cli.md and
 the target steady-state semantics of issue 12 (an SS dose is a train of doses arriving at
 t0 + lag - k II for k = 0, 1, ...; the state from t0 on is that train's periodic solution). For
 lag >= II NONMEM's documented advance II - ALAG is not positive and nothing is advanced: the state

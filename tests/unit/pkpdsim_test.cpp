@@ -1,4 +1,4 @@
-// PKPDsim's ADVAN table (shared/reference/README.md): CL 10, V 50, KA 0.5, Q 5, V2 100, Q2 3,
+// PKPDsim's published ADVAN table (tests/data/reference): CL 10, V 50, KA 0.5, Q 5, V2 100, Q2 3,
 // V3 150; 100 at t = 0, 12, ..., 120 as oral (depot), bolus (central) or 1 h infusion (central);
 // central concentration at t = 23. one/two/three disposition compartments are pkscan's
 // two_compartment, three_compartment and four_compartment models, in the clearance

@@ -1,4 +1,4 @@
-// The exact path against published reference tables (Torsten, shared/reference, copied to
+// The exact path against published reference tables (Torsten's test outputs, copied to
 // tests/data/reference): amounts of depot, central and peripheral, to the printed digits.
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 #pragma once
 /// @file load.hpp
 /// Run files (YAML) to a pkscan Problem. This is the only part of pkscan that sees yaml-cpp.
-/// The contract is shared/spec/run-config.md; docs/run-files.md documents every key.
+/// The contract: docs/run-files.md documents every key.
 
 #include <cstdint>
 #include <memory>
