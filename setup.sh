@@ -6,7 +6,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 bash scripts/install-deps.sh
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+# The same configuration as test.sh (tests on, warnings as errors), so that test.sh reuses every
+# object built here instead of compiling the library again with other flags.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPKSCAN_BUILD_TESTS=ON -DPKSCAN_WERROR=ON
 cmake --build build --target pkscan_cli -j"$(nproc)"
 
 mkdir -p results

@@ -6,17 +6,24 @@
 # No downloads: the fresh venv sees the JAX venv's packages (numpy, jax, scikit-build-core,
 # pybind11) through a .pth file, and pip builds without isolation. The CMake build folder
 # build-pip/ (pyproject.toml) is kept, so later runs only rebuild what changed.
+#
+# Usage: test-pip-install.sh [BUILD_DIR]. With a build folder (ctest passes its own), the wheel's
+# module links that build's library (PKSCAN_PREBUILT_DIR) instead of compiling it again.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 venv=$root/build-pip-venv
+prebuilt=()
+if [[ $# -ge 1 ]]; then
+  prebuilt=(--config-settings=cmake.define.PKSCAN_PREBUILT_DIR="$(cd "$1" && pwd)")
+fi
 
 /usr/bin/python3 -m venv --clear "$venv"
 site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 "$root/.venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" \
   >"$site/pkscan-jax-venv.pth"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-  --no-build-isolation --no-deps --no-index "$root"
+  --no-build-isolation --no-deps --no-index "${prebuilt[@]}" "$root"
 
 cd "$(mktemp -d)"
 env -u PYTHONPATH "$venv/bin/python" - "$root" <<'PY'
