@@ -22,6 +22,16 @@
 
 namespace pkscan::detail {
 
+// The eigendecomposition A = V diag(lambda) V^-1 of a rate matrix with real eigenvalues: false
+// when Eigen's EigenSolver fails, an eigenvalue has an imaginary part above 1e-12 * scale, or V
+// is singular. Defined once, in engine/src/eigendecomposition.cpp, for N = 1..6: EigenSolver is by
+// far the most expensive template of the library to compile (over two minutes for the six
+// sizes), and events.cpp and predictor.cpp both need it.
+template <int N>
+bool real_eigendecomposition(const Mat<N>& a, double scale, Eigen::Matrix<double, N, N>& v,
+                             Eigen::Matrix<double, N, N>& vinv,
+                             Eigen::Matrix<double, N, 1>& lambda);
+
 // K(d) and G(d) for one parameter set.
 template <int N>
 class Propagator {
@@ -43,15 +53,8 @@ class Propagator {
       for (int i = 0; i < N; ++i)
         for (int j = 0; j < N; ++j)
           if (mask_(i, via) != 0.0 && mask_(via, j) != 0.0) mask_(i, j) = 1.0;
-    Eigen::EigenSolver<Eigen::Matrix<double, N, N>> es(a_);
-    if (es.info() != Eigen::Success) return;
     const double scale = std::max(1.0, a_.cwiseAbs().maxCoeff());
-    if (es.eigenvalues().imag().cwiseAbs().maxCoeff() > 1e-12 * scale) return;
-    v_ = es.eigenvectors().real();
-    lambda_ = es.eigenvalues().real();
-    const auto lu = v_.fullPivLu();
-    if (!lu.isInvertible()) return;
-    vinv_ = lu.inverse();
+    if (!real_eigendecomposition<N>(a_, scale, v_, vinv_, lambda_)) return;
     // 1-norm condition number of the eigenvector matrix.
     const double cond =
         v_.cwiseAbs().colwise().sum().maxCoeff() * vinv_.cwiseAbs().colwise().sum().maxCoeff();
