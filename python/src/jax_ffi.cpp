@@ -89,6 +89,22 @@ ErrorModel error_model(std::int64_t kind, std::int64_t log_scale) {
   return e;
 }
 
+// One subject's values (predictions or concentrations) and their derivatives after evaluation:
+// a subject out of the domain (ok false, or a non-finite value) gets NaN values and zero
+// derivatives; otherwise non-finite derivative entries (unused NaN columns) become 0, so no NaN
+// reaches JAX's gradients. `d` may be null (no derivatives asked).
+void finish_values(bool ok, double* v, std::int64_t n, double* d, std::int64_t nd) {
+  for (std::int64_t i = 0; ok && i < n; ++i) ok = std::isfinite(v[i]);
+  if (!ok) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] = std::numeric_limits<double>::quiet_NaN();
+    if (d != nullptr)
+      for (std::int64_t i = 0; i < nd; ++i) d[i] = 0.0;
+  } else if (d != nullptr) {
+    for (std::int64_t i = 0; i < nd; ++i)
+      if (!std::isfinite(d[i])) d[i] = 0.0;
+  }
+}
+
 // Runs body(thread_workspace, batch, subject) for every pair on all cores; the first failure
 // other than DomainError (which body handles) is returned as its message.
 template <class Body>
@@ -257,16 +273,7 @@ ffi::Error predict_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
           } catch (const DomainError&) {
             ok = false;
           }
-          for (std::int64_t i = 0; ok && i < n; ++i) ok = std::isfinite(pred[o + i]);
-          if (!ok) {
-            for (std::int64_t i = 0; i < n; ++i)
-              pred[o + i] = std::numeric_limits<double>::quiet_NaN();
-            if (want)
-              for (std::int64_t i = 0; i < n * P; ++i) jp[i] = 0.0;
-          } else if (want) {
-            for (std::int64_t i = 0; i < n * P; ++i)
-              if (!std::isfinite(jp[i])) jp[i] = 0.0;
-          }
+          finish_values(ok, &pred[o], n, want ? jp : nullptr, n * P);
         });
     if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.predict: " + failure);
     store(pred, out);
@@ -314,15 +321,7 @@ ffi::Error grid_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
       } catch (const DomainError&) {
         ok = false;
       }
-      for (std::int64_t k = 0; ok && k < M; ++k) ok = std::isfinite(cp[k]);
-      if (!ok) {
-        for (std::int64_t k = 0; k < M; ++k) cp[k] = std::numeric_limits<double>::quiet_NaN();
-        if (want)
-          for (std::int64_t k = 0; k < M * P; ++k) jp[k] = 0.0;
-      } else if (want) {
-        for (std::int64_t k = 0; k < M * P; ++k)
-          if (!std::isfinite(jp[k])) jp[k] = 0.0;
-      }
+      finish_values(ok, cp, M, jp, M * P);
     });
     if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.Simulator: " + failure);
     store(conc, out);
