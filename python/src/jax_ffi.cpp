@@ -105,6 +105,20 @@ void finish_values(bool ok, double* v, std::int64_t n, double* d, std::int64_t n
   }
 }
 
+// Calls f(); an exception is not propagated: the first one of any thread is kept in `failure`.
+template <class F>
+void guarded(bool& failed, std::string& failure, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+#pragma omp critical(pkscan_jax_failure)
+    if (!failed) failed = true, failure = e.what();
+  } catch (...) {
+#pragma omp critical(pkscan_jax_failure)
+    if (!failed) failed = true, failure = "unknown exception";
+  }
+}
+
 // Runs body(thread_workspace, batch, subject) for every pair on all cores; the first failure
 // other than DomainError (which body handles) is returned as its message.
 template <class Body>
@@ -130,15 +144,7 @@ std::string for_each_pair(const Predictor& p, std::int64_t batch, Body body) {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < pairs; ++i) {
       if (!ws) continue;
-      try {
-        body(*ws, i / S, i % S);
-      } catch (const std::exception& e) {
-#pragma omp critical(pkscan_jax_failure)
-        if (!failed) failed = true, failure = e.what();
-      } catch (...) {
-#pragma omp critical(pkscan_jax_failure)
-        if (!failed) failed = true, failure = "unknown exception";
-      }
+      guarded(failed, failure, [&] { body(*ws, i / S, i % S); });
     }
   }
   return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();
@@ -153,17 +159,7 @@ std::string for_each_index(std::int64_t count, Body body) {
   const int threads = static_cast<int>(
       std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), count / 4)));
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1)
-  for (std::int64_t i = 0; i < count; ++i) {
-    try {
-      body(i);
-    } catch (const std::exception& e) {
-#pragma omp critical(pkscan_jax_failure)
-      if (!failed) failed = true, failure = e.what();
-    } catch (...) {
-#pragma omp critical(pkscan_jax_failure)
-      if (!failed) failed = true, failure = "unknown exception";
-    }
-  }
+  for (std::int64_t i = 0; i < count; ++i) guarded(failed, failure, [&] { body(i); });
   return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();
 }
 
