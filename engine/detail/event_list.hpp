@@ -24,7 +24,8 @@ namespace pkscan::detail {
 
 // The eigendecomposition A = V diag(lambda) V^-1 of a rate matrix with real eigenvalues: false
 // when Eigen's EigenSolver fails, an eigenvalue has an imaginary part above 1e-12 * scale, or V
-// is singular. Defined once, in engine/src/eigendecomposition.cpp, for N = 1..6: EigenSolver is by
+// is singular. Defined in detail/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six
+// files CMake generates (one size each): EigenSolver is by
 // far the most expensive template of the library to compile (over two minutes for the six
 // sizes), and events.cpp and predictor.cpp both need it.
 template <int N>

@@ -26,8 +26,7 @@ namespace {
 
 // What a GridGradient holds (immutable after construction).
 struct GridPlan {
-  std::shared_ptr<const ModelInfo> model_ptr;  // keeps a linear model alive
-  const ModelInfo* model = nullptr;
+  std::shared_ptr<const ModelInfo> model;  // shared: keeps a linear model alive
   int n = 0;
   int np = 0;
   double dt = 0.0;
@@ -60,10 +59,10 @@ void evaluate_n(const GridPlan& im, const double* p, double* conc, double* jac) 
   const double* k = tr.k.data();
 
   // Directions: the columns A depends on at this row, with dt * dA/dp (the step's dK/dp).
-  std::vector<double> da(static_cast<std::size_t>(np) * N * N, 0.0);
   std::vector<int> cols;
   std::vector<double> dk;  // per direction N * N
   if (jac != nullptr) {
+    std::vector<double> da(static_cast<std::size_t>(np) * N * N, 0.0);
     detail::add_rate_derivatives(im.rates, N, p, da.data());
     for (int j = 0; j < np; ++j) {
       const double* d = da.data() + static_cast<std::size_t>(j) * N * N;
@@ -140,8 +139,7 @@ GridGradient::GridGradient(const Problem& problem) : impl_(std::make_unique<Impl
                           "dataset with the same doses)");
   detail::validate_problem(problem, false);
   Impl& im = *impl_;
-  im.model_ptr = problem.parameters.info_ptr();
-  im.model = im.model_ptr.get();
+  im.model = problem.parameters.info_ptr();
   im.n = static_cast<int>(im.model->compartments.size());
   if (im.n < 1 || im.n > 6)
     throw InvalidArgument(std::string(kWhere) + ": models with " + std::to_string(im.n) +
