@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <pkscan/threads.hpp>
 #include <random>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 namespace pkscan::cli {
@@ -232,11 +232,7 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   const std::size_t out_bytes =
       static_cast<std::size_t>(r.subjects()) * static_cast<std::size_t>(r.times()) * 3 * scalar;
   const int threads = r.summary().threads;
-  const auto fill = fill_seconds(
-      out_bytes,
-      std::max(1,
-               o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency())),
-      o.repeat);
+  const auto fill = fill_seconds(out_bytes, pkscan::resolve_threads(o.threads), o.repeat);
   std::ostringstream s;
   s.precision(6);
   s << "{\"method\":\"" << to_string(r.summary().method) << "\",\"device\":\""

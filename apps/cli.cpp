@@ -46,6 +46,7 @@ struct Command {
   bool quiet = false;
   bool verbose = false;
   bool terminal = false;  // stderr is a terminal (progress bar instead of lines)
+  int threads = 0;        // --threads: 0 = pkscan's default (OMP_NUM_THREADS, affinity mask)
 };
 
 std::string describe(const config::RunSpec& spec) {
@@ -98,6 +99,7 @@ void report(const RunSummary& sum, const std::string& what, const std::string& p
 
 int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   config::RunSpec spec = config::load_run_file(c.file);
+  spec.options.threads = c.threads;
   std::string path = c.output.empty() ? spec.output_path : c.output;
   if (path.empty())
     throw ConfigError(c.file, spec.output_line, spec.output_column,
@@ -172,6 +174,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run->add_option("--output,-o", c.output, "Output path (overrides output.path; .csv or .h5)");
   run->add_flag("--quiet,-q", c.quiet, "Print nothing on success, and no progress");
   run->add_flag("--verbose,-v", c.verbose, "Report the compute path and timings on stderr");
+  run->add_option(
+         "--threads,-j", c.threads,
+         "CPU threads (0 = the default: OMP_NUM_THREADS, else every CPU this process may use)")
+      ->check(CLI::Range(0, 4096));
   run->footer(kExitHelp);
   BenchOptions bo;
   std::string b_method = "auto", b_device = "auto", b_precision = "float64";
@@ -190,7 +196,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench->add_option("--precision", b_precision, "float64 or float32")
       ->check(CLI::IsMember({"float64", "float32"}));
   bench->add_option("--output", bo.output, "dense, final or sparse:K");
-  bench->add_option("--threads", bo.threads, "CPU threads (0 = all)")->check(CLI::Range(0, 4096));
+  bench
+      ->add_option(
+          "--threads", bo.threads,
+          "CPU threads (0 = the default: OMP_NUM_THREADS, else every CPU this process may use)")
+      ->check(CLI::Range(0, 4096));
   bench->add_option("--repeat", bo.repeat, "Timed runs after one warm-up")
       ->check(CLI::Range(1, 1000));
   bench->add_option("--seed", bo.seed, "Seed of the between-subject variability");

@@ -409,7 +409,10 @@ CLI::App* add_fit_command(CLI::App& app, FitOptions& o) {
                 "Fit log(DV) around log(IPRED) with an additive error (log-normal DV)");
   fit->add_flag("--pooled", o.pooled, "One parameter set for all subjects (default: per subject)");
   fit->add_option("--output,-o", o.output, "Estimates CSV (.csv; default: the CSV on stdout)");
-  fit->add_option("--threads", o.threads, "CPU threads (0 = all)")->check(CLI::Range(0, 4096));
+  fit->add_option(
+         "--threads", o.threads,
+         "CPU threads (0 = the default: OMP_NUM_THREADS, else every CPU this process may use)")
+      ->check(CLI::Range(0, 4096));
   fit->add_option("--max-iterations", o.max_iterations, "BFGS iterations per fit (default 500)")
       ->check(CLI::Range(1, 1000000));
   fit->add_flag("--quiet,-q", o.quiet, "Print no summary line");
@@ -467,7 +470,7 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
   }
   const Predictor predictor(std::move(data), kind);
   const std::int64_t subjects = predictor.subjects();
-  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+  const int threads = resolve_threads(o.threads);
 
   // Bad input shows at the start: evaluate every subject once there, so an invalid value (a
   // dataset parameter cell, a non-positive DV with --log-scale) is an error, not a failed fit.

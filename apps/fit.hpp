@@ -33,7 +33,7 @@ struct FitOptions {
   bool log_scale = false;  // error model on log(DV) around log(IPRED)
   bool pooled = false;     // one parameter set for all subjects
   std::string output;      // estimates CSV; "" = the CSV goes to stdout
-  int threads = 0;         // 0 = all cores
+  int threads = 0;         // 0 = the default (pkscan/threads.hpp)
   int max_iterations = 500;
   bool quiet = false;
 };

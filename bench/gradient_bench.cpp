@@ -26,9 +26,9 @@
 #include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/predictor.hpp>
+#include <pkscan/threads.hpp>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -149,8 +149,7 @@ int main(int argc, char** argv) {
   }
   const pkscan::Predictor pr(std::move(data), pkscan::ModelKind::ThreeCompartment);
   const std::size_t nobs = static_cast<std::size_t>(pr.observations());
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = o.threads > 0 ? o.threads : hw;
+  const int threads = pkscan::resolve_threads(o.threads);
 
   std::vector<double> pred(nobs), jac(nobs * static_cast<std::size_t>(np));
   double checksum = 0.0;

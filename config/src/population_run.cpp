@@ -8,8 +8,8 @@
 #include <pkscan/error.hpp>
 #include <pkscan/population.hpp>
 #include <pkscan/summary.hpp>
+#include <pkscan/threads.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace pkscan::config {
@@ -98,8 +98,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
     const Path path = resolve_path(one, sim);
     if (spec.stream.summaries && !spec.stream.trajectories && path.method == Method::Batched &&
         path.device == Device::Cpu) {
-      const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      const std::int64_t threads = sim.threads > 0 ? sim.threads : hw;
+      const std::int64_t threads = resolve_threads(sim.threads);
       chunk = std::max<std::int64_t>(chunk, 4 * threads * kRowBlock);
     }
   }
@@ -110,6 +109,7 @@ StreamReport run_streaming(const RunSpec& spec, const std::string& path,
   layout.model = model_ptr;
   layout.times = times;
   layout.precision = sim.precision;
+  layout.threads = sim.threads;
   layout.rows = total;
   if (with_replicate) layout.extra_columns.push_back("replicate");
   for (int c : spec.sweep.columns)

@@ -12,12 +12,9 @@
 #include <pkscan/config/output.hpp>
 #include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
 #include <string>
 #include <vector>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "csv_format.hpp"
 #include "sink_common.hpp"
@@ -76,11 +73,7 @@ class CsvSink final : public ResultSink {
     const std::size_t numbers =
         2 + 2 * static_cast<std::size_t>(compartments_) + extras + layout_.metric_names.size();
     line_.resize(numbers * (detail::kMaxNumberChars + 1) + 2);
-#if defined(_OPENMP)
-    buffers_.resize(static_cast<std::size_t>(std::max(1, omp_get_max_threads())));
-#else
-    buffers_.resize(1);
-#endif
+    buffers_.resize(static_cast<std::size_t>(resolve_threads(layout_.threads)));
   }
 
   void write(const Chunk& chunk) override {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
-#include <thread>
+#include <pkscan/threads.hpp>
 
 #include "detail/backend.hpp"
 #include "detail/fused_summary.hpp"
@@ -121,8 +121,7 @@ void fill_batch(const Problem& problem, const SimulateOptions& options,
   batch.n = static_cast<int>(batch.model->compartments.size());
   batch.subjects = problem.parameters.subjects();
   batch.out_steps = detail::output_steps(problem.output, problem.grid);
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  batch.threads = options.threads > 0 ? options.threads : hw;
+  batch.threads = resolve_threads(options.threads);
 }
 
 }  // namespace
@@ -136,9 +135,7 @@ Path resolve_path(const Problem& problem, const SimulateOptions& options) {
   const std::int64_t steps = problem.grid.steps;
   const std::int64_t n_out = static_cast<std::int64_t>(out_count(problem));
   const bool sparse = n_out > 0 && steps / std::max<std::int64_t>(1, n_out) >= 64;
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = resolve_threads(options.threads);
   Path path{options.method, options.device};
   if (path.device == Device::Auto) {
     const bool big = static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;

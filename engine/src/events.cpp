@@ -21,7 +21,6 @@
 #include <pkscan/events.hpp>
 #include <queue>
 #include <string>
-#include <thread>
 
 #include "detail/event_list.hpp"
 #include "detail/parallel.hpp"
@@ -329,21 +328,15 @@ template <int N>
 void run_subjects(const SubjectContext& c, const std::vector<std::int64_t>& first_row, int threads,
                   DatasetResult* out, SubjectStatus* status) {
   const std::int64_t n = static_cast<std::int64_t>(c.data->subjects.size());
-  detail::RegionError err;  // no exception may leave the region (see detail/parallel.hpp)
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    Solver<N> solver(c);  // holds references and empty buffers: does not throw
-#pragma omp for schedule(dynamic, 16)
-    for (std::int64_t s = 0; s < n; ++s)
-      if (!err.failed())
-        err.guard([&] {
-          solver.start(s);
-          status[s] = solver.run(out, first_row[static_cast<std::size_t>(s)])
-                          ? SubjectStatus::Ok
-                          : SubjectStatus::NonFinite;
-        });
-  }
-  err.rethrow();
+  // One solver per thread: it holds references and buffers reused across its subjects.
+  detail::parallel_for(
+      n, threads, 16, [&] { return Solver<N>(c); },
+      [&](std::int64_t s, Solver<N>& solver) {
+        solver.start(s);
+        status[s] = solver.run(out, first_row[static_cast<std::size_t>(s)])
+                        ? SubjectStatus::Ok
+                        : SubjectStatus::NonFinite;
+      });
 }
 
 }  // namespace
@@ -370,35 +363,23 @@ SubjectContext make_context(const Dataset& data, ModelKind model, const Paramete
     c.column_of.push_back(col);
   }
   const int n = static_cast<int>(m.compartments.size());
-  // Subjects are checked in parallel; the error of the first failing subject is thrown.
-  std::int64_t first_bad = subjects;
-  std::exception_ptr first_error;
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-#pragma omp parallel num_threads(threads) if (threads > 1 && subjects > 1000)
-  {
+  // Subjects are checked in parallel (on one thread for a small dataset); the error of the
+  // first failing subject is thrown.
+  struct Scratch {
     std::vector<double> buffer;
     std::vector<int> rows;
-#pragma omp for schedule(dynamic, 256)
-    for (std::int64_t s = 0; s < subjects; ++s) {
-      try {
-        record_parameters(c, s, true, buffer, rows);
+  };
+  detail::parallel_for(
+      subjects, subjects > 1000 ? resolve_threads(options.threads) : 1, 256,
+      [] { return Scratch{}; },
+      [&](std::int64_t s, Scratch& scratch) {
+        record_parameters(c, s, true, scratch.buffer, scratch.rows);
         for (const DatasetRecord& r : data.subjects[static_cast<std::size_t>(s)].records)
           if (r.cmt > n)
             fail_record(c, s, r,
                         "CMT is " + std::to_string(r.cmt) + ", but the model has " +
                             std::to_string(n) + " compartments");
-      } catch (...) {  // no exception may leave an OpenMP region
-#pragma omp critical(pkscan_dataset_check)
-        if (s < first_bad) {
-          first_bad = s;
-          first_error = std::current_exception();
-        }
-      }
-    }
-  }
-  if (first_error) std::rethrow_exception(first_error);
+      });
   return c;
 }
 }  // namespace
@@ -442,9 +423,8 @@ void simulate_dataset_into(const Dataset& data, ModelKind model, const Parameter
   res.concentrations.resize(rows * static_cast<std::size_t>(n));
   res.prediction.resize(rows);
   res.status.assign(static_cast<std::size_t>(subjects), SubjectStatus::Ok);
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const Method method = options.method == Method::Auto ? Method::Batched : options.method;
-  const int threads = method == Method::Scan ? 1 : (options.threads > 0 ? options.threads : hw);
+  const int threads = method == Method::Scan ? 1 : resolve_threads(options.threads);
   const auto t1 = std::chrono::steady_clock::now();
   switch (n) {
     case 1:

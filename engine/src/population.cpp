@@ -352,11 +352,7 @@ void PopulationSampler::sample(std::int64_t replicate, std::int64_t first_subjec
   const int m = etas();
   const int k = static_cast<int>(nonzero_.size());
   const std::size_t ncov = spec_.covariate_names.size();
-#if defined(_OPENMP)
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
-#else
-  const int nt = 1;
-#endif
+  const int nt = resolve_threads(threads);
   static_cast<void>(nt);  // read by the OpenMP pragma only
   detail::RegionError error;
 #pragma omp parallel num_threads(nt)

@@ -35,12 +35,12 @@
 #include <pkscan/error.hpp>
 #include <pkscan/predictor.hpp>
 #include <string>
-#include <thread>
 #include <unsupported/Eigen/MatrixFunctions>
 #include <utility>
 #include <vector>
 
 #include "detail/event_list.hpp"
+#include "detail/parallel.hpp"
 #include "detail/rate_structure.hpp"
 #include "detail/transition.hpp"
 
@@ -60,6 +60,7 @@ std::vector<std::string> ErrorModel::parameter_names() const {
 
 namespace {
 
+using detail::analyse_rates;
 using detail::before;
 using detail::Event;
 using detail::kBoundary;
@@ -71,7 +72,6 @@ using detail::kStop;
 using detail::Mat;
 using detail::Propagator;
 using detail::RateStructure;
-using detail::analyse_rates;
 using detail::Running;
 using detail::Vec;
 
@@ -1020,11 +1020,6 @@ std::unique_ptr<SolverBase> make_solver(const Prepared& impl) {
   }
 }
 
-int thread_count(int threads) {
-  return threads > 0 ? threads
-                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 }  // namespace
 
 // ---- Workspace. ----
@@ -1208,38 +1203,13 @@ double Predictor::log_likelihood(std::int64_t s, const double* params, const Err
 }
 
 namespace {
-// Runs body(s, workspace) for every subject on `threads` threads; no exception leaves the
-// OpenMP region, and the error of the lowest failing subject is rethrown (deterministic).
+// Runs body(s, workspace) for every subject on `threads` threads, one workspace per thread; the
+// error of the lowest failing subject is rethrown (deterministic).
 template <class Body>
 void for_subjects(const Predictor& pred, int threads, Body&& body) {
-  const std::int64_t n = pred.subjects();
-  std::int64_t first_bad = n;
-  std::exception_ptr first_error;
-  const int t = thread_count(threads);
-#pragma omp parallel num_threads(t) if (t > 1 && n > 1)
-  {
-    std::unique_ptr<Predictor::Workspace> ws;
-    try {
-      ws = pred.make_workspace();
-    } catch (...) {
-#pragma omp critical(pkscan_predictor_error)
-      if (!first_error) first_error = std::current_exception();
-    }
-#pragma omp for schedule(dynamic, 8)
-    for (std::int64_t s = 0; s < n; ++s) {
-      if (!ws) continue;
-      try {
-        body(s, *ws);
-      } catch (...) {
-#pragma omp critical(pkscan_predictor_error)
-        if (s < first_bad) {
-          first_bad = s;
-          first_error = std::current_exception();
-        }
-      }
-    }
-  }
-  if (first_error) std::rethrow_exception(first_error);
+  detail::parallel_for(
+      pred.subjects(), resolve_threads(threads), 8, [&] { return pred.make_workspace(); },
+      [&](std::int64_t s, std::unique_ptr<Predictor::Workspace>& ws) { body(s, *ws); });
 }
 }  // namespace
 
@@ -1249,6 +1219,18 @@ void Predictor::predict_all(const double* params, double* out, int threads) cons
   const std::size_t np = static_cast<std::size_t>(impl_->np);
   for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
     predict(s, params + static_cast<std::size_t>(s) * np, out + observation_offset(s), ws);
+  });
+}
+
+void Predictor::predict_gradient_all(const double* params, double* out, double* jacobian,
+                                     int threads) const {
+  if (params == nullptr || ((out == nullptr || jacobian == nullptr) && observations() > 0))
+    throw_invalid("Predictor::predict_gradient_all: params, out or jacobian is null");
+  const std::size_t np = static_cast<std::size_t>(impl_->np);
+  for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
+    const std::size_t off = static_cast<std::size_t>(observation_offset(s));
+    predict_gradient(s, params + static_cast<std::size_t>(s) * np, out + off, jacobian + off * np,
+                     ws);
   });
 }
 

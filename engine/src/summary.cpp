@@ -119,15 +119,6 @@ PKSCAN_INLINE v8d splat(double x) noexcept {
 PKSCAN_INLINE v8d splat(double x) noexcept { return __builtin_shuffle(v8d{x}, v8i{}); }
 #endif
 
-int resolve_threads(int threads) noexcept {
-#if defined(_OPENMP)
-  return threads > 0 ? threads : omp_get_max_threads();
-#else
-  (void)threads;
-  return 1;
-#endif
-}
-
 // Where a chunk's concentrations come from: a concentration array, or amounts times the
 // reciprocal volume of the subject's compartment.
 struct Source {

@@ -27,6 +27,7 @@
 #include <pkscan/error.hpp>
 #include <pkscan/grid_gradient.hpp>
 #include <pkscan/predictor.hpp>
+#include <pkscan/threads.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -131,7 +132,7 @@ std::string for_each_pair(const Predictor& p, std::int64_t batch, Body body) {
   // calling thread; a parallel region there costs more than it saves, and far more on a loaded
   // machine, where a descheduled team member holds up the barrier for a whole time slice.
   const int threads = static_cast<int>(
-      std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), pairs / 16)));
+      std::max<std::int64_t>(1, std::min<std::int64_t>(default_threads(), pairs / 16)));
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     std::unique_ptr<Predictor::Workspace> ws;
@@ -157,7 +158,7 @@ std::string for_each_index(std::int64_t count, Body body) {
   std::string failure;
   bool failed = false;
   const int threads = static_cast<int>(
-      std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), count / 4)));
+      std::max<std::int64_t>(1, std::min<std::int64_t>(default_threads(), count / 4)));
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1)
   for (std::int64_t i = 0; i < count; ++i) guarded(failed, failure, [&] { body(i); });
   return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();

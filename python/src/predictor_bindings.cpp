@@ -12,7 +12,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -21,7 +20,6 @@
 #include <pkscan/error.hpp>
 #include <pkscan/predictor.hpp>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -75,7 +73,8 @@ std::vector<double> read_sigma(py::handle sigma, const ErrorModel& error) {
 int check_threads(int threads) {
   if (threads < 0)
     throw InvalidArgument("threads is " + std::to_string(threads) +
-                          ", but must be >= 0 (0 = all cores)");
+                          ", but must be >= 0 (0 = the default: OMP_NUM_THREADS, else every CPU "
+                          "this process may use)");
   return threads;
 }
 
@@ -220,36 +219,7 @@ class PyPredictor {
     const double* pp = p.data();
     {
       py::gil_scoped_release nogil;
-      const std::int64_t n = subjects();
-      const std::int64_t workers = std::min<std::int64_t>(
-          n, threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency()));
-      std::atomic<std::int64_t> next{0};
-      std::mutex error_mutex;
-      std::int64_t error_subject = n;
-      std::exception_ptr error;
-      // Never throws: errors are kept, the one of the smallest subject index wins (the same
-      // error whatever the schedule), and rethrown after every thread has joined.
-      auto work = [&] {
-        std::int64_t s = -1;  // -1: making the workspace failed
-        try {
-          const Lease lease(*this);
-          for (s = next++; s < n; s = next++) {
-            const std::int64_t off = predictor_->observation_offset(s);
-            predictor_->predict_gradient(s, pp + s * np, o + off, j + off * np, *lease.ws);
-          }
-        } catch (...) {
-          const std::lock_guard<std::mutex> lock(error_mutex);
-          if (s < error_subject) {
-            error_subject = s;
-            error = std::current_exception();
-          }
-        }
-      };
-      std::vector<std::thread> pool;
-      for (std::int64_t w = 1; w < workers; ++w) pool.emplace_back(work);
-      work();
-      for (std::thread& t : pool) t.join();
-      if (error) std::rethrow_exception(error);
+      predictor_->predict_gradient_all(pp, o, j, threads);
     }
     return py::make_tuple(out, jac);
   }
@@ -440,7 +410,7 @@ with log_scale). error: 'additive' (sd = sigma_add), 'proportional' (sd = sigma_
       .def("predict_all", &PyPredictor::predict_all, py::arg("params"), py::arg("threads") = 0,
            R"doc(
 Predictions of every subject: params [subjects, len(parameter_names)]; returns [observations]
-(subject s at observation_offsets[s]:observation_offsets[s + 1]). threads: 0 = all cores.)doc")
+(subject s at observation_offsets[s]:observation_offsets[s + 1]). threads: 0 = OMP_NUM_THREADS, else every CPU this process may use.)doc")
       .def("predict_gradient_all", &PyPredictor::predict_gradient_all, py::arg("params"),
            py::arg("threads") = 0, R"doc(
 (predictions [observations], jacobian [observations, len(parameter_names)]): row i holds the

@@ -606,9 +606,14 @@ TEST(PredictorAll, EqualsThePerSubjectCallsOnOneAndTwoThreads) {
     }
     auto ws = pr.make_workspace();
     std::vector<double> one(static_cast<std::size_t>(pr.observations()));
-    for (std::size_t s = 0; s < n; ++s)
-      pr.predict(static_cast<std::int64_t>(s), params.data() + s * np,
-                 one.data() + pr.observation_offset(static_cast<std::int64_t>(s)), *ws);
+    std::vector<double> one_jac(one.size() * np), one_g(one.size());
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::size_t off =
+          static_cast<std::size_t>(pr.observation_offset(static_cast<std::int64_t>(s)));
+      pr.predict(static_cast<std::int64_t>(s), params.data() + s * np, one.data() + off, *ws);
+      pr.predict_gradient(static_cast<std::int64_t>(s), params.data() + s * np, one_g.data() + off,
+                          one_jac.data() + off * np, *ws);
+    }
     const ErrorModel e{ErrorModelKind::Combined, false};
     const double sigma[2] = {0.3, 0.1};
     double sum = 0.0;
@@ -625,6 +630,10 @@ TEST(PredictorAll, EqualsThePerSubjectCallsOnOneAndTwoThreads) {
       std::vector<double> all(one.size());
       pr.predict_all(params.data(), all.data(), threads);
       for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], one[i]) << c.name << threads;
+      std::vector<double> all_g(one.size()), all_jac(one_jac.size());
+      pr.predict_gradient_all(params.data(), all_g.data(), all_jac.data(), threads);
+      for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all_g[i], one[i]) << c.name;
+      for (std::size_t i = 0; i < all_jac.size(); ++i) ASSERT_EQ(all_jac[i], one_jac[i]) << c.name;
       std::vector<double> per_all(n), grad_all(n * np), sgrad_all(2);
       const double total = pr.log_likelihood_all(params.data(), e, sigma, per_all.data(),
                                                  grad_all.data(), sgrad_all.data(), threads);
@@ -726,6 +735,9 @@ TEST(PredictorErrors, BadInputThrowsAndNeverCrashes) {
       std::copy(bad.begin(), bad.end(), all.begin() + s * pr.parameters());
     std::vector<double> preds(static_cast<std::size_t>(pr.observations()));
     EXPECT_THROW(pr.predict_all(all.data(), preds.data(), 2), DomainError);
+    std::vector<double> jacs(preds.size() * static_cast<std::size_t>(pr.parameters()));
+    EXPECT_THROW(pr.predict_gradient_all(all.data(), preds.data(), jacs.data(), 2), DomainError);
+    EXPECT_THROW(pr.predict_gradient_all(all.data(), preds.data(), nullptr, 2), InvalidArgument);
   }
   try {
     std::vector<double> bad = row;

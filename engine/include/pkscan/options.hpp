@@ -13,7 +13,7 @@ struct SimulateOptions {
   Method method = Method::Auto;              ///< compute path
   Device device = Device::Auto;              ///< compute device
   Precision precision = Precision::Float64;  ///< scan precision
-  int threads = 0;                           ///< CPU threads; 0 = all hardware threads
+  int threads = 0;                           ///< CPU threads; 0 = the default (threads.hpp)
   bool concentrations = true;                ///< also fill SimulationResult concentrations
   /// Largest result (bytes) simulate() may allocate; 0 = 80% of the memory available now.
   /// Larger runs are rejected with DomainError before anything is allocated.

@@ -13,4 +13,5 @@
 #include <pkscan/models/three_cpt.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/result.hpp>
+#include <pkscan/threads.hpp>
 #include <pkscan/types.hpp>

@@ -125,7 +125,7 @@ class PopulationSampler {
   /// Columns without variability or effects get the typical value (NaN stays NaN).
   /// @param rows count x parameters() doubles, row-major
   /// @param etas if not null: count x etas() doubles, row-major, the drawn etas
-  /// @param threads OpenMP threads, 0 = all
+  /// @param threads OpenMP threads, 0 = the default (threads.hpp)
   /// @throws InvalidArgument when replicate < 0, first_subject < 0, count < 0,
   ///         first_subject + count > this->count(), rows is null with count > 0, threads < 0
   void sample(std::int64_t replicate, std::int64_t first_subject, std::int64_t count, double* rows,

@@ -151,11 +151,18 @@ class Predictor {
                         const double* sigma, double* gradient, double* sigma_gradient,
                         Workspace& ws) const;
 
-  /// All subjects at once on `threads` threads (0 = all cores), params subjects() x parameters()
+  /// All subjects at once on `threads` threads (0 = the process default of pkscan/threads.hpp:
+  /// OMP_NUM_THREADS, else the CPUs of the affinity mask), params subjects() x parameters()
   /// row-major. Same values as the per-subject calls, for any thread count. When subjects fail,
   /// the exception of the lowest-numbered one is thrown.
   /// @param out observations() values
   void predict_all(const double* params, double* out, int threads = 0) const;
+
+  /// predict_gradient() of every subject, as predict_all(): `jacobian` holds observations() x
+  /// parameters() values, row i the derivatives of prediction i with respect to the parameter
+  /// row of its own subject.
+  void predict_gradient_all(const double* params, double* out, double* jacobian,
+                            int threads = 0) const;
 
   /// Sum over subjects of log_likelihood(); per_subject (if not null) receives subjects()
   /// values, gradient (if not null) subjects() x parameters() values (each subject's gradient

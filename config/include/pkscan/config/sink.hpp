@@ -41,8 +41,9 @@ struct RunLayout {
   /// Compartment whose concentration the metrics describe (0-based).
   int metric_compartment = 1;
   bool trajectories = true;  ///< write amounts/concentrations per subject and time
-  std::string run_text;      ///< the run file's text (stored as an attribute in HDF5)
-  std::string run_file;      ///< the run file's path (HDF5 attribute; file of a ConfigError)
+  int threads = 0;       ///< threads that format a chunk's text (0 = pkscan's default, threads.hpp)
+  std::string run_text;  ///< the run file's text (stored as an attribute in HDF5)
+  std::string run_file;  ///< the run file's path (HDF5 attribute; file of a ConfigError)
 };
 
 /// One chunk of consecutive subjects, rows [first, first + result.subjects()). The pointers are
