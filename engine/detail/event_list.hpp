@@ -1,8 +1,7 @@
 #pragma once
-// Pieces of the exact event-list simulation shared by simulate_dataset() (engine/src/events.cpp)
-// and the Predictor (engine/src/predictor.cpp): the per-parameter-set propagator K(d), G(d), the
-// event record and its ordering, and the closed-form steady state. Both callers must produce the
-// same numbers for the same dataset and parameters, so these live in one place.
+// Pieces of the exact event-list simulation (the event solver, engine/src/events/solver.cpp, which
+// serves simulate_dataset() and the Predictor): the per-parameter-set propagator K(d), G(d), the
+// event record and its ordering, and the closed-form steady state.
 //
 // Numeric contract: between consecutive events the state moves by x <- K(d) x + G(d) r with
 // K(d) = expm(A d), G(d) = integral_0^d expm(A u) du and r the summed rates of the running
@@ -27,7 +26,7 @@ namespace pkscan::detail {
 // is singular. Defined in detail/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six
 // files CMake generates (one size each): EigenSolver is by
 // far the most expensive template of the library to compile (over two minutes for the six
-// sizes), and events.cpp and predictor.cpp both need it.
+// sizes).
 template <int N>
 bool real_eigendecomposition(const Mat<N>& a, double scale, Eigen::Matrix<double, N, N>& v,
                              Eigen::Matrix<double, N, N>& vinv,

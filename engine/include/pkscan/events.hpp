@@ -48,7 +48,8 @@ void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& p
 /// @param options method scan runs the subjects one after another; batched and power (CPU) run
 ///        the same exact per-interval propagation on all threads (identical results); cuda has
 ///        no event-list path yet (BackendUnavailable when asked for explicitly).
-/// @throws InvalidArgument when the batch does not match the dataset or model
+/// @throws InvalidArgument when the batch does not match the dataset or model, or a record's
+///         CMT is not a compartment of the model (naming the record)
 /// @throws DomainError naming the subject ID and record line for invalid parameter values
 /// @throws BackendUnavailable for device cuda
 DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
