@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "hdf5_handle.hpp"
 #include "sink_common.hpp"
 
 #if __has_include(<pkscan/build_config.hpp>)
@@ -57,22 +58,7 @@ constexpr std::size_t kConcBlockBytes = std::size_t{4} << 20;
 // time (docs/output.md).
 constexpr unsigned kDeflateLevel = 1;
 
-// Switches HDF5's automatic error printing off for the lifetime of the object and restores the
-// previous handler afterwards.
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    if (H5Eget_auto2(H5E_DEFAULT, &func_, &data_) < 0) func_ = nullptr;
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  QuietHdf5(const QuietHdf5&) = delete;
-  QuietHdf5& operator=(const QuietHdf5&) = delete;
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
+using hdf5::QuietHdf5;
 
 // The innermost (most specific) message of HDF5's error stack, then clears the stack.
 herr_t take_innermost(unsigned n, const H5E_error2_t* e, void* out) {
@@ -95,38 +81,7 @@ std::string hdf5_message() {
   throw Error("cannot write HDF5 file " + path + ": " + what + (msg.empty() ? "" : ": " + msg));
 }
 
-// An HDF5 identifier closed by its own close function (H5Dclose, H5Sclose, ...). Move-only.
-class Id {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Id() = default;
-  Id(hid_t id, Closer close) : id_(id), close_(close) {}
-  Id(Id&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
-  Id& operator=(Id&& o) noexcept {
-    if (this != &o) {
-      reset();
-      id_ = std::exchange(o.id_, -1);
-      close_ = o.close_;
-    }
-    return *this;
-  }
-  Id(const Id&) = delete;
-  Id& operator=(const Id&) = delete;
-  ~Id() { reset(); }
-  hid_t get() const noexcept { return id_; }
-  explicit operator bool() const noexcept { return id_ >= 0; }
-  // Closes now; returns the close function's status (0 when nothing was open).
-  herr_t close() noexcept {
-    const herr_t r = id_ >= 0 ? close_(id_) : 0;
-    id_ = -1;
-    return r;
-  }
-  void reset() noexcept { close(); }
-
- private:
-  hid_t id_ = -1;
-  Closer close_ = nullptr;
-};
+using hdf5::Id;
 
 // Wraps a freshly returned identifier; a negative one is an error.
 Id checked(hid_t id, Id::Closer close, const std::string& path, const std::string& what) {

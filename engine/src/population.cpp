@@ -179,6 +179,26 @@ Eigen::MatrixXd omega_from_variances(const std::vector<double>& variances,
   return omega_from("omega_from_variances", sd, correlation);
 }
 
+Eigen::Index omega_cholesky(const Eigen::MatrixXd& block, Eigen::MatrixXd* lower) {
+  // A pivot that is not clearly positive (relative to its variance) is a singular or indefinite
+  // block. The factor of a leading block is the leading part of the whole factor, so the first
+  // failing row is found by factoring growing leading blocks.
+  auto factor_ok = [&](Eigen::Index n, Eigen::MatrixXd* l) {
+    const Eigen::LLT<Eigen::MatrixXd> llt(block.topLeftCorner(n, n));
+    if (llt.info() != Eigen::Success) return false;
+    const Eigen::MatrixXd f = llt.matrixL();
+    for (Eigen::Index a = 0; a < n; ++a)
+      if (!(f(a, a) * f(a, a) > 1e-12 * block(a, a))) return false;
+    if (l) *l = f;
+    return true;
+  };
+  const Eigen::Index k = block.rows();
+  if (k == 0 || factor_ok(k, lower)) return -1;
+  Eigen::Index bad = 1;
+  while (bad < k && factor_ok(bad, nullptr)) ++bad;
+  return bad - 1;
+}
+
 PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec)) {
   if (!spec_.model) detail::throw_invalid(kWhere, "model", "not set", "a model description");
   const ModelInfo& model = *spec_.model;
@@ -239,8 +259,7 @@ PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec
                              format_value(om(ii, static_cast<Eigen::Index>(j))),
                              "0 because the variance of " + name_of(model, spec_.iiv[i]) + " is 0");
   }
-  // Cholesky factor of the block of non-zero variances (lower triangle is read). A pivot that
-  // is not clearly positive (relative to its variance) is a singular or indefinite block.
+  // Cholesky factor of the block of non-zero variances (omega_cholesky: the rule is there).
   const Eigen::Index k = static_cast<Eigen::Index>(nonzero_.size());
   Eigen::MatrixXd block(k, k);
   for (Eigen::Index a = 0; a < k; ++a)
@@ -248,19 +267,9 @@ PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec
       block(a, b) =
           a >= b ? om(nonzero_[static_cast<std::size_t>(a)], nonzero_[static_cast<std::size_t>(b)])
                  : om(nonzero_[static_cast<std::size_t>(b)], nonzero_[static_cast<std::size_t>(a)]);
-  auto factor_ok = [&](Eigen::Index n, Eigen::MatrixXd* l) {
-    const Eigen::LLT<Eigen::MatrixXd> llt(block.topLeftCorner(n, n));
-    if (llt.info() != Eigen::Success) return false;
-    const Eigen::MatrixXd f = llt.matrixL();
-    for (Eigen::Index a = 0; a < n; ++a)
-      if (!(f(a, a) * f(a, a) > 1e-12 * block(a, a))) return false;
-    if (l) *l = f;
-    return true;
-  };
   Eigen::MatrixXd lower;
-  if (k > 0 && !factor_ok(k, &lower)) {
-    Eigen::Index bad = 1;
-    while (bad < k && factor_ok(bad, nullptr)) ++bad;
+  if (const Eigen::Index failed = omega_cholesky(block, &lower); failed >= 0) {
+    const Eigen::Index bad = failed + 1;
     std::string names;
     for (Eigen::Index a = 0; a < bad; ++a)
       names += (a ? ", " : "") +

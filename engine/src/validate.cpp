@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <pkscan/checks.hpp>
 #include <pkscan/error.hpp>
 #include <sstream>
 #include <string>
@@ -54,9 +55,9 @@ void validate_problem(const Problem& p, bool parameters) {
 
   // Parameters: the first subject that fails is found in parallel for large batches, and its
   // error is then raised by the loop below.
-  for (std::int64_t s = parameters ? first_rejected_row(m, p.parameters.row(0),
-                                                       p.parameters.subjects(), true)
-                                    : p.parameters.subjects();
+  for (std::int64_t s =
+           parameters ? first_rejected_row(m, p.parameters.row(0), p.parameters.subjects(), true)
+                      : p.parameters.subjects();
        s < p.parameters.subjects(); ++s) {
     const std::string msg = check_parameters(m, p.parameters.row(s));  // empty: no allocation
     if (!msg.empty()) throw DomainError(std::string(kWhere) + ": " + subject_name(s) + " " + msg);
@@ -129,20 +130,13 @@ void validate_problem(const Problem& p, bool parameters) {
 
   // Euler: K = I + A dt must be non-negative (the step is too long for the rates otherwise).
   if (p.discretization == Discretization::Euler && parameters) {
-    std::vector<double> a(static_cast<std::size_t>(n * n));
-    for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
-      rate_matrix(m, p.parameters.row(s), a.data());
-      for (int r = 0; r < n; ++r) {
-        const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * p.grid.dt;
-        if (k < 0.0)
-          throw_domain(kWhere,
-                       subject_name(s) + " euler transition K[" +
-                           m.compartments[static_cast<std::size_t>(r)] + "][" +
-                           m.compartments[static_cast<std::size_t>(r)] + "] = 1 + A*dt",
-                       format_value(k),
-                       ">= 0 (time.dt is too long for the rates; use a smaller dt or "
-                       "discretization: exact)");
-      }
+    if (const EulerViolation v = first_euler_violation(p.parameters, p.grid.dt)) {
+      const std::string& c = m.compartments[static_cast<std::size_t>(v.compartment)];
+      throw_domain(kWhere,
+                   subject_name(v.subject) + " euler transition K[" + c + "][" + c + "] = 1 + A*dt",
+                   format_value(v.k),
+                   ">= 0 (time.dt is too long for the rates; use a smaller dt or "
+                   "discretization: exact)");
     }
   }
 }
@@ -160,3 +154,21 @@ std::uint64_t result_limit(const SimulateOptions& o) noexcept {
 }
 
 }  // namespace pkscan::detail
+
+namespace pkscan {
+
+EulerViolation first_euler_violation(const ParameterBatch& parameters, double dt) {
+  const ModelInfo& m = parameters.info();
+  const int n = static_cast<int>(m.compartments.size());
+  std::vector<double> a(static_cast<std::size_t>(n * n));
+  for (std::int64_t s = 0; s < parameters.subjects(); ++s) {
+    rate_matrix(m, parameters.row(s), a.data());
+    for (int r = 0; r < n; ++r) {
+      const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * dt;
+      if (k < 0.0) return EulerViolation{s, r, k};
+    }
+  }
+  return EulerViolation{};
+}
+
+}  // namespace pkscan

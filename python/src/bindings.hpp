@@ -1,6 +1,6 @@
 #pragma once
-// Private header of the pkscan Python module: what module.cpp (simulate, datasets, the module
-// itself) shares with predictor.cpp (the Predictor class). Not installed.
+// Private header of the pkscan Python module: what its files share (module.cpp, convert.cpp,
+// simulate_bindings.cpp, dataset_bindings.cpp, predictor_bindings.cpp, jax_ffi.cpp). Not installed.
 //
 // Every function here is called with the GIL held; it reads or makes Python objects. Checks
 // throw pkscan::InvalidArgument (translated to ValueError), as the library does.
@@ -12,6 +12,7 @@
 #include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/models/model_kind.hpp>
+#include <pkscan/options.hpp>
 #include <pkscan/types.hpp>
 #include <string>
 #include <vector>
@@ -69,6 +70,28 @@ std::vector<ParameterValue> read_parameters(const ModelInfo& model, py::handle p
 
 /// Writes the values into `batch`; arrays must have batch.subjects() values.
 void store_parameters(const std::vector<ParameterValue>& values, ParameterBatch& batch);
+
+/// A linear model from its compartments, `flows` ({"from", "to", "rate"} mappings or (from, to,
+/// rate) tuples) and `eliminations` ({"from", "rate"} or (from, rate)); None gives none.
+ModelPtr linear_model(const std::vector<std::string>& compartments, py::handle flows,
+                      py::handle eliminations, const std::string& observe);
+
+/// Discretization from its name: "exact" or "euler".
+Discretization discretization_from_string(const std::string& s);
+
+/// Simulation options from their names (as the Python functions take them); concentrations on.
+SimulateOptions make_options(const std::string& method, const std::string& device,
+                             const std::string& precision, int threads);
+
+/// The doses of a list of dicts {compartment (name or 0-based index), time, amount, rate,
+/// duration, every, repeat}; None gives none.
+std::vector<DoseEvent> read_doses(const ModelInfo& model, py::handle doses);
+
+/// Adds simulate, Engine and GridGradient to the module (simulate_bindings.cpp).
+void bind_simulate(py::module_& m);
+
+/// Adds Dataset, read_dataset, parse_dataset and simulate_dataset (dataset_bindings.cpp).
+void bind_datasets(py::module_& m);
 
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);

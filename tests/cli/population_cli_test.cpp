@@ -107,6 +107,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "    iiv: {block: [cl, v_central], omega: [0.1, 0.5, 0.1]}\n"),
             "run.yaml:7:42",
             {"not positive definite"}},
+        // Singular within the library's tolerance (the pivot 2e-13 <= 1e-12 of its variance):
+        // rejected here, at the node, by the rule PopulationSampler applies (omega_cholesky).
+        Bad{"OmegaNearlySingular",
+            pop("    count: 2\n    seed: 1\n" + kTypical +
+                "    iiv: {block: [cl, v_central], omega: [1.0, 0.9999999999999, 1.0]}\n"),
+            "run.yaml:7:42",
+            {"not positive definite", "v_central"}},
         Bad{"BlockWithoutOmega",
             pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {block: [cl]}\n"),
             "run.yaml:7:10",

@@ -1,6 +1,7 @@
 // The public API: parameter batches, validation messages, result layout, dispatch.
 #include <gtest/gtest.h>
 
+#include <pkscan/checks.hpp>
 #include <pkscan/pkscan.hpp>
 #include <string>
 
@@ -104,6 +105,20 @@ TEST(Api, ValidationMessagesNameTheSubjectTheValueAndTheRule) {
   SimulateOptions o;
   o.max_result_bytes = 100;
   EXPECT_NE(message_of<DomainError>(small_problem(), o).find("result size"), std::string::npos);
+}
+
+TEST(Api, FirstEulerViolationNamesTheSubjectAndCompartment) {
+  ParameterBatch b(ModelKind::ThreeCompartment, 2);
+  b.set("ka", 0, 0.1);
+  b.set("ka", 1, 1.5);
+  for (const char* name : {"k12", "k21", "ke", "v_central", "v_peripheral"})
+    b.set_all(name, std::string(name).rfind("v_", 0) == 0 ? 10.0 : 0.2);
+  EXPECT_FALSE(first_euler_violation(b, 0.5));
+  const EulerViolation v = first_euler_violation(b, 2.0);  // K[depot][depot] = 1 - 1.5 * 2
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v.subject, 1);
+  EXPECT_EQ(v.compartment, 0);
+  EXPECT_EQ(v.k, -2.0);
 }
 
 TEST(Api, ParameterBatchRejectsUnknownNamesAndIndices) {

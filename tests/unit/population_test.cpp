@@ -264,6 +264,21 @@ TEST(Population, OmegaFromStandardDeviationsAndCorrelations) {
   EXPECT_THROW(omega_from_variances({0.09, NAN, 0.01}, r), DomainError);
 }
 
+TEST(Population, OmegaCholeskyNamesTheFirstRowThatFails) {
+  Eigen::MatrixXd ok(2, 2);
+  ok << 1.0, 0.5, 0.5, 1.0;
+  Eigen::MatrixXd l;
+  EXPECT_EQ(omega_cholesky(ok, &l), -1);
+  EXPECT_LT((l * l.transpose() - ok).norm(), 1e-14);
+  EXPECT_EQ(omega_cholesky(Eigen::MatrixXd(0, 0)), -1);
+  Eigen::MatrixXd dependent(3, 3);  // the third row repeats the second
+  dependent << 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0;
+  EXPECT_EQ(omega_cholesky(dependent), 2);
+  Eigen::MatrixXd nearly(2, 2);  // pivot 2e-13, not clearly positive against the variance 1
+  nearly << 1.0, 1.0 - 1e-13, 1.0 - 1e-13, 1.0;
+  EXPECT_EQ(omega_cholesky(nearly), 1);
+}
+
 TEST(Population, BadSpecsAreRejectedWithTheirReason) {
   auto build = [](const PopulationSpec& s) { return PopulationSampler(s); };
   {

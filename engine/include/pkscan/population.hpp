@@ -96,6 +96,15 @@ Eigen::MatrixXd omega_from_sd(const std::vector<double>& sd, const Eigen::Matrix
 Eigen::MatrixXd omega_from_variances(const std::vector<double>& variances,
                                      const Eigen::MatrixXd& correlation);
 
+/// The lower Cholesky factor of a covariance block under the rule PopulationSampler applies to
+/// the block of non-zero variances of Omega: Eigen's LLT succeeds and every pivot is clearly
+/// positive, L_ii^2 > 1e-12 * block_ii.
+/// @param block square and symmetric (the lower triangle is read)
+/// @param lower if not null and the block passes: receives L
+/// @return -1 when the block passes, else the 0-based row where the factorisation fails (the
+///         leading (row + 1) x (row + 1) block is the smallest that is not positive definite)
+Eigen::Index omega_cholesky(const Eigen::MatrixXd& block, Eigen::MatrixXd* lower = nullptr);
+
 /// Draws parameter rows of a checked PopulationSpec. Immutable after construction; sample()
 /// may run from several threads at once.
 class PopulationSampler {

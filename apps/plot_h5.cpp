@@ -1,0 +1,172 @@
+// `pkscan plot`: reading pkscan's own HDF5 result layout (docs/output.md; written by
+// config/src/sink_h5.cpp) into PlotData.
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <pkscan/error.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hdf5_handle.hpp"
+#include "plot_data.hpp"
+
+namespace pkscan::cli::plot {
+
+namespace {
+
+using config::hdf5::Id;
+using config::hdf5::QuietHdf5;
+
+[[noreturn]] void unreadable(const std::string& what) {
+  throw InvalidArgument("not a readable pkscan HDF5 result: cannot read " + what);
+}
+
+// An identifier from an HDF5 call that must succeed; `what` names what could not be read.
+Id readable(hid_t id, Id::Closer close, const std::string& what) {
+  if (id < 0) unreadable(what);
+  return Id(id, close);
+}
+
+std::vector<hsize_t> dims_of(hid_t dset, const std::string& name) {
+  const Id space = readable(H5Dget_space(dset), H5Sclose, name);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) unreadable(name);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+void expect_dims(const std::vector<hsize_t>& dims, const std::vector<hsize_t>& want,
+                 const std::string& name) {
+  if (dims != want) {
+    std::string d, w;
+    for (hsize_t x : dims) d += (d.empty() ? "" : " x ") + std::to_string(x);
+    for (hsize_t x : want) w += (w.empty() ? "" : " x ") + std::to_string(x);
+    throw InvalidArgument("HDF5 dataset " + name + " has shape " + (d.empty() ? "()" : d) +
+                          ", but must have " + w);
+  }
+}
+
+// Reads a whole dataset as doubles (HDF5 converts float32).
+std::vector<double> read_doubles(hid_t file, const std::string& name) {
+  const Id d = readable(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, name);
+  std::size_t n = 1;
+  for (hsize_t x : dims_of(d.get(), name)) n *= static_cast<std::size_t>(x);
+  std::vector<double> v(n);
+  if (n > 0 && H5Dread(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    unreadable(name);
+  return v;
+}
+
+std::vector<std::string> read_strings_attribute(hid_t loc, const char* name) {
+  const std::string what = std::string("attribute ") + name;
+  const Id attr = readable(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose, what);
+  const Id type = readable(H5Aget_type(attr.get()), H5Tclose, what);
+  if (H5Tis_variable_str(type.get()) <= 0)
+    throw InvalidArgument("HDF5 " + what + " is not a list of strings");
+  const Id space = readable(H5Aget_space(attr.get()), H5Sclose, what);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) unreadable(what);
+  const Id mem = readable(H5Tcopy(H5T_C_S1), H5Tclose, what);
+  H5Tset_size(mem.get(), H5T_VARIABLE);
+  H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
+  std::vector<char*> buf(static_cast<std::size_t>(n), nullptr);
+  if (n > 0 && H5Aread(attr.get(), mem.get(), buf.data()) < 0) unreadable(what);
+  std::vector<std::string> out;
+  out.reserve(buf.size());
+  for (char* s : buf) out.emplace_back(s != nullptr ? s : "");
+  if (n > 0) H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, buf.data());
+  return out;
+}
+
+}  // namespace
+
+PlotData read_h5(const std::string& path, const std::string& asked, int max_subjects) {
+  const QuietHdf5 quiet;
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    if (::access(path.c_str(), R_OK) != 0)
+      throw InvalidArgument(std::string("cannot read the result file: ") + std::strerror(errno));
+    throw InvalidArgument("not an HDF5 file");
+  }
+  const Id file =
+      readable(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "the file");
+  PlotData d;
+  d.compartments = read_strings_attribute(file.get(), "compartments");
+  d.compartment = choose_compartment(d.compartments, asked);
+  const hsize_t c =
+      static_cast<hsize_t>(std::find(d.compartments.begin(), d.compartments.end(), d.compartment) -
+                           d.compartments.begin());
+  const hsize_t nc = d.compartments.size();
+  const std::vector<double> time = read_doubles(file.get(), "time");
+  const hsize_t nt = time.size();
+  if (H5Lexists(file.get(), "summary", H5P_DEFAULT) > 0) {
+    d.summary = true;
+    d.t = time;
+    const std::vector<double> pct = read_doubles(file.get(), "summary/percentiles");
+    const std::vector<double> mean = read_doubles(file.get(), "summary/mean");
+    const std::vector<double> quant = read_doubles(file.get(), "summary/quantiles");
+    const std::vector<double> count = read_doubles(file.get(), "summary/count");
+    const hsize_t nq = pct.size();
+    if (mean.size() != nt * nc || quant.size() != nt * nc * nq)
+      throw InvalidArgument("HDF5 /summary does not match /time and the compartments");
+    if (count.size() == 1) d.count = static_cast<std::int64_t>(count[0]);
+    std::size_t center = nq, lo = nq, hi = nq;  // nq = none
+    for (std::size_t q = 0; q < nq; ++q) {
+      if (pct[q] == 50.0) center = q;
+      if (lo == nq || pct[q] < pct[lo]) lo = q;
+      if (hi == nq || pct[q] > pct[hi]) hi = q;
+    }
+    d.center_label = center < nq ? "median" : "mean";
+    const bool band = nq >= 2 && pct[lo] < pct[hi];
+    if (band) d.band_label = "percentiles " + number_text(pct[lo]) + "-" + number_text(pct[hi]);
+    for (hsize_t t = 0; t < nt; ++t) {
+      const std::size_t base = static_cast<std::size_t>((t * nc + c) * nq);
+      d.center.push_back(center < nq ? quant[base + center]
+                                     : mean[static_cast<std::size_t>(t * nc + c)]);
+      if (band) {
+        d.low.push_back(quant[base + lo]);
+        d.high.push_back(quant[base + hi]);
+      }
+    }
+    return d;
+  }
+  if (H5Lexists(file.get(), "concentration", H5P_DEFAULT) <= 0)
+    throw InvalidArgument("the HDF5 result has neither /summary nor /concentration to draw");
+  const Id conc =
+      readable(H5Dopen2(file.get(), "concentration", H5P_DEFAULT), H5Dclose, "/concentration");
+  const std::vector<hsize_t> dims = dims_of(conc.get(), "/concentration");
+  if (dims.size() != 3) expect_dims(dims, {0, nt, nc}, "/concentration");
+  expect_dims(dims, {dims[0], nt, nc}, "/concentration");
+  d.total = static_cast<std::int64_t>(dims[0]);
+  if (d.total == 0) throw InvalidArgument("the HDF5 result has no subjects");
+  const hsize_t rows = std::min<hsize_t>(dims[0], static_cast<hsize_t>(max_subjects));
+  std::vector<double> y(static_cast<std::size_t>(rows * nt));
+  {
+    const Id fspace = readable(H5Dget_space(conc.get()), H5Sclose, "/concentration");
+    const hsize_t start[3] = {0, 0, c};
+    const hsize_t count[3] = {rows, nt, 1};
+    const Id mspace = readable(H5Screate_simple(3, count, nullptr), H5Sclose, "/concentration");
+    if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+        H5Dread(conc.get(), H5T_NATIVE_DOUBLE, mspace.get(), fspace.get(), H5P_DEFAULT, y.data()) <
+            0)
+      unreadable("/concentration");
+  }
+  std::vector<double> ids;
+  if (H5Lexists(file.get(), "id", H5P_DEFAULT) > 0) ids = read_doubles(file.get(), "id");
+  for (hsize_t s = 0; s < rows; ++s) {
+    Series series;
+    series.label = "id " + (s < ids.size() ? number_text(ids[s]) : std::to_string(s + 1));
+    series.t = time;
+    series.y.assign(y.begin() + static_cast<std::ptrdiff_t>(s * nt),
+                    y.begin() + static_cast<std::ptrdiff_t>((s + 1) * nt));
+    d.subjects.push_back(std::move(series));
+  }
+  return d;
+}
+
+}  // namespace pkscan::cli::plot

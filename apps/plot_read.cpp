@@ -1,0 +1,266 @@
+// `pkscan plot`: reading a CSV result (contract trajectories or a summary) into PlotData, and
+// picking what to read (read_result).
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <pkscan/config/temp_files.hpp>
+#include <pkscan/error.hpp>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "plot_data.hpp"
+
+namespace pkscan::cli::plot {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Fields of one CSV line; quoted fields ("a,b", "say ""x""") as dataset covariates are written.
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch != '"')
+        cur += ch;
+      else if (i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else
+        quoted = false;
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      fields.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  fields.push_back(std::move(cur));
+  return fields;
+}
+
+class CsvReader {
+ public:
+  explicit CsvReader(const std::string& path) : in_(path, std::ios::binary) {
+    if (!in_)
+      throw InvalidArgument(std::string("cannot read the result file: ") + std::strerror(errno));
+  }
+  // The next line without its end ('\r' dropped); false at the end of the file.
+  bool next(std::string& line) {
+    if (!std::getline(in_, line)) {
+      if (in_.bad()) throw InvalidArgument("cannot read the result file");
+      return false;
+    }
+    ++line_no_;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  }
+  // The fields of the next non-empty line, which must have `width` of them; false at the end.
+  bool next_row(std::vector<std::string>& fields, std::size_t width) {
+    std::string line;
+    do {
+      if (!next(line)) return false;
+    } while (line.empty());
+    fields = split_csv(line);
+    if (fields.size() != width)
+      throw InvalidArgument("line " + std::to_string(line_no_) + " has " +
+                            std::to_string(fields.size()) + " fields, but the header has " +
+                            std::to_string(width));
+    return true;
+  }
+  int line_no() const noexcept { return line_no_; }
+
+ private:
+  std::ifstream in_;
+  int line_no_ = 0;
+};
+
+double parse_number(const std::string& field, const std::string& column, int line) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(field.c_str(), &end);
+  if (field.empty() || end != field.c_str() + field.size())
+    throw InvalidArgument("line " + std::to_string(line) + ": column " + column + " is \"" + field +
+                          "\", but must be a number");
+  return v;
+}
+
+// Summary CSV: time, mean_conc_<c>..., p<q>_conc_<c>...
+PlotData read_summary_csv(const std::string& path, const std::string& asked) {
+  CsvReader in(path);
+  std::string line;
+  if (!in.next(line)) throw InvalidArgument("the file is empty");
+  const std::vector<std::string> header = split_csv(line);
+  PlotData d;
+  d.summary = true;
+  std::map<std::string, std::size_t> mean_col;
+  std::map<std::string, std::map<double, std::size_t>> pct_col;  // compartment -> q -> column
+  for (std::size_t i = 1; i < header.size(); ++i) {
+    const std::string& h = header[i];
+    if (starts_with(h, "mean_conc_")) {
+      const std::string c = h.substr(10);
+      mean_col[c] = i;
+      d.compartments.push_back(c);
+      continue;
+    }
+    const std::size_t sep = h.find("_conc_");
+    if (h.size() > 1 && h[0] == 'p' && sep != std::string::npos) {
+      const std::string q = h.substr(1, sep - 1);
+      char* end = nullptr;
+      const double v = std::strtod(q.c_str(), &end);
+      if (!q.empty() && end == q.c_str() + q.size() && v >= 0 && v <= 100) {
+        pct_col[h.substr(sep + 6)][v] = i;
+        continue;
+      }
+    }
+    throw InvalidArgument("summary column " + std::to_string(i + 1) + " is \"" + h +
+                          "\", but must be mean_conc_<compartment> or p<q>_conc_<compartment>");
+  }
+  if (header[0] != "time" || mean_col.empty())
+    throw InvalidArgument("the header starts \"" + line.substr(0, 40) +
+                          "\", but a summary must start with time,mean_conc_");
+  d.compartment = choose_compartment(d.compartments, asked);
+  const std::map<double, std::size_t>& pcts = pct_col[d.compartment];
+  std::size_t center = mean_col[d.compartment];
+  d.center_label = "mean";
+  if (pcts.count(50.0)) {
+    center = pcts.at(50.0);
+    d.center_label = "median";
+  }
+  std::size_t lo = 0, hi = 0;
+  if (pcts.size() >= 2) {
+    lo = pcts.begin()->second;
+    hi = pcts.rbegin()->second;
+    d.band_label =
+        "percentiles " + number_text(pcts.begin()->first) + "-" + number_text(pcts.rbegin()->first);
+  }
+  std::vector<std::string> f;
+  while (in.next_row(f, header.size())) {
+    d.t.push_back(parse_number(f[0], "time", in.line_no()));
+    d.center.push_back(parse_number(f[center], header[center], in.line_no()));
+    if (!d.band_label.empty()) {
+      d.low.push_back(parse_number(f[lo], header[lo], in.line_no()));
+      d.high.push_back(parse_number(f[hi], header[hi], in.line_no()));
+    }
+  }
+  if (d.t.empty()) throw InvalidArgument("the summary has no data rows");
+  return d;
+}
+
+// Contract or dataset CSV: id,time,amount_<c>...,conc_<c>...[,...]. A subject starts where the
+// id changes or the time does not increase (replicates may repeat an id).
+PlotData read_trajectory_csv(const std::string& path, const std::string& asked, int max_subjects) {
+  CsvReader in(path);
+  std::string line;
+  if (!in.next(line)) throw InvalidArgument("the file is empty");
+  const std::vector<std::string> header = split_csv(line);
+  PlotData d;
+  std::map<std::string, std::size_t> conc_col;
+  for (std::size_t i = 2; i < header.size(); ++i)
+    if (starts_with(header[i], "conc_")) {
+      d.compartments.push_back(header[i].substr(5));
+      conc_col[d.compartments.back()] = i;
+    }
+  d.compartment = choose_compartment(d.compartments, asked);
+  const std::size_t col = conc_col[d.compartment];
+  std::string last_id;
+  double last_time = 0;
+  std::vector<std::string> f;
+  while (in.next_row(f, header.size())) {
+    const double t = parse_number(f[1], "time", in.line_no());
+    if (d.total == 0 || f[0] != last_id || !(t > last_time)) {
+      ++d.total;
+      if (d.total <= max_subjects) d.subjects.push_back(Series{"id " + f[0], {}, {}});
+    }
+    last_id = f[0];
+    last_time = t;
+    if (d.total <= max_subjects) {
+      d.subjects.back().t.push_back(t);
+      d.subjects.back().y.push_back(parse_number(f[col], header[col], in.line_no()));
+    }
+  }
+  if (d.total == 0) throw InvalidArgument("the result has no data rows");
+  return d;
+}
+
+}  // namespace
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+// Picks the compartment to draw: the asked one, else central, else the first.
+std::string choose_compartment(const std::vector<std::string>& available,
+                               const std::string& asked) {
+  if (available.empty()) throw InvalidArgument("the result has no concentration columns");
+  if (!asked.empty()) {
+    if (std::find(available.begin(), available.end(), asked) == available.end())
+      throw InvalidArgument("--compartment is \"" + asked +
+                            "\", but must be one of: " + join(available));
+    return asked;
+  }
+  if (std::find(available.begin(), available.end(), "central") != available.end()) return "central";
+  return available.front();
+}
+
+PlotData read_result(const PlotOptions& o) {
+  if (ends_with(o.result, ".h5") || ends_with(o.result, ".hdf5"))
+    return read_h5(o.result, o.compartment, o.max_subjects);
+  std::string first;
+  {
+    CsvReader in(o.result);
+    if (!in.next(first)) throw InvalidArgument("the file is empty");
+  }
+  if (starts_with(first, "time,")) return read_summary_csv(o.result, o.compartment);
+  if (!starts_with(first, "id,time,"))
+    throw InvalidArgument("the header starts \"" + first.substr(0, 40) +
+                          "\", but a pkscan result starts with id,time, (trajectories) or "
+                          "time,mean_conc_ (summary)");
+  // A population run's summary next to its trajectories is drawn instead of the subjects. Every
+  // run commits its files as one unit and removes the companions it does not write, so a
+  // summary there belongs to the same run, unless a commit was cut short (SIGKILL, an I/O
+  // error): its journal is still there until the next run to the same path completes it, and
+  // the files may then come from two runs, so only the trajectories are drawn.
+  const std::string stem =
+      ends_with(o.result, ".csv") ? o.result.substr(0, o.result.size() - 4) : o.result;
+  const std::string summary = stem + ".summary.csv";
+  std::error_code ec;
+  const bool interrupted = fs::exists(config::commit_journal_path(o.result), ec);
+  if (!interrupted && fs::is_regular_file(summary, ec)) {
+    try {
+      return read_summary_csv(summary, o.compartment);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(summary + ": " + e.what());
+    }
+  }
+  return read_trajectory_csv(o.result, o.compartment, o.max_subjects);
+}
+
+}  // namespace pkscan::cli::plot

@@ -1,0 +1,125 @@
+// A run on a NONMEM dataset (subjects.dataset): the dataset replaces the time grid, the doses
+// and the output times; parameters come from its columns and subjects.parameters.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <pkscan/dataset.hpp>
+#include <pkscan/error.hpp>
+#include <pkscan/events.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "load_sections.hpp"
+
+namespace pkscan::config::detail {
+
+// A run on a NONMEM dataset: `subjects: {dataset: FILE, parameters: {...}}`, `output: {path}`.
+void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spec,
+                       const std::shared_ptr<const ModelInfo>& model_ptr,
+                       const YAML::Mark& engine_mark) {
+  Problem& p = spec.problem;
+  const ModelInfo& model = *model_ptr;
+  for (const char* key : {"time", "doses"}) {
+    if (auto it = top.find(key); it != top.end())
+      L.fail(it->second.key, std::string(key) +
+                                 " is not used with subjects.dataset (times and doses come from "
+                                 "the dataset); remove it");
+  }
+  if (auto it = top.find("discretization");
+      it != top.end() && p.discretization != Discretization::Exact)
+    L.fail(it->second.value,
+           "discretization is euler, but a dataset run needs discretization: exact (event times "
+           "are arbitrary)");
+  const Loader::Entry& subj_e = top.at("subjects");
+  auto subj = L.entries(subj_e.value, "subjects", {"dataset", "parameters", "count"});
+  if (auto it = subj.find("count"); it != subj.end())
+    L.fail(it->second.key,
+           "subjects.count is not used with subjects.dataset (the dataset's IDs are the subjects); "
+           "remove it");
+  const YAML::Node dnode = subj.at("dataset").value;
+  const std::string dpath =
+      L.scalar_string(dnode, "subjects.dataset", "the path of a NONMEM-format CSV file");
+  const std::string resolved = L.resolve(dpath);  // relative to the run file's folder
+  std::vector<std::pair<std::string, std::string>> names;
+  for (const ParameterInfo& pi : model.parameters) {
+    names.emplace_back(pi.name, pi.name);
+    if (!pi.alias.empty()) names.emplace_back(pi.alias, pi.name);
+  }
+  auto data = std::make_shared<Dataset>(
+      read_dataset(resolved, names, static_cast<int>(model.compartments.size())));
+  const std::int64_t count = static_cast<std::int64_t>(data->subjects.size());
+  p.parameters = ParameterBatch(model_ptr, count);
+  std::vector<char> given(model.parameters.size(), 0);
+  for (const std::string& c : data->parameter_columns) {
+    const int col = parameter_index(model, c);
+    if (col < 0) L.fail(dnode, "dataset column " + c + " does not name a parameter of the model");
+    given[static_cast<std::size_t>(col)] = 1;
+  }
+  if (auto it = subj.find("parameters"); it != subj.end()) {
+    std::vector<std::string> plain;
+    for (const ParameterInfo& pi : model.parameters) {
+      plain.push_back(pi.name);
+      if (!pi.alias.empty()) plain.push_back(pi.alias);
+    }
+    auto params = L.entries(it->second.value, "subjects.parameters", plain);
+    std::vector<char> seen(model.parameters.size(), 0);
+    for (auto& kv : params) {
+      const int col = parameter_index(model, kv.first);
+      const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
+      if (seen[static_cast<std::size_t>(col)])
+        L.fail(kv.second.key, "parameter " + pi.name + " is given twice (as " + pi.name +
+                                  " and as its alias " + pi.alias + "); give one of them");
+      seen[static_cast<std::size_t>(col)] = 1;
+      const std::string what = "subjects.parameters." + kv.first;
+      const YAML::Node& v = kv.second.value;
+      given[static_cast<std::size_t>(col)] = 1;
+      if (v.IsSequence() && static_cast<std::int64_t>(v.size()) != count)
+        L.fail(v, what + " has " + std::to_string(v.size()) + " values, but the dataset has " +
+                      std::to_string(count) +
+                      " subjects (IDs); give one value per subject, in dataset order");
+      store_parameter(L, v, what, pi, p.parameters);
+    }
+  }
+  for (std::size_t c = 0; c < model.parameters.size(); ++c) {
+    if (!given[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
+      L.fail(dnode,
+             "missing parameter '" + model.parameters[c].name +
+                 "': give it in subjects.parameters or as a dataset column (required by model " +
+                 model.name + ")");
+  }
+  if (auto it = top.find("output"); it != top.end()) {
+    auto out = L.entries(it->second.value, "output", {"path", "times"});
+    spec.output_line = it->second.key.Mark().line + 1;
+    spec.output_column = it->second.key.Mark().column + 1;
+    if (auto t = out.find("times"); t != out.end())
+      L.fail(t->second.key,
+             "output.times is not used with subjects.dataset (one row per observation record); "
+             "remove it");
+    if (auto pth = out.find("path"); pth != out.end()) {
+      spec.output_path =
+          L.scalar_string(pth->second.value, "output.path", "a file path ending in .csv");
+      const std::string& op = spec.output_path;
+      if (op.size() < 5 || op.compare(op.size() - 4, 4, ".csv") != 0)
+        L.fail(pth->second.value, "output.path is \"" + op + "\", but must end in .csv");
+      spec.output_path_line = pth->second.value.Mark().line + 1;
+      spec.output_path_column = pth->second.value.Mark().column + 1;
+    }
+  }
+  if (spec.options.device == Device::Cuda) {
+    throw BackendUnavailable(
+        L.where(engine_mark) +
+        ": engine.device: device 'cuda' has no path for datasets yet; use cpu or auto");
+  }
+  // Per-record parameter checks (values from the dataset): reported at the dataset's line.
+  try {
+    check_dataset(*data, p.model, p.parameters, spec.options);
+  } catch (const DomainError& e) {
+    std::string msg = e.what();
+    if (msg.rfind("simulate_dataset: ", 0) == 0) msg = msg.substr(18);
+    throw ConfigError("", 0, 0, msg);
+  }
+  spec.dataset = std::move(data);
+}
+
+}  // namespace pkscan::config::detail

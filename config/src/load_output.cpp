@@ -1,0 +1,112 @@
+// output of a run on a time grid: the result path, the output times, and what a streamed run
+// writes (trajectories, summaries with their percentiles).
+#include <cstdint>
+#include <pkscan/config/sink.hpp>
+#include <pkscan/error.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "load_sections.hpp"
+
+namespace pkscan::config::detail {
+
+namespace {
+
+// output.summaries: true | false | {percentiles: [..]}
+void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so) {
+  if (v.IsScalar() && v.Tag() != "!" && (v.Scalar() == "true" || v.Scalar() == "false")) {
+    so.summaries = v.Scalar() == "true";
+    return;
+  }
+  if (!v.IsMap())
+    L.fail(v, "output.summaries must be true, false or {percentiles: [numbers in 0..100]}");
+  auto m = L.entries(v, "output.summaries", {"percentiles"});
+  so.summaries = true;
+  if (auto it = m.find("percentiles"); it != m.end()) {
+    const YAML::Node& pl = it->second.value;
+    if (!pl.IsSequence() || pl.size() == 0 || pl.size() > 99)
+      L.fail(pl, "output.summaries.percentiles must be a list of 1 to 99 numbers in [0, 100]");
+    so.percentiles.clear();
+    for (std::size_t i = 0; i < pl.size(); ++i) {
+      const std::string what = "output.summaries.percentiles[" + std::to_string(i + 1) + "]";
+      const double q = L.number(pl[i], what);
+      if (!(q >= 0 && q <= 100))
+        L.fail(pl[i], what + " is " + pl[i].Scalar() + ", but must be in [0, 100]");
+      if (!so.percentiles.empty() && q <= so.percentiles.back())
+        L.fail(pl[i], what + " is " + pl[i].Scalar() + ", but the percentiles must increase");
+      so.percentiles.push_back(q);
+    }
+  }
+}
+
+}  // namespace
+
+void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec) {
+  Problem& p = spec.problem;
+  const double t_end = p.grid.time(p.grid.steps);
+  // `output` may be left out when the path comes from --output (times then default to all).
+  const auto output = top.find("output");
+  const Loader::Entries out = output == top.end()
+                                  ? Loader::Entries()
+                                  : L.entries(output->second.value, "output",
+                                              {"path", "times", "trajectories", "summaries"});
+  if (output != top.end()) {
+    spec.output_line = output->second.key.Mark().line + 1;
+    spec.output_column = output->second.key.Mark().column + 1;
+  }
+  if (auto it = out.find("path"); it != out.end()) {
+    spec.output_path = L.scalar_string(it->second.value, "output.path",
+                                       "a file path ending in .csv, .h5 or .hdf5");
+    const std::string& op = spec.output_path;
+    if (!is_result_path(op))
+      L.fail(it->second.value, "output.path is \"" + op + "\", but must end in .csv, .h5 or .hdf5");
+    spec.output_path_line = it->second.value.Mark().line + 1;
+    spec.output_path_column = it->second.value.Mark().column + 1;
+  }
+  if (auto it = out.find("times"); it != out.end()) {
+    const YAML::Node& tv = it->second.value;
+    if (tv.IsScalar() && tv.Tag() != "!" && tv.Scalar() == "all") {
+      p.output = OutputTimes::every_step();
+    } else if (tv.IsSequence()) {
+      if (tv.size() == 0)
+        L.fail(tv, "output.times is an empty list; give all or a list of grid times");
+      std::vector<std::int64_t> steps;
+      for (std::size_t i = 0; i < tv.size(); ++i) {
+        const std::string what = "output.times[" + std::to_string(i + 1) + "]";
+        const double t = L.finite(tv[i], what, "finite and >= 0", false);
+        const std::int64_t s = p.grid.index_of(t);
+        if (s < 0)
+          L.fail(tv[i], what + " is " + tv[i].Scalar() +
+                            ", but must lie on the time grid (a multiple of time.dt = " +
+                            format_value(p.grid.dt) + ")");
+        if (t > t_end * (1 + 1e-12) + 1e-12)
+          L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but must be <= the last grid time " +
+                            format_value(t_end));
+        if (!steps.empty() && s <= steps.back())
+          L.fail(tv[i],
+                 what + " is " + tv[i].Scalar() + ", but output.times must be strictly increasing");
+        steps.push_back(s);
+      }
+      p.output = OutputTimes::at_steps(std::move(steps));
+    } else {
+      L.fail(tv, "output.times must be all or a list of grid times");
+    }
+  }
+
+  if (auto it = out.find("trajectories"); it != out.end()) {
+    const YAML::Node& v = it->second.value;
+    if (!v.IsScalar() || v.Tag() == "!" || (v.Scalar() != "true" && v.Scalar() != "false"))
+      L.fail(v, "output.trajectories must be true or false");
+    spec.stream.trajectories = v.Scalar() == "true";
+    if (!spec.stream.trajectories) spec.stream.summaries = true;  // something must be written
+  }
+  if (auto it = out.find("summaries"); it != out.end()) {
+    parse_summaries(L, it->second.value, spec.stream);
+    if (!spec.stream.summaries && !spec.stream.trajectories)
+      L.fail(it->second.value,
+             "output.summaries is false and output.trajectories is false: nothing to write");
+  }
+}
+
+}  // namespace pkscan::config::detail

@@ -1,0 +1,348 @@
+// subjects.population (typical values, between-subject variability, covariates from a CSV
+// file) and sweep (a parameter grid): the subjects of streamed runs.
+#include <Eigen/Core>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <pkscan/error.hpp>
+#include <pkscan/population.hpp>
+#include <string>
+#include <vector>
+
+#include "load_sections.hpp"
+
+namespace pkscan::config::detail {
+
+namespace {
+
+// Reads the covariates CSV of a population: a header of names, then one row of numbers per
+// subject. Errors name the file, the line and the column.
+void read_covariates(const std::string& path, PopulationInput& pop, std::int64_t max_rows) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(path, 0, 0,
+                      std::string("cannot read the covariates file: ") + std::strerror(errno));
+  std::string line;
+  std::int64_t lineno = 0;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::string cur;
+    for (char ch : l) {
+      if (ch == ',') {
+        f.push_back(cur);
+        cur.clear();
+      } else if (ch != '\r') {
+        cur += ch;
+      }
+    }
+    f.push_back(cur);
+    for (std::string& x : f) {
+      const auto a = x.find_first_not_of(" \t\"");
+      const auto b = x.find_last_not_of(" \t\"");
+      x = a == std::string::npos ? std::string() : x.substr(a, b - a + 1);
+    }
+    return f;
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::vector<std::string> f = split(line);
+    if (pop.covariate_names.empty()) {
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        if (f[i].empty())
+          throw ConfigError(path, lineno, static_cast<int>(i + 1),
+                            "the covariates header has an empty column name");
+        for (std::size_t j = 0; j < i; ++j)
+          if (f[j] == f[i])
+            throw ConfigError(path, lineno, static_cast<int>(i + 1),
+                              "covariate column '" + f[i] + "' appears twice in the header");
+      }
+      pop.covariate_names = f;
+      continue;
+    }
+    if (f.size() != pop.covariate_names.size())
+      throw ConfigError(path, lineno, 0,
+                        "the row has " + std::to_string(f.size()) + " fields, but the header has " +
+                            std::to_string(pop.covariate_names.size()));
+    const std::int64_t rows =
+        static_cast<std::int64_t>(pop.covariates.size() / pop.covariate_names.size());
+    if (rows >= max_rows)
+      throw ConfigError(path, lineno, 0,
+                        "the covariates file has more rows than subjects.population.count = " +
+                            std::to_string(max_rows) + "; give one row per subject");
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(f[i].c_str(), &end);
+      if (f[i].empty() || end != f[i].c_str() + f[i].size() || !std::isfinite(v))
+        throw ConfigError(path, lineno, static_cast<int>(i + 1),
+                          "covariate " + pop.covariate_names[i] + " is \"" + f[i] +
+                              "\", but must be a finite number");
+      pop.covariates.push_back(v);
+    }
+  }
+  if (in.bad()) throw ConfigError(path, 0, 0, "cannot read the covariates file (I/O error)");
+  if (pop.covariate_names.empty())
+    throw ConfigError(path, 0, 0, "the covariates file is empty; it needs a header of names");
+}
+
+}  // namespace
+
+std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const YAML::Node& node,
+                                                        const ModelInfo& model) {
+  auto pop_keys = L.entries(node, "subjects.population",
+                            {"count", "seed", "replicates", "typical", "iiv", "covariates"});
+  auto out = std::make_shared<PopulationInput>();
+  PopulationInput& pop = *out;
+  const std::string ctx = "subjects.population";
+  auto need = [&](const std::string& k) -> const Loader::Entry& {
+    auto it = pop_keys.find(k);
+    if (it == pop_keys.end()) L.fail(node, "missing key '" + k + "' in " + ctx);
+    return it->second;
+  };
+  pop.count = L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
+  pop.seed = static_cast<std::uint64_t>(
+      L.integer(need("seed").value, ctx + ".seed", 0, (std::int64_t{1} << 53)));
+  if (auto it = pop_keys.find("replicates"); it != pop_keys.end())
+    pop.replicates = L.integer(it->second.value, ctx + ".replicates", 1, 1'000'000);
+
+  // typical values
+  const YAML::Node& tn = need("typical").value;
+  std::vector<std::string> names;
+  for (const ParameterInfo& pi : model.parameters) {
+    names.push_back(pi.name);
+    if (!pi.alias.empty()) names.push_back(pi.alias);
+  }
+  auto typ = L.entries(tn, ctx + ".typical", names);
+  pop.typical.resize(model.parameters.size());
+  std::vector<char> given(model.parameters.size(), 0);
+  for (std::size_t c = 0; c < model.parameters.size(); ++c)
+    pop.typical[c] = model.parameters[c].default_value;
+  for (auto it = tn.begin(); it != tn.end(); ++it) {
+    const int col = parameter_index(model, it->first.Scalar());
+    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
+    const std::string what = ctx + ".typical." + it->first.Scalar();
+    if (given[static_cast<std::size_t>(col)])
+      L.fail(it->first, "parameter " + pi.name + " is given twice (as " + pi.name +
+                            " and as its alias " + pi.alias + "); give one of them");
+    given[static_cast<std::size_t>(col)] = 1;
+    if (!it->second.IsScalar()) L.fail(it->second, what + " must be a number (the typical value)");
+    pop.typical[static_cast<std::size_t>(col)] = parameter_value(L, it->second, what, pi);
+    if (pop.typical[static_cast<std::size_t>(col)] != pi.default_value)
+      reject_dose_parameter(L, it->second, pi, what);
+  }
+  for (std::size_t c = 0; c < model.parameters.size(); ++c)
+    if (!given[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
+      L.fail(tn, "missing parameter '" + model.parameters[c].name + "' in " + ctx +
+                     ".typical (required by model " + model.name + ")");
+  {
+    const std::string msg = check_parameters(model, pop.typical.data());
+    if (!msg.empty()) L.fail(tn, ctx + ".typical: " + msg);
+  }
+
+  // iiv: {name: variance, ...} (diagonal) or {block: [names], omega: [lower triangle]}
+  if (auto it = pop_keys.find("iiv"); it != pop_keys.end()) {
+    const YAML::Node& iv = it->second.value;
+    if (!iv.IsMap())
+      L.fail(iv, ctx +
+                     ".iiv must be a mapping of parameter names to variances of eta "
+                     "(omega^2), or {block: [names], omega: [lower triangle of the covariance]}");
+    if (iv["block"] || iv["omega"]) {
+      auto b = L.entries(iv, ctx + ".iiv", {"block", "omega"});
+      auto bi = b.find("block");
+      auto oi = b.find("omega");
+      if (bi == b.end() || oi == b.end())
+        L.fail(iv, ctx +
+                       ".iiv needs both block (the parameter names) and omega (the lower "
+                       "triangle of their covariance, row by row, as in $OMEGA BLOCK)");
+      const YAML::Node& bn = bi->second.value;
+      if (!bn.IsSequence() || bn.size() == 0)
+        L.fail(bn, ctx + ".iiv.block must be a non-empty list of parameter names");
+      for (std::size_t i = 0; i < bn.size(); ++i) {
+        if (!bn[i].IsScalar())
+          L.fail(bn[i], ctx + ".iiv.block[" + std::to_string(i + 1) + "] must be a name");
+        const int col = named_parameter(L, model, bn[i], ctx + ".iiv.block");
+        for (int c : pop.eta_columns)
+          if (c == col) L.fail(bn[i], ctx + ".iiv.block names " + bn[i].Scalar() + " twice");
+        pop.eta_columns.push_back(col);
+      }
+      const std::size_t m = pop.eta_columns.size();
+      const YAML::Node& on = oi->second.value;
+      if (!on.IsSequence() || on.size() != m * (m + 1) / 2)
+        L.fail(on, ctx + ".iiv.omega must be a list of " + std::to_string(m * (m + 1) / 2) +
+                       " numbers: the lower triangle of the " + std::to_string(m) + "x" +
+                       std::to_string(m) + " covariance, row by row" +
+                       (on.IsSequence() ? ", but has " + std::to_string(on.size()) : ""));
+      pop.omega.assign(m * m, 0.0);
+      std::size_t k = 0;
+      for (std::size_t r = 0; r < m; ++r) {
+        for (std::size_t c = 0; c <= r; ++c, ++k) {
+          const std::string what = ctx + ".iiv.omega[" + std::to_string(k + 1) + "]";
+          const double v = L.number(on[k], what);
+          if (!std::isfinite(v) || (r == c && v < 0))
+            L.fail(on[k], what + " is " + on[k].Scalar() + ", but must be finite" +
+                              (r == c ? " and >= 0 (a variance)" : ""));
+          pop.omega[r * m + c] = pop.omega[c * m + r] = v;
+        }
+      }
+      // Positive definite: the library's rule (omega_cholesky, as PopulationSampler applies it)
+      // on the block of non-zero variances; a covariance needs both variances.
+      std::vector<std::size_t> nz;
+      for (std::size_t r = 0; r < m; ++r)
+        if (pop.omega[r * m + r] > 0) nz.push_back(r);
+      for (std::size_t r = 0; r < m; ++r)
+        for (std::size_t c = 0; c < m; ++c)
+          if (r != c && pop.omega[r * m + c] != 0 &&
+              (pop.omega[r * m + r] == 0 || pop.omega[c * m + c] == 0))
+            L.fail(on, ctx + ".iiv.omega has a covariance with a zero-variance parameter");
+      const auto nnz = static_cast<Eigen::Index>(nz.size());
+      Eigen::MatrixXd block(nnz, nnz);
+      for (Eigen::Index i = 0; i < nnz; ++i)
+        for (Eigen::Index j = 0; j < nnz; ++j)
+          block(i, j) =
+              pop.omega[nz[static_cast<std::size_t>(i)] * m + nz[static_cast<std::size_t>(j)]];
+      if (const Eigen::Index bad = omega_cholesky(block); bad >= 0) {
+        const int col = pop.eta_columns[nz[static_cast<std::size_t>(bad)]];
+        L.fail(on, ctx +
+                       ".iiv.omega is not positive definite (the correlations are "
+                       "impossible): check the covariances of " +
+                       model.parameters[static_cast<std::size_t>(col)].name);
+      }
+    } else {
+      std::vector<YAML::Node> values;
+      for (const auto& kv : iv) {
+        const YAML::Node k = kv.first;
+        values.push_back(kv.second);
+        const int col = named_parameter(L, model, k, ctx + ".iiv");
+        for (int c : pop.eta_columns)
+          if (c == col) L.fail(k, ctx + ".iiv names " + k.Scalar() + " twice");
+        pop.eta_columns.push_back(col);
+      }
+      const std::size_t m = pop.eta_columns.size();
+      pop.omega.assign(m * m, 0.0);
+      for (std::size_t k = 0; k < m; ++k)
+        pop.omega[k * m + k] = L.finite(
+            values[k],
+            ctx + ".iiv." + model.parameters[static_cast<std::size_t>(pop.eta_columns[k])].name,
+            "finite and >= 0 (the variance of eta, omega^2)", false);
+    }
+    for (std::size_t i = 0; i < pop.eta_columns.size(); ++i) {
+      const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(pop.eta_columns[i])];
+      reject_dose_parameter(L, iv, pi, ctx + ".iiv");
+      if (std::isnan(pop.typical[static_cast<std::size_t>(pop.eta_columns[i])]))
+        L.fail(iv, ctx + ".iiv gives variability to " + pi.name +
+                       ", which has no typical value in " + ctx + ".typical");
+    }
+  }
+
+  // covariates: {file: CSV, effects: [{parameter, covariate, type, coefficient, reference}]}
+  if (auto it = pop_keys.find("covariates"); it != pop_keys.end()) {
+    const YAML::Node& cn = it->second.value;
+    auto cv = L.entries(cn, ctx + ".covariates", {"file", "effects"});
+    auto fi = cv.find("file");
+    if (fi == cv.end()) L.fail(cn, "missing key 'file' in " + ctx + ".covariates");
+    const std::string path =
+        L.resolve(L.scalar_string(fi->second.value, ctx + ".covariates.file",
+                                  "the path of a CSV file with one row per subject"));
+    pop.covariate_file = path;
+    if (!std::ifstream(path, std::ios::binary))
+      L.fail(fi->second.value,
+             ctx + ".covariates.file: cannot read \"" + path + "\": " + std::strerror(errno));
+    read_covariates(path, pop, pop.count);
+    const std::int64_t rows =
+        static_cast<std::int64_t>(pop.covariates.size() / pop.covariate_names.size());
+    if (rows != pop.count)
+      L.fail(fi->second.value, ctx + ".covariates.file has " + std::to_string(rows) +
+                                   " rows, but " + ctx + ".count is " + std::to_string(pop.count) +
+                                   "; give one row per subject");
+    if (auto ei = cv.find("effects"); ei != cv.end()) {
+      const YAML::Node& el = ei->second.value;
+      if (!el.IsSequence())
+        L.fail(el, ctx +
+                       ".covariates.effects must be a list of {parameter, covariate, type, "
+                       "coefficient, reference}");
+      for (std::size_t i = 0; i < el.size(); ++i) {
+        const std::string ectx = ctx + ".covariates.effects[" + std::to_string(i + 1) + "]";
+        auto e =
+            L.entries(el[i], ectx, {"parameter", "covariate", "type", "coefficient", "reference"});
+        for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
+          if (e.find(k) == e.end())
+            L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
+        PopulationInput::Effect eff;
+        eff.column = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
+        const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(eff.column)];
+        reject_dose_parameter(L, e.at("parameter").value, pi, ectx);
+        if (std::isnan(pop.typical[static_cast<std::size_t>(eff.column)]))
+          L.fail(e.at("parameter").value,
+                 ectx + " acts on " + pi.name + ", which has no typical value");
+        const std::string cov =
+            L.scalar_string(e.at("covariate").value, ectx + ".covariate", "a covariate column");
+        const auto ci = std::find(pop.covariate_names.begin(), pop.covariate_names.end(), cov);
+        if (ci == pop.covariate_names.end())
+          L.fail(e.at("covariate").value, ectx + ".covariate is \"" + cov +
+                                              "\", but the covariates file has the columns " +
+                                              join(pop.covariate_names));
+        eff.covariate = static_cast<int>(ci - pop.covariate_names.begin());
+        const std::string type =
+            L.scalar_string(e.at("type").value, ectx + ".type", "power or exponential");
+        if (type != "power" && type != "exponential")
+          L.fail(e.at("type").value,
+                 ectx + ".type is \"" + type + "\", but must be power or exponential");
+        eff.power = type == "power";
+        eff.coefficient = L.number(e.at("coefficient").value, ectx + ".coefficient");
+        if (!std::isfinite(eff.coefficient))
+          L.fail(e.at("coefficient").value, ectx + ".coefficient must be finite");
+        eff.reference = L.number(e.at("reference").value, ectx + ".reference");
+        if (!std::isfinite(eff.reference) || (eff.power && !(eff.reference > 0)))
+          L.fail(e.at("reference").value,
+                 ectx + ".reference is " + e.at("reference").value.Scalar() +
+                     ", but must be finite" + (eff.power ? " and > 0 (power effect)" : ""));
+        if (eff.power) {
+          const std::size_t k = pop.covariate_names.size();
+          for (std::int64_t r = 0; r < pop.count; ++r) {
+            const double v = pop.covariates[static_cast<std::size_t>(r) * k +
+                                            static_cast<std::size_t>(eff.covariate)];
+            if (!(v > 0))
+              L.fail(e.at("covariate").value, ectx + ": covariate " + cov + " of subject " +
+                                                  std::to_string(r + 1) + " is " + format_value(v) +
+                                                  ", but a power effect needs values > 0");
+          }
+        }
+        pop.effects.push_back(eff);
+      }
+    }
+  }
+  return out;
+}
+
+SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model) {
+  SweepInput sw;
+  if (!node.IsMap() || node.size() == 0)
+    L.fail(node, "sweep must be a mapping of parameter names to lists of values");
+  std::int64_t points = 1;
+  for (const auto& kv : node) {
+    const YAML::Node k = kv.first;
+    const YAML::Node v = kv.second;
+    if (!k.IsScalar()) L.fail(k, "a key in sweep is not a parameter name");
+    const int col = named_parameter(L, model, k, "sweep");
+    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
+    for (int c : sw.columns)
+      if (c == col) L.fail(k, "sweep names " + pi.name + " twice");
+    reject_dose_parameter(L, k, pi, "sweep");
+    const std::string what = "sweep." + k.Scalar();
+    if (!v.IsSequence() || v.size() == 0) L.fail(v, what + " must be a non-empty list of values");
+    std::vector<double> vals;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      vals.push_back(parameter_value(L, v[i], what + "[" + std::to_string(i + 1) + "]", pi));
+    points *= static_cast<std::int64_t>(vals.size());
+    if (points > 1'000'000'000) L.fail(v, "sweep has more than 10^9 grid points");
+    sw.columns.push_back(col);
+    sw.values.push_back(std::move(vals));
+  }
+  return sw;
+}
+
+}  // namespace pkscan::config::detail

@@ -1,0 +1,62 @@
+#pragma once
+// The run-file loader's view of YAML (private to pkscan::config): mappings with known keys, and
+// scalars read under a rule. Every error is a ConfigError naming the file, the node's
+// line:column, the key and what is accepted (docs/run-files.md).
+//
+// A YAML::Node that already refers to a node must never be assigned: yaml-cpp's Node::operator=
+// makes the referenced node share the right-hand side's data, so it would rewrite the document.
+// Nodes (and the Entry and structs holding them) are initialised once; positions kept for later
+// are YAML::Mark values.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pkscan::config::detail {
+
+// "a, b, c"
+std::string join(const std::vector<std::string>& v);
+
+class Loader {
+ public:
+  explicit Loader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& msg) const;
+  [[noreturn]] void fail(const YAML::Mark& m, const std::string& msg) const;
+  // "FILE:LINE:COLUMN" of a position ("FILE" for a null one), for errors that are not
+  // ConfigErrors (BackendUnavailable).
+  std::string where(const YAML::Mark& m) const;
+  // A path from the run file, relative to the run file's folder unless it is absolute.
+  std::string resolve(const std::string& path) const;
+
+  // A mapping's entries by key, rejecting non-scalar keys, duplicates and unknown keys.
+  struct Entry {
+    YAML::Node key;
+    YAML::Node value;
+  };
+  using Entries = std::map<std::string, Entry>;
+  Entries entries(const YAML::Node& node, const std::string& ctx,
+                  const std::vector<std::string>& allowed) const;
+  // The entry of `key`, or "missing key" at `parent`, the mapping `ctx` that lacks it.
+  const Entry& require(const Entries& m, const std::string& key, const YAML::Node& parent,
+                       const std::string& ctx) const;
+
+  // A non-empty scalar; `accepted` says what it must be.
+  std::string scalar_string(const YAML::Node& v, const std::string& what,
+                            const std::string& accepted) const;
+  // A plain (unquoted) YAML number. Quoted strings, booleans, empty values are type errors.
+  double number(const YAML::Node& v, const std::string& what) const;
+  // A number, finite and >= 0 (> 0 when `positive`); `rule` words that for the message.
+  double finite(const YAML::Node& v, const std::string& what, const char* rule,
+                bool positive) const;
+  // A whole number in [lo, hi].
+  std::int64_t integer(const YAML::Node& v, const std::string& what, std::int64_t lo,
+                       std::int64_t hi) const;
+
+ private:
+  std::string file_;
+};
+
+}  // namespace pkscan::config::detail
