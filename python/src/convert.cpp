@@ -225,8 +225,9 @@ pkscan::SimulateOptions make_options(const std::string& method, const std::strin
   o.device = pkscan::device_from_string(device);
   o.precision = precision_from_string(precision);
   if (threads < 0)
-    throw InvalidArgument("threads is " + std::to_string(threads) +
-                          ", but must be >= 0 (0 = all cores)");
+    throw InvalidArgument(
+        "threads is " + std::to_string(threads) +
+        ", but must be >= 0 (0 = OMP_NUM_THREADS, else every CPU this process may use)");
   o.threads = threads;
   o.concentrations = true;
   return o;

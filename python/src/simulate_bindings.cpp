@@ -97,7 +97,7 @@ doses: list of dicts {compartment (name or 0-based index; default: the model's d
 times: None (every grid point) or the output times (on the grid, strictly increasing).
 method: 'auto', 'scan', 'batched', 'power'; device: 'auto', 'cpu', 'cuda';
 precision: 'float64' or 'float32' (the dtype of the arrays); discretization: 'exact' or 'euler';
-threads: CPU threads, 0 = all cores.
+threads: CPU threads; 0 = OMP_NUM_THREADS, else every CPU this process may use.
 
 Returns a dict: 'amounts' and 'concentrations' (arrays [subjects, times, compartments], views of
 the engine's result, no copy), 'times', 'compartments' (names), 'ok' (per subject: every value
