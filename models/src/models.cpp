@@ -1,10 +1,14 @@
-// Built-in model registry: an enum and a switch, no string-keyed registry of code.
+// Models: the built-ins declared as data, linear models from the user's flows, one rate matrix
+// for both, and the parameter rules.
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <pkscan/error.hpp>
 #include <pkscan/models/model_kind.hpp>
-#include <pkscan/models/three_cpt.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace pkscan {
 
@@ -30,64 +34,91 @@ void add_dose_parameters(ModelInfo& m) {
   }
 }
 
-ModelInfo make_two_compartment() {
-  ModelInfo m;
-  m.kind = ModelKind::TwoCompartment;
-  m.name = "two_compartment";
-  m.compartments = {"depot", "central"};
-  const int ka = add(m, "ka", "k01", ParameterRole::Rate, kRequired);
-  const int ke = add(m, "ke", "u", ParameterRole::Rate, kRequired);
-  const int vd = add(m, "v_depot", "", ParameterRole::Volume, 1.0);
-  const int vc = add(m, "v_central", "", ParameterRole::Volume, kRequired);
-  const int cl = add(m, "cl", "", ParameterRole::Rate, kRequired);
-  (void)ka;
-  m.volume_parameter = {vd, vc};
-  m.alternatives = {{{ke}, {cl}}};
-  add_dose_parameters(m);
-  return m;
+// ---- The built-in models, as data. ----
+//
+// A built-in model is its compartments and its flows, like a `linear` model, plus clearances:
+// each flow's rate is a micro constant that may instead be given through a clearance
+// (k = CL / V of the flow's source compartment). Everything else comes from this declaration:
+// the parameter columns (the micro constants in flow order, a volume per compartment, the
+// clearances, then f_ and lag_ per compartment), the micro-or-clearance alternatives, the
+// dataset column names (parameter names and aliases), the rate matrix and, through it, the
+// Predictor's rate structure. Adding a model is adding an entry (and its ModelKind).
+
+struct BuiltinCompartment {
+  const char* name;
+  double volume_default;  // kRequired: the volume must be given
+};
+
+struct BuiltinFlow {
+  const char* rate;       // its micro constant
+  const char* alias;      // the micro constant's NONMEM name ("" for none)
+  const char* from;       // source compartment
+  const char* to;         // destination compartment; "" for elimination
+  const char* clearance;  // the clearance that may give the rate instead; "" for none
+};
+
+struct BuiltinModel {
+  ModelKind kind;
+  const char* name;
+  std::vector<BuiltinCompartment> compartments;
+  std::vector<BuiltinFlow> flows;
+  std::vector<const char*> clearances;  // in column order
+};
+
+const std::vector<BuiltinModel>& builtin_models() {
+  static const std::vector<BuiltinModel> models = {
+      {ModelKind::TwoCompartment,  // NONMEM ADVAN2
+       "two_compartment",
+       {{"depot", 1.0}, {"central", kRequired}},
+       {{"ka", "k01", "depot", "central", ""}, {"ke", "u", "central", "", "cl"}},
+       {"cl"}},
+      {ModelKind::ThreeCompartment,  // ADVAN4; column order of the first seven: three_cpt.hpp
+       "three_compartment",
+       {{"depot", 1.0}, {"central", kRequired}, {"peripheral", kRequired}},
+       {{"ka", "k01", "depot", "central", ""},
+        {"k12", "", "central", "peripheral", "q"},
+        {"k21", "", "peripheral", "central", "q"},
+        {"ke", "u", "central", "", "cl"}},
+       {"cl", "q"}},
+      {ModelKind::FourCompartment,  // ADVAN12
+       "four_compartment",
+       {{"depot", 1.0},
+        {"central", kRequired},
+        {"peripheral1", kRequired},
+        {"peripheral2", kRequired}},
+       {{"ka", "k01", "depot", "central", ""},
+        {"k12", "", "central", "peripheral1", "q"},
+        {"k21", "", "peripheral1", "central", "q"},
+        {"k13", "", "central", "peripheral2", "q2"},
+        {"k31", "", "peripheral2", "central", "q2"},
+        {"ke", "u", "central", "", "cl"}},
+       {"cl", "q", "q2"}},
+  };
+  return models;
 }
 
-ModelInfo make_three_compartment() {
+ModelInfo make_builtin(const BuiltinModel& b) {
   ModelInfo m;
-  m.kind = ModelKind::ThreeCompartment;
-  m.name = "three_compartment";
-  m.compartments = {"depot", "central", "peripheral"};
-  // Column order of the first seven is fixed by three_cpt.hpp (ThreeCptParam).
-  add(m, "ka", "k01", ParameterRole::Rate, kRequired);
-  const int k12 = add(m, "k12", "", ParameterRole::Rate, kRequired);
-  const int k21 = add(m, "k21", "", ParameterRole::Rate, kRequired);
-  const int ke = add(m, "ke", "u", ParameterRole::Rate, kRequired);
-  const int vd = add(m, "v_depot", "", ParameterRole::Volume, 1.0);
-  const int vc = add(m, "v_central", "", ParameterRole::Volume, kRequired);
-  const int vp = add(m, "v_peripheral", "", ParameterRole::Volume, kRequired);
-  const int cl = add(m, "cl", "", ParameterRole::Rate, kRequired);
-  const int q = add(m, "q", "", ParameterRole::Rate, kRequired);
-  m.volume_parameter = {vd, vc, vp};
-  m.alternatives = {{{ke}, {cl}}, {{k12, k21}, {q}}};
-  add_dose_parameters(m);
-  return m;
-}
-
-ModelInfo make_four_compartment() {
-  ModelInfo m;
-  m.kind = ModelKind::FourCompartment;
-  m.name = "four_compartment";
-  m.compartments = {"depot", "central", "peripheral1", "peripheral2"};
-  add(m, "ka", "k01", ParameterRole::Rate, kRequired);
-  const int k12 = add(m, "k12", "", ParameterRole::Rate, kRequired);
-  const int k21 = add(m, "k21", "", ParameterRole::Rate, kRequired);
-  const int k13 = add(m, "k13", "", ParameterRole::Rate, kRequired);
-  const int k31 = add(m, "k31", "", ParameterRole::Rate, kRequired);
-  const int ke = add(m, "ke", "u", ParameterRole::Rate, kRequired);
-  const int vd = add(m, "v_depot", "", ParameterRole::Volume, 1.0);
-  const int vc = add(m, "v_central", "", ParameterRole::Volume, kRequired);
-  const int vp1 = add(m, "v_peripheral1", "", ParameterRole::Volume, kRequired);
-  const int vp2 = add(m, "v_peripheral2", "", ParameterRole::Volume, kRequired);
-  const int cl = add(m, "cl", "", ParameterRole::Rate, kRequired);
-  const int q = add(m, "q", "", ParameterRole::Rate, kRequired);
-  const int q2 = add(m, "q2", "", ParameterRole::Rate, kRequired);
-  m.volume_parameter = {vd, vc, vp1, vp2};
-  m.alternatives = {{{ke}, {cl}}, {{k12, k21}, {q}}, {{k13, k31}, {q2}}};
+  m.kind = b.kind;
+  m.name = b.name;
+  for (const BuiltinCompartment& c : b.compartments) m.compartments.emplace_back(c.name);
+  auto cmt = [&](const char* name) { return *name ? compartment_index(m, name) : -1; };
+  for (const BuiltinFlow& f : b.flows)
+    m.flows.push_back(
+        {cmt(f.from), cmt(f.to), add(m, f.rate, f.alias, ParameterRole::Rate, kRequired)});
+  for (const BuiltinCompartment& c : b.compartments)
+    m.volume_parameter.push_back(
+        add(m, std::string("v_") + c.name, "", ParameterRole::Volume, c.volume_default));
+  for (const char* cl : b.clearances) {
+    ParameterAlternative alt;
+    alt.clearance = {add(m, cl, "", ParameterRole::Rate, kRequired)};
+    for (std::size_t i = 0; i < b.flows.size(); ++i)
+      if (std::string_view(b.flows[i].clearance) == cl) {
+        alt.micro.push_back(m.flows[i].parameter);
+        m.flows[i].clearance = alt.clearance[0];
+      }
+    m.alternatives.push_back(std::move(alt));
+  }
   add_dose_parameters(m);
   return m;
 }
@@ -103,11 +134,6 @@ std::string lower_case(std::string s) {
   return s;
 }
 
-// Micro constant if given, else the clearance divided by the volume.
-double micro_or(const double* p, int micro, int clearance, int volume) {
-  return given(p[micro]) ? p[micro] : p[clearance] / p[volume];
-}
-
 }  // namespace
 
 const ModelInfo& model_info(ModelKind kind) noexcept {
@@ -117,20 +143,14 @@ const ModelInfo& model_info(ModelKind kind) noexcept {
     m.name = "linear";
     return m;
   }();
-  static const ModelInfo two = make_two_compartment();
-  static const ModelInfo three = make_three_compartment();
-  static const ModelInfo four = make_four_compartment();
-  switch (kind) {
-    case ModelKind::TwoCompartment:
-      return two;
-    case ModelKind::ThreeCompartment:
-      return three;
-    case ModelKind::FourCompartment:
-      return four;
-    case ModelKind::Linear:
-      return linear;
-  }
-  return three;
+  static const std::vector<ModelInfo> builtins = [] {
+    std::vector<ModelInfo> v;
+    for (const BuiltinModel& b : builtin_models()) v.push_back(make_builtin(b));
+    return v;
+  }();
+  for (const ModelInfo& m : builtins)
+    if (m.kind == kind) return m;
+  return linear;
 }
 
 std::shared_ptr<const ModelInfo> make_linear_model(const std::vector<std::string>& compartments,
@@ -219,12 +239,16 @@ std::shared_ptr<const ModelInfo> make_linear_model(const std::vector<std::string
 
 std::string to_string(ModelKind kind) { return model_info(kind).name; }
 
-std::string model_names() { return "two_compartment, three_compartment, four_compartment"; }
+std::string model_names() {
+  std::string names;
+  for (const BuiltinModel& b : builtin_models())
+    names += (names.empty() ? "" : ", ") + std::string(b.name);
+  return names;
+}
 
 ModelKind model_from_string(std::string_view name) {
-  for (ModelKind k :
-       {ModelKind::TwoCompartment, ModelKind::ThreeCompartment, ModelKind::FourCompartment})
-    if (name == model_info(k).name) return k;
+  for (const BuiltinModel& b : builtin_models())
+    if (name == b.name) return b.kind;
   throw InvalidArgument("model is \"" + std::string(name) + "\", but must be one of " +
                         model_names());
 }
@@ -245,63 +269,27 @@ int compartment_index(const ModelInfo& model, std::string_view name) noexcept {
 }
 
 void rate_matrix(const ModelInfo& model, const double* p, double* a) noexcept {
-  if (model.kind != ModelKind::Linear) {
-    rate_matrix(model.kind, p, a);
-    return;
-  }
+  // Each flow's rate: its micro constant when given, else clearance / source volume. A diagonal
+  // entry is minus the sum of its compartment's outflows in flow order, -((k1 + k2) + k3) (0
+  // for a compartment without outflow).
   const std::size_t n = model.compartments.size();
   for (std::size_t i = 0; i < n * n; ++i) a[i] = 0.0;
+  std::uint64_t outflow = 0;  // bit i: compartment i has an outflow (n <= 6)
   for (const Flow& f : model.flows) {
-    const double k = p[f.parameter];
-    a[static_cast<std::size_t>(f.from) * n + static_cast<std::size_t>(f.from)] -= k;
-    if (f.to >= 0) a[static_cast<std::size_t>(f.to) * n + static_cast<std::size_t>(f.from)] += k;
+    const std::size_t from = static_cast<std::size_t>(f.from);
+    const double k = f.clearance >= 0 && !given(p[f.parameter])
+                         ? p[f.clearance] / p[model.volume_parameter[from]]
+                         : p[f.parameter];
+    a[from * n + from] += k;
+    outflow |= std::uint64_t{1} << from;
+    if (f.to >= 0) a[static_cast<std::size_t>(f.to) * n + from] += k;
   }
+  for (std::size_t i = 0; i < n; ++i)
+    if ((outflow >> i) & 1u) a[i * n + i] = -a[i * n + i];
 }
 
 void rate_matrix(ModelKind kind, const double* p, double* a) noexcept {
-  const ModelInfo& m = model_info(kind);
-  const std::size_t n = m.compartments.size();
-  for (std::size_t i = 0; i < n * n; ++i) a[i] = 0.0;
-  auto at = [&](std::size_t r, std::size_t c) -> double& { return a[r * n + c]; };
-  switch (kind) {
-    case ModelKind::TwoCompartment: {
-      const double ka = p[0];
-      const double ke = micro_or(p, 1, 4, 3);
-      at(0, 0) = -ka;
-      at(1, 0) = ka;
-      at(1, 1) = -ke;
-      return;
-    }
-    case ModelKind::ThreeCompartment: {
-      const double ke = micro_or(p, kThreeCptKe, 7, kThreeCptVCentral);
-      const double k12 = micro_or(p, kThreeCptK12, 8, kThreeCptVCentral);
-      const double k21 = micro_or(p, kThreeCptK21, 8, kThreeCptVPeripheral);
-      const Eigen::Matrix3d m3 = three_compartment_rate_matrix(p[kThreeCptKa], k12, k21, ke);
-      for (int r = 0; r < 3; ++r)
-        for (int c = 0; c < 3; ++c) a[r * 3 + c] = m3(r, c);
-      return;
-    }
-    case ModelKind::Linear:
-      return;  // needs the ModelInfo: rate_matrix(const ModelInfo&, ...)
-    case ModelKind::FourCompartment: {
-      // columns: ka 0, k12 1, k21 2, k13 3, k31 4, ke 5, v_depot 6, v_central 7, v_peripheral1 8,
-      // v_peripheral2 9, cl 10, q 11, q2 12
-      const double ka = p[0];
-      const double k12 = micro_or(p, 1, 11, 7), k21 = micro_or(p, 2, 11, 8);
-      const double k13 = micro_or(p, 3, 12, 7), k31 = micro_or(p, 4, 12, 9);
-      const double ke = micro_or(p, 5, 10, 7);
-      at(0, 0) = -ka;
-      at(1, 0) = ka;
-      at(1, 1) = -(k12 + k13 + ke);
-      at(1, 2) = k21;
-      at(1, 3) = k31;
-      at(2, 1) = k12;
-      at(2, 2) = -k21;
-      at(3, 1) = k13;
-      at(3, 3) = -k31;
-      return;
-    }
-  }
+  rate_matrix(model_info(kind), p, a);
 }
 
 std::string check_parameters(const ModelInfo& model, const double* p) {

@@ -47,12 +47,14 @@ struct ParameterAlternative {
   std::vector<int> clearance;  ///< columns of the clearances
 };
 
-/// A first-order flow of a linear model: amount moves from `from` to `to` at rate
-/// parameter * amount(from); `to` == -1 is elimination out of the system.
+/// A first-order flow: amount moves from `from` to `to` at rate k * amount(from); `to` == -1 is
+/// elimination out of the system. k is the parameter `parameter` when it is given, else (for a
+/// built-in model's flow with a clearance) p[clearance] / the volume of `from`.
 struct Flow {
-  int from;       ///< source compartment, 0-based
-  int to;         ///< destination compartment, 0-based, or -1 for elimination
-  int parameter;  ///< column of its rate constant
+  int from;            ///< source compartment, 0-based
+  int to;              ///< destination compartment, 0-based, or -1 for elimination
+  int parameter;       ///< column of its rate constant
+  int clearance = -1;  ///< column of the clearance that may give the rate instead, or -1
 };
 
 /// Description of a model (static for the built-ins; built by make_linear_model for `linear`).
@@ -68,7 +70,7 @@ struct ModelInfo {
   std::vector<char> in_alternative;                ///< per parameter: 1 when part of an alternative
   int default_dose_compartment = 0;         ///< NONMEM's default dose compartment (CMT 1), 0-based
   int default_observation_compartment = 1;  ///< central, 0-based
-  std::vector<Flow> flows;                  ///< ModelKind::Linear: the flows that make up A
+  std::vector<Flow> flows;                  ///< the flows that make up A (every model)
 };
 
 /// Largest number of compartments of a `linear` model.
