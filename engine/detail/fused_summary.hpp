@@ -1,5 +1,5 @@
 #pragma once
-// The fused simulate-and-summarise path of population runs (engine/src/summary.cpp): the
+// The fused simulate-and-summarise path of population runs (engine/src/fused_summary.cpp): the
 // batched CPU recurrence runs over windows of output times for blocks of 1024 subjects and
 // each window is summarised while it is in the thread's cache, so the trajectories are never
 // stored. Used by Engine::summarize_into; bit-identical to simulate + TimeSummary::add +
