@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "detail/backend.hpp"
+#include "detail/fused_summary.hpp"
 #include "detail/lanes.hpp"
 #include "detail/parallel.hpp"
 #include "detail/reference.hpp"
@@ -257,8 +258,18 @@ class BatchedCpuBackend final : public Backend {
   }
   void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
   void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
+  // The fused summary (fused_summary.cpp): the lane kernel without storing the trajectories.
+  bool can_summarize(const PreparedBatch& b, const TimeSummary& summary) const override {
+    return FusedSummary::accepts(summary, b.subjects);
+  }
+  void summarize(const PreparedBatch& b, const SummaryTarget& t) override {
+    FusedSummary::add_batch(*t.summary, b, t.precision, t.metric_compartment, t.last_dose_time,
+                            t.metrics, t.status, fused_scratch_);
+  }
 
  private:
+  FusedScratch fused_scratch_;  // kept between calls of summarize()
+
   template <class Real>
   static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
     with_compartments_2_to_4(b.n, [&](auto n) { run_all<decltype(n)::value, Real>(b, out); });

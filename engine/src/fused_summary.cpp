@@ -77,9 +77,9 @@ struct FuseJob {
   unsigned char* excluded = nullptr;  // per subject: left out of the summary
 };
 
-// Per-thread scratch of the fused kernel.
+// Per-thread scratch of the fused kernel (a slot of FusedScratch).
 template <int N, class Real>
-struct FuseScratch {
+struct FuseScratch final : FusedScratch::Slot {
   std::vector<Transition<N>> tr;
   AlignedVector<Lanes<N, Real, 8>> lanes;
   AlignedVector<MetricLanes> ml;
@@ -371,22 +371,28 @@ PKSCAN_INLINE void fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketc
   }
 }
 
+// This thread's scratch for N and Real, made on first use (or remade for another N or Real).
 template <int N, class Real>
-PKSCAN_INLINE void fuse_thread(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count,
-                               std::unique_ptr<FuseScratch<N, Real>>& w) {
-  if (!w) w = std::make_unique<FuseScratch<N, Real>>();
-  if (w->part.size() != static_cast<std::size_t>(job.rows) * 8)
-    w->part.assign(static_cast<std::size_t>(job.rows) * 8, 0.0);
-  fuse_block<N, Real>(*w, job, h, blk, count);
+FuseScratch<N, Real>& scratch_for(std::unique_ptr<FusedScratch::Slot>& slot, std::int64_t rows) {
+  auto* w = dynamic_cast<FuseScratch<N, Real>*>(slot.get());
+  if (!w) {
+    auto fresh = std::make_unique<FuseScratch<N, Real>>();
+    w = fresh.get();
+    slot = std::move(fresh);
+  }
+  if (w->part.size() != static_cast<std::size_t>(rows) * 8)
+    w->part.assign(static_cast<std::size_t>(rows) * 8, 0.0);
+  return *w;
 }
 
+// One block, compiled per ISA (PKSCAN_CLONES, detail/simd.hpp).
 #define PKSCAN_FUSE(N, Real, name)                                                             \
   PKSCAN_CLONES void name(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count, \
-                          std::unique_ptr<FuseScratch<N, Real>>& w) {                          \
-    fuse_thread<N, Real>(job, h, blk, count, w);                                               \
+                          FuseScratch<N, Real>& w) {                                           \
+    fuse_block<N, Real>(w, job, h, blk, count);                                                \
   }                                                                                            \
   inline void fuse_call(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count,   \
-                        std::unique_ptr<FuseScratch<N, Real>>& w) {                            \
+                        FuseScratch<N, Real>& w) {                                             \
     name(job, h, blk, count, w);                                                               \
   }
 PKSCAN_FUSE(2, double, fuse2_f64)
@@ -399,8 +405,10 @@ PKSCAN_FUSE(4, float, fuse4_f32)
 
 template <int N, class Real>
 void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t subjects,
-              int threads) {
+              int threads, FusedScratch& scratch) {
   const std::int64_t blocks = (subjects + kBlock - 1) / kBlock;
+  if (scratch.per_thread.size() < static_cast<std::size_t>(threads))
+    scratch.per_thread.resize(static_cast<std::size_t>(threads));
   RegionError error;
 #pragma omp parallel num_threads(threads)
   {
@@ -408,16 +416,16 @@ void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t s
 #if defined(_OPENMP)
     tid = omp_get_thread_num();
 #endif
-    // Each thread's scratch (about 1.4 MiB for 3 compartments and 1000 times) is kept for the
-    // thread's next call: a population run calls once per chunk, and fresh memory would be
-    // faulted in and zeroed every time.
-    static thread_local std::unique_ptr<FuseScratch<N, Real>> w;
+    FuseScratch<N, Real>* w = nullptr;
+    error.guard([&] {
+      w = &scratch_for<N, Real>(scratch.per_thread[static_cast<std::size_t>(tid)], job.rows);
+    });
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t blk = 0; blk < blocks; ++blk) {
-      if (error.failed()) continue;
+      if (!w || error.failed()) continue;
       error.guard([&] {
         fuse_call(job, *sketches[static_cast<std::size_t>(tid)], blk,
-                  std::min<std::int64_t>(kBlock, subjects - blk * kBlock), w);
+                  std::min<std::int64_t>(kBlock, subjects - blk * kBlock), *w);
       });
     }
   }
@@ -435,7 +443,7 @@ bool FusedSummary::accepts(const TimeSummary& summary, std::int64_t subjects) no
 
 void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Precision precision,
                              int metric_compartment, double last_dose, double* metrics,
-                             SubjectStatus* status) {
+                             SubjectStatus* status, FusedScratch& scratch) {
   TimeSummary::Impl& m = *summary.impl_;
   const char* where = "TimeSummary::add";
   if (b.n != m.compartments)
@@ -487,9 +495,9 @@ void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Preci
   with_compartments_2_to_4(b.n, [&](auto n) {
     constexpr int N = decltype(n)::value;
     if (precision == Precision::Float64)
-      fuse_all<N, double>(job, sketches, S, nt);
+      fuse_all<N, double>(job, sketches, S, nt, scratch);
     else
-      fuse_all<N, float>(job, sketches, S, nt);
+      fuse_all<N, float>(job, sketches, S, nt, scratch);
   });
 
   // Block sums in block order; an incomplete last block is carried as add()'s lanes.

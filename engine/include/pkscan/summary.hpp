@@ -57,8 +57,8 @@
 /// most exact_values doubles (32 MB by default), freed when the sketch takes over. The fused
 /// path of Engine::summarize_into keeps one more sketch per thread it ran on, in 4 KiB pages
 /// (47 MiB reserved each in the example, of which only the pages holding counters of values
-/// seen become resident: a few MiB), and each OpenMP thread keeps about 1.4 MiB of scratch
-/// between calls. Nothing grows with the number of subjects.
+/// seen become resident: a few MiB), and the Engine keeps about 1.4 MiB of scratch per thread
+/// between calls (freed with the Engine). Nothing grows with the number of subjects.
 
 #include <array>
 #include <cstdint>
