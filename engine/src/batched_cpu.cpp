@@ -230,22 +230,20 @@ PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* 
     status[first + l] = writer.finite[l] ? SubjectStatus::Ok : SubjectStatus::NonFinite;
 }
 
-// One block of subjects, compiled per ISA (PKSCAN_CLONES, detail/simd.hpp).
-#define PKSCAN_BLOCK(N, Real, name)                                                               \
-  PKSCAN_CLONES void name(const PreparedBatch& b, std::int64_t first, Real* out,                  \
-                          SubjectStatus* st, std::vector<Transition<N>>& tr, Block<N, Real>& B) { \
-    block_body<N, Real>(b, first, out, st, tr, B);                                                \
-  }                                                                                               \
-  inline void run_block(const PreparedBatch& b, std::int64_t first, Real* out, SubjectStatus* st, \
-                        std::vector<Transition<N>>& tr, Block<N, Real>& B) {                      \
-    name(b, first, out, st, tr, B);                                                               \
+// One block of subjects, compiled per ISA (PKSCAN_CLONES, detail/simd.hpp): one overload per
+// compartment count and precision, picked by type.
+#define PKSCAN_BLOCK(N, Real)                                                         \
+  PKSCAN_CLONES void run_block(const PreparedBatch& b, std::int64_t first, Real* out, \
+                               SubjectStatus* st, std::vector<Transition<N>>& tr,     \
+                               Block<N, Real>& B) {                                   \
+    block_body<N, Real>(b, first, out, st, tr, B);                                    \
   }
-PKSCAN_BLOCK(2, double, block2_f64)
-PKSCAN_BLOCK(2, float, block2_f32)
-PKSCAN_BLOCK(3, double, block3_f64)
-PKSCAN_BLOCK(3, float, block3_f32)
-PKSCAN_BLOCK(4, double, block4_f64)
-PKSCAN_BLOCK(4, float, block4_f32)
+PKSCAN_BLOCK(2, double)
+PKSCAN_BLOCK(2, float)
+PKSCAN_BLOCK(3, double)
+PKSCAN_BLOCK(3, float)
+PKSCAN_BLOCK(4, double)
+PKSCAN_BLOCK(4, float)
 #undef PKSCAN_BLOCK
 
 class BatchedCpuBackend final : public Backend {

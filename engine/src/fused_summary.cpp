@@ -385,22 +385,19 @@ FuseScratch<N, Real>& scratch_for(std::unique_ptr<FusedScratch::Slot>& slot, std
   return *w;
 }
 
-// One block, compiled per ISA (PKSCAN_CLONES, detail/simd.hpp).
-#define PKSCAN_FUSE(N, Real, name)                                                             \
-  PKSCAN_CLONES void name(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count, \
-                          FuseScratch<N, Real>& w) {                                           \
-    fuse_block<N, Real>(w, job, h, blk, count);                                                \
-  }                                                                                            \
-  inline void fuse_call(const FuseJob& job, Sketch& h, std::int64_t blk, std::int64_t count,   \
-                        FuseScratch<N, Real>& w) {                                             \
-    name(job, h, blk, count, w);                                                               \
+// One block, compiled per ISA (PKSCAN_CLONES, detail/simd.hpp): one overload per compartment
+// count and precision, picked by type.
+#define PKSCAN_FUSE(N, Real)                                                    \
+  PKSCAN_CLONES void fuse_call(const FuseJob& job, Sketch& h, std::int64_t blk, \
+                               std::int64_t count, FuseScratch<N, Real>& w) {   \
+    fuse_block<N, Real>(w, job, h, blk, count);                                 \
   }
-PKSCAN_FUSE(2, double, fuse2_f64)
-PKSCAN_FUSE(3, double, fuse3_f64)
-PKSCAN_FUSE(4, double, fuse4_f64)
-PKSCAN_FUSE(2, float, fuse2_f32)
-PKSCAN_FUSE(3, float, fuse3_f32)
-PKSCAN_FUSE(4, float, fuse4_f32)
+PKSCAN_FUSE(2, double)
+PKSCAN_FUSE(3, double)
+PKSCAN_FUSE(4, double)
+PKSCAN_FUSE(2, float)
+PKSCAN_FUSE(3, float)
+PKSCAN_FUSE(4, float)
 #undef PKSCAN_FUSE
 
 template <int N, class Real>
