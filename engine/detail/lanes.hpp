@@ -79,7 +79,11 @@ PKSCAN_INLINE void lane_step(const Real (&k)[P][N * N][W], Real (&x)[P][N][W],
         for (int j = 1; j < N; ++j) acc += k[p][r * N + j][l] * x[p][j][l];
         y[p][r][l] = acc + b[p][r][l];
       }
-  std::memcpy(x, y, sizeof x);
+  // Element by element (not one memcpy), so that the compiler keeps x in registers across a
+  // loop of steps.
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) x[p][r][l] = y[p][r][l];
 }
 
 // Advances P lane groups (lanes[0 .. P-1], whose subjects' transitions are tr[p W + l]; `count`
@@ -141,7 +145,8 @@ PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* t
     } else {
       // Unrecorded steps up to the next output step or the end of the breakpoint.
       const std::int64_t target = std::min(outs[cur.next], cur.last);
-      for (; cur.step < target; ++cur.step) lane_step<N, Real, W, P>(k, x, c);
+      for (std::int64_t i = cur.step; i < target; ++i) lane_step<N, Real, W, P>(k, x, c);
+      cur.step = target;
       lane_step<N, Real, W, P>(k, x, c);
       if (cur.step++ == outs[cur.next]) {
         sink.row(rows++, x);
