@@ -6,6 +6,7 @@
 #include <pkscan/backend.hpp>
 #include <pkscan/models/model_kind.hpp>
 #include <pkscan/result.hpp>
+#include <pkscan/summary.hpp>
 #include <pkscan/types.hpp>
 #include <string>
 #include <type_traits>
@@ -35,6 +36,17 @@ struct ResultView {
   SubjectStatus* status = nullptr;
 };
 
+// What a summarising run feeds (Engine::summarize_into): the summary, the exposure metrics of
+// one compartment and each subject's status.
+struct SummaryTarget {
+  TimeSummary* summary = nullptr;
+  Precision precision = Precision::Float64;
+  int metric_compartment = 0;
+  double last_dose_time = 0.0;
+  double* metrics = nullptr;        // subjects x kMetricCount
+  SubjectStatus* status = nullptr;  // subjects
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -44,6 +56,15 @@ class Backend {
   virtual std::string unsupported_reason(const PreparedBatch&) const { return {}; }
   virtual void run(const PreparedBatch& batch, ResultView<double> out) = 0;
   virtual void run(const PreparedBatch& batch, ResultView<float> out) = 0;
+
+  // Summarising without storing the trajectories, a capability a backend may have (the batched
+  // CPU backend's fused summary, fused_summary.cpp). can_summarize: true when summarize() can
+  // add this batch to `summary`; by default no backend can, and the Engine runs run() and
+  // TimeSummary::add instead (the same bits).
+  virtual bool can_summarize(const PreparedBatch&, const TimeSummary&) const { return false; }
+  // Simulates the batch and adds every subject to target.summary, writing the metrics and the
+  // statuses. Called only when can_summarize() is true.
+  virtual void summarize(const PreparedBatch&, const SummaryTarget&) {}
 };
 
 // Calls f(std::integral_constant<int, N>{}) for compartment counts 2..4, the range the batched

@@ -1,12 +1,14 @@
 // Batched CPU backend: subjects in blocks of W SIMD lanes (structure of arrays, one subject per
-// lane), K and the state held in registers across the time loop, outputs gathered in a small
-// tile and written out as contiguous per-subject rows. Blocks run on OpenMP threads.
+// lane), K and the state held in registers across the time loop (the lane kernel,
+// detail/lanes.hpp), outputs gathered in a small tile and written out as contiguous per-subject
+// rows. Blocks run on OpenMP threads.
 //
 // Numeric contract: per step, the same arithmetic as the reference (detail::affine_step order;
-// the same rounded K and inputs from detail::breakpoint_inputs). The SIMD clones may contract
-// multiply-adds into FMA, so results differ from the reference by a few ulps per step (the
-// agreement suite holds float64 to 1e-12 relative). Deterministic: a subject's result does not
-// depend on the thread count, the block it falls in, or its lane.
+// the same rounded K and inputs from detail::breakpoint_inputs). This file is compiled with
+// -ffp-contract=off (CMakeLists.txt), so no SIMD clone contracts a multiply-add into an FMA and
+// every subject's result is bit-identical to the reference scan's (the population runs and
+// docs/performance.md promise it). Deterministic: a subject's result does not depend on the
+// thread count, the block it falls in, or its lane.
 #include <omp.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -20,6 +22,8 @@
 #include <vector>
 
 #include "detail/backend.hpp"
+#include "detail/fused_summary.hpp"
+#include "detail/lanes.hpp"
 #include "detail/parallel.hpp"
 #include "detail/reference.hpp"
 #include "detail/transition.hpp"
@@ -35,50 +39,9 @@ constexpr int lanes() {
   return 64 / static_cast<int>(sizeof(Real));  // one cache line: 8 doubles, 16 floats
 }
 
-template <int N, class Real>
-struct alignas(64) Lanes {
-  static constexpr int W = lanes<Real>();
-  Real k[N * N][W];
-  Real x[N][W];
-  Real c[N][W];
-  Real f[N][W];
-  Real tile[W][kTileRows * N];  // lane-major: each subject's rows contiguous, as in the result
-};
-
-// `count` steps x <- K x + b on all lanes, recording the state after each step into the tile
-// when `record` (dense output). Inlined into the per-ISA clones below.
-template <int N, class Real>
-__attribute__((always_inline)) inline void run_steps(Lanes<N, Real>& L,
-                                                     const Real (&b)[N][Lanes<N, Real>::W],
-                                                     std::int64_t count, int& row, bool record,
-                                                     void (*flush)(Lanes<N, Real>&, int, void*),
-                                                     void* ctx) {
-  constexpr int W = Lanes<N, Real>::W;
-  for (std::int64_t i = 0; i < count; ++i) {
-    Real y[N][W];
-    for (int r = 0; r < N; ++r) {
-      for (int l = 0; l < W; ++l) {
-        Real acc = L.k[r * N][l] * L.x[0][l];
-        for (int j = 1; j < N; ++j) acc += L.k[r * N + j][l] * L.x[j][l];
-        y[r][l] = acc + b[r][l];
-      }
-    }
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < W; ++l) L.x[r][l] = y[r][l];
-    if (record) {
-      for (int r = 0; r < N; ++r)
-        for (int l = 0; l < W; ++l) L.tile[l][row * N + r] = y[r][l];
-      if (++row == kTileRows) {
-        flush(L, row, ctx);
-        row = 0;
-      }
-    }
-  }
-}
-
-// Where a block writes its rows.
+// Where a block writes its rows in the result.
 template <class Real>
-struct Sink {
+struct Writer {
   Real* out;              // result base
   std::int64_t stride;    // values per subject (times * N)
   std::int64_t first;     // first subject of the block
@@ -147,8 +110,8 @@ inline bool all_finite(const Real* v, int n) {
 // carry. The first line of each subject is usually unaligned: it is written with ordinary
 // stores. No staging copy: whole lines are stored straight from the tile.
 template <class Real>
-void stream_lane(Sink<Real>& s, int l, Real* dst, const Real* src, int n) {
-  constexpr int kLine = Sink<Real>::kLine;
+void stream_lane(Writer<Real>& s, int l, Real* dst, const Real* src, int n) {
+  constexpr int kLine = Writer<Real>::kLine;
   int c = s.carry_n[l];
   Real* line_start = dst - c;  // the carry's destination
   int i = 0;
@@ -183,11 +146,23 @@ void stream_lane(Sink<Real>& s, int l, Real* dst, const Real* src, int n) {
   for (int k = 0; k < n - i; ++k) s.carry[l][k] = src[i + k];
 }
 
+// The batched backend's row sink: each output row of the W lanes goes into the block's tile,
+// lane-major (each subject's rows contiguous, as in the result); flush_tile writes it out.
 template <int N, class Real>
-void flush_tile(Lanes<N, Real>& L, int rows, void* ctx) {
-  auto& s = *static_cast<Sink<Real>*>(ctx);
+struct TileSink {
+  static constexpr int W = lanes<Real>();
+  Real (*tile)[kTileRows * N];  // W lanes of kTileRows rows
+  PKSCAN_INLINE void row(int j, const Real (&x)[1][N][W]) const {
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) tile[l][j * N + r] = x[0][r][l];
+  }
+};
+
+// Writes the tile's first `rows` rows of every real lane into the result.
+template <int N, class Real>
+void flush_tile(const Real (*tile)[kTileRows * N], int rows, Writer<Real>& s) {
   for (int l = 0; l < s.active; ++l) {
-    const Real* src = L.tile[l];
+    const Real* src = tile[l];
     s.finite[l] = s.finite[l] && all_finite(src, rows * N);
     Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
     if (s.streaming)
@@ -200,7 +175,7 @@ void flush_tile(Lanes<N, Real>& L, int rows, void* ctx) {
 
 // Writes what the lanes still carry (ordinary stores), at the end of a block.
 template <class Real, int N>
-void finish_lanes(Sink<Real>& s) {
+void finish_lanes(Writer<Real>& s) {
   if (!s.streaming) return;
   for (int l = 0; l < s.active; ++l) {
     Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N - s.carry_n[l];
@@ -209,48 +184,19 @@ void finish_lanes(Sink<Real>& s) {
   }
 }
 
-// Steps one breakpoint range [first, end] recording rows at the output steps.
+// The lanes of one block and their output tile (one per thread, reused across blocks).
 template <int N, class Real>
-__attribute__((always_inline)) inline void run_range(Lanes<N, Real>& L, std::int64_t first,
-                                                     std::int64_t end, const std::int64_t* outs,
-                                                     std::size_t n_out, std::size_t& next,
-                                                     bool dense, int& row, Sink<Real>& sink) {
-  // First step of the breakpoint uses f (boluses, partial infusions), the rest c.
-  auto fl = &flush_tile<N, Real>;
-  if (dense) {
-    run_steps<N, Real>(L, L.f, 1, row, true, fl, &sink);
-    run_steps<N, Real>(L, L.c, end - first, row, true, fl, &sink);
-    next += static_cast<std::size_t>(end - first + 1);
-    return;
-  }
-  // Sparse output: run to each output step without recording, then record one row.
-  std::int64_t i = first;
-  while (i <= end) {
-    const std::int64_t target = next < n_out ? std::min(outs[next], end) : end;
-    if (i == first) {
-      run_steps<N, Real>(L, L.f, 1, row, false, fl, &sink);
-      ++i;
-    }
-    if (target >= i) run_steps<N, Real>(L, L.c, target - i + 1, row, false, fl, &sink);
-    i = target + 1;
-    if (next < n_out && target == outs[next]) {
-      for (int r = 0; r < N; ++r)
-        for (int l = 0; l < Lanes<N, Real>::W; ++l) L.tile[l][row * N + r] = L.x[r][l];
-      if (++row == kTileRows) {
-        flush_tile<N, Real>(L, row, &sink);
-        row = 0;
-      }
-      ++next;
-    }
-  }
-}
+struct alignas(64) Block {
+  static constexpr int W = lanes<Real>();
+  Lanes<N, Real, W> lanes;
+  Real tile[W][kTileRows * N];
+};
 
 template <int N, class Real>
-__attribute__((always_inline)) inline void block_body(const PreparedBatch& b, std::int64_t first,
-                                                      Real* out, SubjectStatus* status,
-                                                      std::vector<Transition<N>>& tr,
-                                                      Lanes<N, Real>& L) {
-  constexpr int W = Lanes<N, Real>::W;
+PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* out,
+                              SubjectStatus* status, std::vector<Transition<N>>& tr,
+                              Block<N, Real>& B) {
+  constexpr int W = Block<N, Real>::W;
   const Problem& p = *b.problem;
   const Schedule& s = b.schedule;
   const int active = static_cast<int>(std::min<std::int64_t>(W, b.subjects - first));
@@ -260,73 +206,44 @@ __attribute__((always_inline)) inline void block_body(const PreparedBatch& b, st
     build_transition<N>(a, p.grid.dt, p.discretization, s.partial_lengths,
                         tr[static_cast<std::size_t>(l)]);
   }
-  for (int l = 0; l < W; ++l) {
-    // Idle lanes of the last block repeat its last subject (computed, never written).
-    const Transition<N>& t = tr[static_cast<std::size_t>(std::min(l, active - 1))];
-    for (int i = 0; i < N * N; ++i) L.k[i][l] = static_cast<Real>(t.k.data()[i]);
-    for (int r = 0; r < N; ++r)
-      L.x[r][l] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
-  }
+  load_lanes<N, Real, W>(B.lanes, s, tr.data(), active);
   const std::size_t n_out = b.out_steps.size();
-  const bool dense = n_out == static_cast<std::size_t>(s.steps + 1);
   // Stream when the whole output is far larger than the caches (it will not be read soon).
   const bool streaming =
       static_cast<double>(b.subjects) * static_cast<double>(n_out) * N * sizeof(Real) >
       64.0 * 1024 * 1024;
-  Sink<Real> sink{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}, {},
-                  {}};
-  for (int l = 0; l < W; ++l) sink.finite[l] = true, sink.carry_n[l] = 0;
-  int row = 0;
-  std::size_t next = 0;
-  if (b.out_steps[0] == 0) {
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < W; ++l) L.tile[l][row * N + r] = L.x[r][l];
-    ++row;
-    ++next;
+  Writer<Real> writer{
+      out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}, {}, {}};
+  for (int l = 0; l < W; ++l) writer.finite[l] = true, writer.carry_n[l] = 0;
+  const TileSink<N, Real> sink{B.tile};
+  LaneCursor cur(s);
+  while (cur.next < n_out) {
+    const int rows = advance_lanes<N, Real, W, 1>(&B.lanes, tr.data(), active, cur, s, b.out_steps,
+                                                  kTileRows, sink);
+    flush_tile<N, Real>(B.tile, rows, writer);
   }
-  const std::int64_t last = b.out_steps.back();
-  for (std::int64_t k = 0; k < s.breakpoints() && next < n_out; ++k) {
-    const std::int64_t bfirst = s.bp_step[static_cast<std::size_t>(k)];
-    const std::int64_t bend = std::min(s.bp_last(k), last);
-    for (int l = 0; l < W; ++l) {
-      Real c[N], f[N];
-      breakpoint_inputs<N, Real>(s, tr[static_cast<std::size_t>(std::min(l, active - 1))], k, c, f);
-      for (int r = 0; r < N; ++r) L.c[r][l] = c[r], L.f[r][l] = f[r];
-    }
-    run_range<N, Real>(L, bfirst, bend, b.out_steps.data(), n_out, next, dense, row, sink);
-  }
-  if (row > 0) flush_tile<N, Real>(L, row, &sink);
-  finish_lanes<Real, N>(sink);
+  finish_lanes<Real, N>(writer);
 #if defined(__x86_64__)
   if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
 #endif
   for (int l = 0; l < active; ++l)
-    status[first + l] = sink.finite[l] ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+    status[first + l] = writer.finite[l] ? SubjectStatus::Ok : SubjectStatus::NonFinite;
 }
 
-// One block of subjects, compiled for AVX-512, AVX2 and baseline x86-64; the loader picks the
-// best clone for the machine at run time (portable binaries, no -march=native).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PKSCAN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define PKSCAN_CLONES
-#endif
-
-#define PKSCAN_BLOCK(N, Real, name)                                                               \
-  PKSCAN_CLONES void name(const PreparedBatch& b, std::int64_t first, Real* out,                  \
-                          SubjectStatus* st, std::vector<Transition<N>>& tr, Lanes<N, Real>& L) { \
-    block_body<N, Real>(b, first, out, st, tr, L);                                                \
-  }                                                                                               \
-  inline void run_block(const PreparedBatch& b, std::int64_t first, Real* out, SubjectStatus* st, \
-                        std::vector<Transition<N>>& tr, Lanes<N, Real>& L) {                      \
-    name(b, first, out, st, tr, L);                                                               \
+// One block of subjects, compiled per ISA (PKSCAN_CLONES, detail/simd.hpp): one overload per
+// compartment count and precision, picked by type.
+#define PKSCAN_BLOCK(N, Real)                                                         \
+  PKSCAN_CLONES void run_block(const PreparedBatch& b, std::int64_t first, Real* out, \
+                               SubjectStatus* st, std::vector<Transition<N>>& tr,     \
+                               Block<N, Real>& B) {                                   \
+    block_body<N, Real>(b, first, out, st, tr, B);                                    \
   }
-PKSCAN_BLOCK(2, double, block2_f64)
-PKSCAN_BLOCK(2, float, block2_f32)
-PKSCAN_BLOCK(3, double, block3_f64)
-PKSCAN_BLOCK(3, float, block3_f32)
-PKSCAN_BLOCK(4, double, block4_f64)
-PKSCAN_BLOCK(4, float, block4_f32)
+PKSCAN_BLOCK(2, double)
+PKSCAN_BLOCK(2, float)
+PKSCAN_BLOCK(3, double)
+PKSCAN_BLOCK(3, float)
+PKSCAN_BLOCK(4, double)
+PKSCAN_BLOCK(4, float)
 #undef PKSCAN_BLOCK
 
 class BatchedCpuBackend final : public Backend {
@@ -339,8 +256,18 @@ class BatchedCpuBackend final : public Backend {
   }
   void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
   void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
+  // The fused summary (fused_summary.cpp): the lane kernel without storing the trajectories.
+  bool can_summarize(const PreparedBatch& b, const TimeSummary& summary) const override {
+    return FusedSummary::accepts(summary, b.subjects);
+  }
+  void summarize(const PreparedBatch& b, const SummaryTarget& t) override {
+    FusedSummary::add_batch(*t.summary, b, t.precision, t.metric_compartment, t.last_dose_time,
+                            t.metrics, t.status, fused_scratch_);
+  }
 
  private:
+  FusedScratch fused_scratch_;  // kept between calls of summarize()
+
   template <class Real>
   static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
     with_compartments_2_to_4(b.n, [&](auto n) { run_all<decltype(n)::value, Real>(b, out); });
@@ -364,10 +291,10 @@ class BatchedCpuBackend final : public Backend {
 #pragma omp parallel num_threads(b.threads)
     {
       std::vector<Transition<N>> tr;
-      std::unique_ptr<Lanes<N, Real>> lanes_buf;
+      std::unique_ptr<Block<N, Real>> lanes_buf;
       err.guard([&] {
         tr.resize(W);
-        lanes_buf = std::make_unique<Lanes<N, Real>>();
+        lanes_buf = std::make_unique<Block<N, Real>>();
       });
 #pragma omp for schedule(dynamic, 4)
       for (std::int64_t blk = 0; blk < blocks; ++blk)

@@ -6,7 +6,6 @@
 #include <pkscan/threads.hpp>
 
 #include "detail/backend.hpp"
-#include "detail/fused_summary.hpp"
 #include "detail/schedule.hpp"
 #include "detail/validate.hpp"
 
@@ -269,27 +268,27 @@ bool Engine::summarize_into(const Problem& problem, const SimulateOptions& optio
                             TimeSummary& summary, int metric_compartment, double last_dose_time,
                             double* metrics, SimulationResult& r) {
   check(problem, options);
-  const Path path = resolve_path(problem, options);
-  const std::int64_t subjects = problem.parameters.subjects();
-  const int n = static_cast<int>(problem.parameters.info().compartments.size());
-  if (path.method != Method::Batched || path.device != Device::Cpu || n < 2 || n > 4 ||
-      options.concentrations || !detail::FusedSummary::accepts(summary, subjects)) {
-    simulate_into(problem, options, r);
-    summary.add(r, metric_compartment, last_dose_time, metrics);
-    return false;
+  if (!options.concentrations) {  // concentrations asked for: the trajectories must be stored
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n = static_cast<int>(problem.parameters.info().compartments.size());
+    detail::PreparedBatch batch(impl_->schedule_for(problem, n));
+    fill_batch(problem, options, batch);
+    const Path path = resolve_path(problem, options);
+    detail::Backend& backend = impl_->backend(path.method, path.device);
+    if (backend.unsupported_reason(batch).empty() && backend.can_summarize(batch, summary)) {
+      ResultBuilder::make(problem, batch, options, r, false);
+      const double prep = seconds_since(t0);
+      const auto t1 = std::chrono::steady_clock::now();
+      backend.summarize(batch, {&summary, options.precision, metric_compartment, last_dose_time,
+                                metrics, ResultBuilder::status(r)});
+      const double scan = seconds_since(t1);
+      ResultBuilder::finish(r, options, backend, batch.threads, prep, scan);
+      return true;
+    }
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  detail::PreparedBatch batch(impl_->schedule_for(problem, n));
-  fill_batch(problem, options, batch);
-  ResultBuilder::make(problem, batch, options, r, false);
-  const double prep = seconds_since(t0);
-  const auto t1 = std::chrono::steady_clock::now();
-  detail::FusedSummary::add_batch(summary, batch, options.precision, metric_compartment,
-                                  last_dose_time, metrics, ResultBuilder::status(r));
-  const double scan = seconds_since(t1);
-  ResultBuilder::finish(r, options, impl_->backend(Method::Batched, Device::Cpu), batch.threads,
-                        prep, scan);
-  return true;
+  simulate_into(problem, options, r);
+  summary.add(r, metric_compartment, last_dose_time, metrics);
+  return false;
 }
 
 }  // namespace pkscan

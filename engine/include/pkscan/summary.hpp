@@ -57,8 +57,8 @@
 /// most exact_values doubles (32 MB by default), freed when the sketch takes over. The fused
 /// path of Engine::summarize_into keeps one more sketch per thread it ran on, in 4 KiB pages
 /// (47 MiB reserved each in the example, of which only the pages holding counters of values
-/// seen become resident: a few MiB), and each OpenMP thread keeps about 1.4 MiB of scratch
-/// between calls. Nothing grows with the number of subjects.
+/// seen become resident: a few MiB), and the Engine keeps about 1.4 MiB of scratch per thread
+/// between calls (freed with the Engine). Nothing grows with the number of subjects.
 
 #include <array>
 #include <cstdint>
@@ -97,7 +97,7 @@ struct TimeSummaryOptions {
   std::int64_t exact_values = 4'000'000;
   /// Width of the sketch's window in binary orders of magnitude, in [1, 1024].
   int window_binades = 32;
-  /// OpenMP threads for add() and finish(), 0 = all.
+  /// OpenMP threads for add() and finish(), 0 = the default (pkscan/threads.hpp).
   int threads = 0;
 };
 
@@ -187,7 +187,7 @@ double last_dose_time(const std::vector<DoseEvent>& doses) noexcept;
 /// count or the chunk.
 /// @param compartment 0-based compartment index
 /// @param out chunk.subjects() x kMetricCount doubles, row-major, in kMetricNames order
-/// @param threads OpenMP threads, 0 = all
+/// @param threads OpenMP threads, 0 = the default (pkscan/threads.hpp)
 /// @throws InvalidArgument for a compartment out of range, a null `out` with subjects,
 ///         threads < 0
 void subject_metrics(const SimulationResult& chunk, int compartment, double last_dose_time,
