@@ -324,16 +324,11 @@ FitSetup make_setup(const FitOptions& o, const ModelInfo& m, const Dataset& data
                                ? " (estimate it with --estimate or fix it with --fix)"
                                : ""));
 
-  std::string error = o.error.empty() ? (o.log_scale ? "additive" : "proportional") : o.error;
-  if (error == "additive") {
-    setup.error.kind = ErrorModelKind::Additive;
-  } else if (error == "proportional") {
-    setup.error.kind = ErrorModelKind::Proportional;
-  } else if (error == "combined") {
-    setup.error.kind = ErrorModelKind::Combined;
-  } else {
-    throw InvalidArgument("--error is \"" + error +
-                          "\", but must be additive, proportional or combined");
+  const std::string error = o.error.empty() ? (o.log_scale ? "additive" : "proportional") : o.error;
+  try {
+    setup.error.kind = error_model_from_string(error);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("--") + e.what());
   }
   if (o.log_scale && setup.error.kind != ErrorModelKind::Additive)
     throw InvalidArgument("--error is " + error +
@@ -361,18 +356,6 @@ FitSetup make_setup(const FitOptions& o, const ModelInfo& m, const Dataset& data
   setup.estimate_sigma = o.estimate_sigma;
   setup.max_iterations = o.max_iterations;
   return setup;
-}
-
-const char* error_name(ErrorModelKind k) {
-  switch (k) {
-    case ErrorModelKind::Additive:
-      return "additive";
-    case ErrorModelKind::Proportional:
-      return "proportional";
-    case ErrorModelKind::Combined:
-      return "combined";
-  }
-  return "additive";
 }
 
 std::string plural(std::int64_t n, const char* one, const char* many) {
@@ -575,7 +558,7 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     s << "pkscan: " << (o.pooled ? "pooled fit of " : "fit ")
       << plural(subjects, "subject", "subjects") << " (" << m.name << ", "
       << plural(static_cast<std::int64_t>(setup.estimated.size()), "parameter", "parameters")
-      << ", " << error_name(setup.error.kind) << (setup.error.log_scale ? " log-scale" : "")
+      << ", " << to_string(setup.error.kind) << (setup.error.log_scale ? " log-scale" : "")
       << " error" << (setup.estimate_sigma ? " estimated" : "") << "): ";
     if (o.pooled)
       s << fits[0].status << " after " << plural(fits[0].iterations, "iteration", "iterations")

@@ -34,15 +34,7 @@ using WorkspacePtr = decltype(std::declval<const Predictor&>().make_workspace())
 
 ErrorModel error_model(const std::string& error, bool log_scale) {
   ErrorModel e;
-  if (error == "additive")
-    e.kind = ErrorModelKind::Additive;
-  else if (error == "proportional")
-    e.kind = ErrorModelKind::Proportional;
-  else if (error == "combined")
-    e.kind = ErrorModelKind::Combined;
-  else
-    throw InvalidArgument("error is '" + error +
-                          "', but must be one of: additive, proportional, combined");
+  e.kind = error_model_from_string(error);
   e.log_scale = log_scale;
   return e;
 }

@@ -43,6 +43,7 @@
 #include <pkscan/dataset.hpp>
 #include <pkscan/models/model_kind.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pkscan {
@@ -67,6 +68,14 @@ struct ErrorModel {
   /// Names of the error-model parameters ("sigma_add", "sigma_prop").
   std::vector<std::string> parameter_names() const;
 };
+
+/// The name of an error model kind in run files, the command line and Python: "additive",
+/// "proportional" or "combined".
+std::string to_string(ErrorModelKind kind);
+
+/// Parses an error model name (to_string's).
+/// @throws InvalidArgument "error model is "x", but must be additive, proportional or combined"
+ErrorModelKind error_model_from_string(std::string_view name);
 
 /// Evaluated on its own: for one subject or all, predictions at the observation records
 /// (EVID 0), in dataset order within the subject.

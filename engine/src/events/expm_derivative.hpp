@@ -5,6 +5,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <vector>
 
 namespace pkscan::detail {
 
@@ -81,5 +83,44 @@ __attribute__((always_inline)) inline void divided_differences(
 // a, e, dk, dg: n x n row-major, n <= 6. Allocates nothing.
 void block_frechet_dynamic(Eigen::Index n, const double* a, const double* e, double tau, double* dk,
                            double* dg);
+
+// dK_k and dG_k (block_frechet_dynamic) of the directions da[0 .. p-1] for the interval lengths
+// of one rate matrix A, computed once per length: a subject's intervals repeat a few lengths
+// (dosing intervals). At most 64 lengths; then the last slot is reused. clear() when A changes.
+template <int N>
+class FrechetCache {
+ public:
+  using Mat = Eigen::Matrix<double, N, N, Eigen::RowMajor>;
+  void clear() {
+    lengths_.clear();
+    mats_.clear();
+  }
+  // The 2 p matrices dK_0, dG_0, dK_1, dG_1, ... of length d (valid until the next call).
+  const Mat* get(const Mat& a, const Mat* da, int p, double d) {
+    std::size_t at = lengths_.size();
+    for (std::size_t i = 0; i < lengths_.size(); ++i)
+      if (lengths_[i] == d) at = i;
+    const std::size_t stride = 2 * static_cast<std::size_t>(p);
+    if (at == lengths_.size()) {
+      if (lengths_.size() >= 64) {  // full: reuse the last slot
+        at = lengths_.size() - 1;
+        lengths_[at] = d;
+      } else {
+        lengths_.push_back(d);
+        mats_.resize(lengths_.size() * stride);
+      }
+      for (int q = 0; q < p; ++q) {
+        Mat& dk = mats_[at * stride + 2 * static_cast<std::size_t>(q)];
+        Mat& dg = mats_[at * stride + 2 * static_cast<std::size_t>(q) + 1];
+        block_frechet_dynamic(N, a.data(), da[q].data(), d, dk.data(), dg.data());
+      }
+    }
+    return mats_.data() + at * stride;
+  }
+
+ private:
+  std::vector<double> lengths_;
+  std::vector<Mat> mats_;
+};
 
 }  // namespace pkscan::detail

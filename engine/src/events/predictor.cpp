@@ -22,6 +22,26 @@
 
 namespace pkscan {
 
+std::string to_string(ErrorModelKind kind) {
+  switch (kind) {
+    case ErrorModelKind::Additive:
+      return "additive";
+    case ErrorModelKind::Proportional:
+      return "proportional";
+    case ErrorModelKind::Combined:
+      return "combined";
+  }
+  return "additive";
+}
+
+ErrorModelKind error_model_from_string(std::string_view name) {
+  for (ErrorModelKind k :
+       {ErrorModelKind::Additive, ErrorModelKind::Proportional, ErrorModelKind::Combined})
+    if (name == to_string(k)) return k;
+  throw InvalidArgument("error model is \"" + std::string(name) +
+                        "\", but must be additive, proportional or combined");
+}
+
 std::vector<std::string> ErrorModel::parameter_names() const {
   switch (kind) {
     case ErrorModelKind::Additive:

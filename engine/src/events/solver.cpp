@@ -37,15 +37,10 @@ class Solver final : public EventSolver {
     running_.reserve(max_events);
     vstops_.reserve(16);
     runs_.reserve(16);
-    s_.resize(np);
+    for (std::vector<Vec<N>>* v : {&s_, &tmp_, &tmp2_, &dy_, &saved_}) v->resize(np);
+    for (std::vector<int>* v : {&dir_col_, &dir_of_}) v->resize(np);
     da_.resize(np);
     et_.resize(np);
-    dir_col_.resize(np);
-    dir_of_.resize(np);
-    tmp_.resize(np);
-    tmp2_.resize(np);
-    dy_.resize(np);
-    saved_.resize(np);
   }
 
   void predict(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
@@ -112,9 +107,7 @@ class Solver final : public EventSolver {
   Square inv_;                           // 1 / (l_i - l_j) (fast path)
   std::vector<Vec<N>> tmp_, tmp2_, dy_;  // per direction scratch
   std::vector<Vec<N>> saved_;            // the sensitivities before an SS=2 steady state
-  // Fallback path: dK_k, dG_k per interval length (for the current row).
-  std::vector<double> fb_d_;
-  std::vector<Mat<N>> fb_mats_;  // per cached length: 2 * pa_ matrices (dK_k, dG_k)
+  FrechetCache<N> fallback_;  // fallback path: dK_k, dG_k per interval length (current row)
 
   const double* row_ptr(int row) const {
     return rows_.data() + static_cast<std::size_t>(row) * static_cast<std::size_t>(np_);
@@ -176,8 +169,7 @@ class Solver final : public EventSolver {
       if (kc >= 0) da_[kc] += b / pr[v];
       if (kv >= 0) da_[kv] -= b * (pr[c] / (pr[v] * pr[v]));
     }
-    fb_d_.clear();
-    fb_mats_.clear();
+    fallback_.clear();
     basis_fast_ = prop_.fast();
     if (!basis_fast_) return;
     const Square& v = prop_.v();
@@ -240,15 +232,10 @@ class Solver final : public EventSolver {
     }
     for (int k = 0; k < pa_; ++k) {
       Mat<N> dk, dg;
-      block_frechet(da_[k], tau, dk, dg);
+      block_frechet_dynamic(N, prop_.a().data(), da_[k].data(), tau, dk.data(), dg.data());
       tmp_[k].noalias() = dk * y;
       if (has_r) tmp_[k].noalias() += dg * r;
     }
-  }
-
-  // dK and dG of direction E over tau (fallback path).
-  void block_frechet(const Mat<N>& e, double tau, Mat<N>& dk, Mat<N>& dg) const {
-    block_frechet_dynamic(N, prop_.a().data(), e.data(), tau, dk.data(), dg.data());
   }
 
   // Moves the sensitivities over an interval of length d (x_old: the state at its start).
@@ -279,26 +266,11 @@ class Solver final : public EventSolver {
       return;
     }
     // Fallback: dK_k, dG_k from block exponentials, cached per length for this row.
-    std::size_t at = fb_d_.size();
-    for (std::size_t i = 0; i < fb_d_.size(); ++i)
-      if (fb_d_[i] == d) at = i;
-    const std::size_t stride = 2 * static_cast<std::size_t>(pa_);
-    if (at == fb_d_.size()) {
-      if (fb_d_.size() >= 64) {  // full: reuse the last slot
-        at = fb_d_.size() - 1;
-        fb_d_[at] = d;
-      } else {
-        fb_d_.push_back(d);
-        fb_mats_.resize(fb_d_.size() * stride);
-      }
-      for (int q = 0; q < pa_; ++q)
-        block_frechet(da_[q], d, fb_mats_[at * stride + 2 * static_cast<std::size_t>(q)],
-                      fb_mats_[at * stride + 2 * static_cast<std::size_t>(q) + 1]);
-    }
+    const Mat<N>* dkg = fallback_.get(prop_.a(), da_.data(), pa_, d);
     for (int q = 0; q < pa_; ++q) {
       Vec<N> y = k * s_[q];
-      y.noalias() += fb_mats_[at * stride + 2 * static_cast<std::size_t>(q)] * x_old;
-      if (has_r) y.noalias() += fb_mats_[at * stride + 2 * static_cast<std::size_t>(q) + 1] * r;
+      y.noalias() += dkg[2 * q] * x_old;
+      if (has_r) y.noalias() += dkg[2 * q + 1] * r;
       s_[q] = y;
     }
     for (int q = pa_; q < ps_; ++q) s_[q] = k * s_[q];
@@ -456,8 +428,7 @@ class Solver final : public EventSolver {
     void stop(const Event& d, double rate) { sv.stop_jump(d.seq, d.cmt, rate, false); }
   };
 
-  // Inlined into simulate(), as it was when the Predictor had its own copy of this loop (called
-  // once per event; a call costs about 4% of a dataset run, measured).
+  // Inlined into simulate() (once per event; a call cost about 4% of a dataset run, measured).
   template <bool G>
   __attribute__((always_inline)) inline void advance_to(double t, Mat<N>& k, Mat<N>& g) {
     while (x_time_ < t) {
