@@ -327,10 +327,10 @@ PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch
   }
 }
 
-// One block: transitions, the first pass, the fix-up pass when a subject was excluded, then
-// the block's sums, metrics and statuses.
+// One block's transitions, its first pass, statuses and metrics; true when a subject was
+// excluded (fuse_finish then runs the fix-up pass).
 template <int N, class Real>
-PKSCAN_INLINE void fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
+PKSCAN_INLINE bool fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
                               std::int64_t blk, std::int64_t count) {
   const PreparedBatch& b = *job.b;
   const Problem& p = *b.problem;
@@ -362,6 +362,15 @@ PKSCAN_INLINE void fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketc
     metric_out(w.ml[static_cast<std::size_t>(i / 8)], static_cast<int>(i % 8), amounts_ok,
                job.metrics + (first + i) * kMetricCount);
   }
+  return any_bad;
+}
+
+// The rest of a block: the fix-up pass when a subject was excluded, then the block's sums. Not
+// compiled per ISA: the fix-up pass is rare, and its arithmetic gives the same bits on every
+// ISA (-ffp-contract=off), so one compiled copy serves (a third of this file's compile time).
+template <int N, class Real>
+void fuse_finish(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h, std::int64_t blk,
+                 std::int64_t count, bool any_bad) {
   if (any_bad) fuse_pass<N, Real, true>(w, job, h, count);
   if (count == kBlock) {
     double* out = job.block_sums + blk * job.rows;
@@ -388,9 +397,9 @@ FuseScratch<N, Real>& scratch_for(std::unique_ptr<FusedScratch::Slot>& slot, std
 // One block, compiled per ISA (PKSCAN_CLONES, detail/simd.hpp): one overload per compartment
 // count and precision, picked by type.
 #define PKSCAN_FUSE(N, Real)                                                    \
-  PKSCAN_CLONES void fuse_call(const FuseJob& job, Sketch& h, std::int64_t blk, \
+  PKSCAN_CLONES bool fuse_call(const FuseJob& job, Sketch& h, std::int64_t blk, \
                                std::int64_t count, FuseScratch<N, Real>& w) {   \
-    fuse_block<N, Real>(w, job, h, blk, count);                                 \
+    return fuse_block<N, Real>(w, job, h, blk, count);                          \
   }
 PKSCAN_FUSE(2, double)
 PKSCAN_FUSE(3, double)
@@ -421,8 +430,9 @@ void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t s
     for (std::int64_t blk = 0; blk < blocks; ++blk) {
       if (!w || error.failed()) continue;
       error.guard([&] {
-        fuse_call(job, *sketches[static_cast<std::size_t>(tid)], blk,
-                  std::min<std::int64_t>(kBlock, subjects - blk * kBlock), *w);
+        Sketch& h = *sketches[static_cast<std::size_t>(tid)];
+        const std::int64_t count = std::min<std::int64_t>(kBlock, subjects - blk * kBlock);
+        fuse_finish<N, Real>(*w, job, h, blk, count, fuse_call(job, h, blk, count, *w));
       });
     }
   }
