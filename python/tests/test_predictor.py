@@ -307,9 +307,18 @@ def test_concurrent_predict_all_from_threads_agree():
     ids=["predict", "predict_gradient", "log_likelihood", "predict_all", "predict_gradient_all",
          "log_likelihood_all"],
 )
-def test_gil_is_released_while_evaluating(predictor, params, call):
+def test_gil_is_released_while_evaluating(call):
+    # Calls long enough (2000 observations a subject, about a millisecond) that a thread woken
+    # by the OS can take the GIL while one runs: with the module's 3-observation subjects a call
+    # lasts a few microseconds, shorter than the OS's wake-up latency, and the check was flaky.
+    lines = ["ID,TIME,AMT,CMT,EVID,II,ADDL,DV"]
+    for s in range(1, 3):
+        lines.append(f"{s},0,100,1,1,24,100,.")
+        lines += [f"{s},{0.5 + h},.,2,0,.,.,1.0" for h in range(2000)]
+    long_predictor = pkscan.Predictor("\n".join(lines) + "\n", "two_compartment")
+    long_params = long_predictor.make_parameters({"ka": 1.0, "ke": 0.1, "v_central": 5.0})
     assert not releases_gil(lambda: sum(range(1000)), tries=1000)  # the harness holds
-    assert releases_gil(lambda: call(predictor, params))
+    assert releases_gil(lambda: call(long_predictor, long_params), tries=2000)
 
 
 def test_errors(predictor, params):
