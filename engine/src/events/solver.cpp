@@ -208,6 +208,21 @@ class Solver final : public EventSolver {
       s_[k] = v;
   }
 
+  // Phi o (V^-1 y)^T + Psi o (V^-1 r)^T over tau in the current (fast) propagator: with
+  // E~_k = V^-1 dA/dp_k V, V^-1 (dK_k y + dG_k r) = rowsum(E~_k o W). e, sg: its eigen terms.
+  Square eigen_weights(double tau, const Vec<N>& e, const Vec<N>& sg, const Vec<N>& y,
+                       const Vec<N>& r, bool has_r) const {
+    Square phi, psi;
+    divided_differences<N>(prop_.lambda(), inv_, tau, e, sg, has_r, phi, psi);
+    const Vec<N> yt = prop_.vinv() * y;
+    Square w = phi * yt.asDiagonal();
+    if (has_r) {
+      const Vec<N> rt = prop_.vinv() * r;
+      w += psi * rt.asDiagonal();
+    }
+    return w;
+  }
+
   // dK_k(tau) y + dG_k(tau) r for every A direction, in original coordinates, into tmp_.
   void frechet(double tau, const Vec<N>& y, const Vec<N>& r) {
     for (int k = 0; k < pa_; ++k) tmp_[k].setZero();
@@ -216,14 +231,7 @@ class Solver final : public EventSolver {
     if (prop_.fast()) {
       Vec<N> e, sg;
       prop_.eigen_terms(tau, e, sg);
-      Square phi, psi;
-      divided_differences<N>(prop_.lambda(), inv_, tau, e, sg, has_r, phi, psi);
-      const Vec<N> yt = prop_.vinv() * y;
-      Square w = phi * yt.asDiagonal();
-      if (has_r) {
-        const Vec<N> rt = prop_.vinv() * r;
-        w += psi * rt.asDiagonal();
-      }
+      const Square w = eigen_weights(tau, e, sg, y, r, has_r);
       for (int k = 0; k < pa_; ++k) {
         const Vec<N> u = et_[k].cwiseProduct(w).rowwise().sum();
         tmp_[k].noalias() = prop_.v() * u;
@@ -244,14 +252,7 @@ class Solver final : public EventSolver {
                  const Vec<N>& e, const Vec<N>& sg) {
     if (basis_fast_) {
       if (pa_ > 0) {
-        Square phi, psi;
-        divided_differences<N>(prop_.lambda(), inv_, d, e, sg, has_r, phi, psi);
-        const Vec<N> xt = prop_.vinv() * x_old;
-        Square w = phi * xt.asDiagonal();
-        if (has_r) {
-          const Vec<N> rt = prop_.vinv() * r;
-          w += psi * rt.asDiagonal();
-        }
+        const Square w = eigen_weights(d, e, sg, x_old, r, has_r);
         for (int q = 0; q < pa_; ++q) {
           Vec<N>& sq = s_[q];
           const Square& eq = et_[q];
