@@ -2,7 +2,6 @@
 
 #include <ceres/gradient_problem.h>
 #include <ceres/gradient_problem_solver.h>
-#include <omp.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -10,7 +9,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <exception>
 #include <limits>
 #include <memory>
 #include <pkscan/config/output.hpp>
@@ -491,29 +489,15 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
       }
     }
     fits.resize(static_cast<std::size_t>(subjects));
-    std::exception_ptr failure;
-#pragma omp parallel num_threads(threads)
-    {
-      // No exception may leave the parallel region: the first one is kept and rethrown after.
-      std::unique_ptr<Predictor::Workspace> ws;
-      try {
-        ws = predictor.make_workspace();
-      } catch (...) {
-#pragma omp critical(pkscan_fit_failure)
-        if (!failure) failure = std::current_exception();
-      }
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t s = 0; s < subjects; ++s) {
-        if (!ws) continue;
-        try {
-          fits[static_cast<std::size_t>(s)] = fit_subject(predictor, s, setup, *ws);
-        } catch (...) {
-#pragma omp critical(pkscan_fit_failure)
-          if (!failure) failure = std::current_exception();
-        }
-      }
-    }
-    if (failure) std::rethrow_exception(failure);
+    // One workspace per worker, made by that worker on its first subject; the error of the
+    // lowest failing subject is rethrown (pkscan/threads.hpp).
+    std::vector<std::unique_ptr<Predictor::Workspace>> workspaces(
+        static_cast<std::size_t>(threads));
+    parallel_for(subjects, threads, [&](std::int64_t s, int worker) {
+      std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];
+      if (!ws) ws = predictor.make_workspace();
+      fits[static_cast<std::size_t>(s)] = fit_subject(predictor, s, setup, *ws);
+    });
   }
 
   // The table: id, observations, estimates, sigmas, -2LL, status, iterations.
