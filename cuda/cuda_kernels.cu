@@ -40,7 +40,7 @@
 
 #include "cuda_check.hpp"
 #include "cuda_kernels.hpp"
-#include "detail/step.hpp"
+#include "detail/grid_math.hpp"
 
 namespace pkscan::cuda {
 

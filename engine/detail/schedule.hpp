@@ -16,13 +16,9 @@
 #include <pkscan/types.hpp>
 #include <vector>
 
-namespace pkscan::detail {
+#include "grid_math.hpp"
 
-struct PartialInfusion {
-  int compartment;
-  double rate;
-  int length_index;  // into Schedule::partial_lengths
-};
+namespace pkscan::detail {
 
 struct Schedule {
   int n = 0;                                   // compartments
@@ -42,6 +38,21 @@ struct Schedule {
   // Last step covered by breakpoint k.
   std::int64_t bp_last(std::int64_t k) const noexcept {
     return k + 1 < breakpoints() ? bp_step[static_cast<std::size_t>(k + 1)] - 1 : steps;
+  }
+  // The schedule as pointers into these vectors (grid_math.hpp), valid while it lives unchanged.
+  ScheduleView view() const noexcept {
+    ScheduleView v;
+    v.n = n;
+    v.steps = steps;
+    v.breakpoints = breakpoints();
+    v.initial = initial.data();
+    v.bp_step = bp_step.data();
+    v.bp_rate = bp_rate.data();
+    v.bp_bolus = bp_bolus.data();
+    v.bp_partial_begin = bp_partial_begin.data();
+    v.partials = partials.data();
+    v.bp_run = bp_run.data();
+    return v;
   }
 };
 

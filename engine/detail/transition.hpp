@@ -36,33 +36,34 @@ template <int N>
 void build_transition(const Mat<N>& a, double dt, Discretization disc,
                       const std::vector<double>& partial_lengths, Transition<N>& out);
 
-// Inputs of breakpoint `k` for one subject, rounded to Real: c (every step of the breakpoint)
-// and f (its first step: c plus boluses and partial infusions), N values each. Every compute
-// path gets its inputs from here, so all paths add the same rounded numbers.
+// One subject's transition as a grid_math.hpp view (stride 1; valid while `tr` is unchanged).
+template <int N>
+TransitionView view_of(const Transition<N>& tr) noexcept {
+  static_assert(sizeof(Mat<N>) == sizeof(double) * N * N, "partial matrices lie back to back");
+  TransitionView v;
+  v.k = tr.k.data();
+  v.g = tr.g.data();
+  v.partial = tr.partial.empty() ? nullptr : tr.partial.front().data();
+  v.stride = 1;
+  v.matrix_step = N * N;
+  return v;
+}
+
+// Inputs of breakpoint `k` for one subject, rounded to Real (grid_math.hpp's breakpoint_inputs,
+// the function every compute path, host or device, gets its inputs from).
 template <int N, class Real>
 inline void breakpoint_inputs(const Schedule& s, const Transition<N>& tr, std::int64_t k, Real* c,
                               Real* f) {
-  const std::size_t o = static_cast<std::size_t>(k * N);
-  const Eigen::Map<const Vec<N>> rate(s.bp_rate.data() + o);
-  Vec<N> cc = Vec<N>::Zero();
-  if (!rate.isZero(0.0)) cc.noalias() = tr.g * rate;
-  Vec<N> ff = cc + Eigen::Map<const Vec<N>>(s.bp_bolus.data() + o);
-  for (std::int64_t p = s.bp_partial_begin[static_cast<std::size_t>(k)];
-       p < s.bp_partial_begin[static_cast<std::size_t>(k + 1)]; ++p) {
-    const PartialInfusion& pi = s.partials[static_cast<std::size_t>(p)];
-    ff += tr.partial[static_cast<std::size_t>(pi.length_index)].col(pi.compartment) * pi.rate;
-  }
-  for (int r = 0; r < N; ++r) {
-    c[r] = static_cast<Real>(cc(r));
-    f[r] = static_cast<Real>(ff(r));
-  }
+  breakpoint_inputs<N, Real>(s.view(), view_of(tr), k, c, f);
 }
 
 // Inputs of every breakpoint (breakpoints * N values in each of c and f).
 template <int N, class Real>
 void subject_inputs(const Schedule& s, const Transition<N>& tr, Real* c, Real* f) {
+  const ScheduleView sv = s.view();
+  const TransitionView tv = view_of(tr);
   for (std::int64_t k = 0; k < s.breakpoints(); ++k)
-    breakpoint_inputs<N, Real>(s, tr, k, c + k * N, f + k * N);
+    breakpoint_inputs<N, Real>(sv, tv, k, c + k * N, f + k * N);
 }
 
 }  // namespace pkscan::detail

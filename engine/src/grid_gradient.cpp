@@ -16,7 +16,7 @@
 
 #include "detail/rate_structure.hpp"
 #include "detail/schedule.hpp"
-#include "detail/step.hpp"
+#include "detail/grid_math.hpp"
 #include "detail/transition.hpp"
 #include "detail/validate.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "detail/backend.hpp"
 #include "detail/reference.hpp"
-#include "detail/step.hpp"
+#include "detail/grid_math.hpp"
 #include "detail/transition.hpp"
 
 namespace pkscan::detail {
