@@ -1,8 +1,12 @@
 #include "detail/backend.hpp"
 
+#include <memory>
 #include <pkscan/backend.hpp>
 #include <pkscan/build_config.hpp>
 #include <pkscan/error.hpp>
+
+#include "detail/device_backend.hpp"
+#include "device/runtime.hpp"
 
 namespace pkscan {
 
@@ -50,24 +54,51 @@ Device device_from_string(std::string_view name) {
 }
 
 #if PKSCAN_HAS_CUDA
-namespace cuda {
-int device_count(std::string* why) noexcept;  // cuda/device_query.cu
-}
+namespace device {
+int cuda_device_count(std::string* why) noexcept;  // engine/device/runtime_cuda.cpp
+std::unique_ptr<Runtime> make_cuda_runtime();
+}  // namespace device
 #endif
 
 int cuda_device_count(std::string* why) noexcept {
 #if PKSCAN_HAS_CUDA
-  return cuda::device_count(why);
+  return device::cuda_device_count(why);
 #else
   if (why) *why = "this pkscan build has no CUDA support (nvcc was not found when it was built)";
   return 0;
 #endif
 }
 
+namespace detail {
+namespace {
+RuntimeFactory runtime_factory = nullptr;  // set by tests only
+}  // namespace
+
+void set_device_runtime_factory(RuntimeFactory factory) noexcept { runtime_factory = factory; }
+
+std::unique_ptr<device::Runtime> make_device_runtime() {
+  if (runtime_factory) return runtime_factory();
+#if PKSCAN_HAS_CUDA
+  return device::make_cuda_runtime();
+#else
+  return nullptr;
+#endif
+}
+
+namespace {
+// Devices behind device 'cuda': CUDA's, or those of the system a test routed it to.
+int device_count(std::string* why) {
+  if (!runtime_factory) return cuda_device_count(why);
+  const std::unique_ptr<device::Runtime> rt = runtime_factory();
+  return rt ? rt->device_count(why) : 0;
+}
+}  // namespace
+}  // namespace detail
+
 bool is_backend_available(Method method, Device device, std::string* why) {
   if (device == Device::Cuda) {
     std::string reason;
-    if (cuda_device_count(&reason) == 0) {
+    if (detail::device_count(&reason) == 0) {
       if (why) *why = "device 'cuda' is not available: " + reason;
       return false;
     }
@@ -76,8 +107,7 @@ bool is_backend_available(Method method, Device device, std::string* why) {
       return false;
     }
   }
-  // Device::Cuda here: compiled in (cuda_device_count() > 0 needs PKSCAN_HAS_CUDA) and a device
-  // is usable; methods batched, power and auto run there.
+  // Device::Cuda here: a device is usable; methods batched, power and auto run there.
   return true;
 }
 
@@ -86,22 +116,18 @@ namespace detail {
 std::unique_ptr<Backend> make_reference_scan_backend();
 std::unique_ptr<Backend> make_batched_cpu_backend();
 std::unique_ptr<Backend> make_power_cpu_backend();
-#if PKSCAN_HAS_CUDA
-std::unique_ptr<Backend> make_cuda_batched_backend();  // cuda/cuda_backend.cpp
-std::unique_ptr<Backend> make_cuda_power_backend();
-#endif
 
 std::unique_ptr<Backend> make_backend(Method method, Device device) {
   std::string why;
   if (!is_backend_available(method, device, &why)) throw BackendUnavailable(why);
-#if PKSCAN_HAS_CUDA
   if (device == Device::Cuda) {
-    if (method == Method::Power) return make_cuda_power_backend();
-    if (method == Method::Batched || method == Method::Auto) return make_cuda_batched_backend();
-    throw BackendUnavailable("method '" + to_string(method) +
-                             "' runs on the CPU only (use device: cpu or auto)");
+    if (method == Method::Scan)
+      throw BackendUnavailable("method 'scan' runs on the CPU only (use device: cpu or auto)");
+    std::unique_ptr<device::Runtime> rt = make_device_runtime();
+    if (!rt) throw BackendUnavailable("device 'cuda' is not available in this build");
+    return make_device_backend(method == Method::Power ? Method::Power : Method::Batched,
+                               std::move(rt));
   }
-#endif
   switch (method) {
     case Method::Auto:
     case Method::Scan:

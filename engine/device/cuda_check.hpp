@@ -12,6 +12,7 @@
 //   PKSCAN_CUDA_CHECK(cudaStreamSynchronize(stream));  // faults while the kernel ran
 //
 // Usable from host C++ (.cpp) and from nvcc (.cu) translation units; never from device code.
+// Included by runtime_cuda.cpp only.
 #include <cuda_runtime.h>
 
 #include <pkscan/error.hpp>

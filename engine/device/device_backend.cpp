@@ -1,0 +1,510 @@
+// The device backends, methods `batched` and `power` (models with 2, 3 or 4 compartments),
+// written once over a system's Runtime (runtime.hpp): the CUDA runtime for device 'cuda', or
+// Thrust's OpenMP system on the host, which runs this file and the kernels in CI.
+//
+// Numeric contract: transitions are built on the host in double (build_transition, as every
+// other path) and uploaded in double; the kernels (subject_kernels.hpp) round K to Real and take
+// every number from detail/grid_math.hpp. On the host system the results are the CPU paths' bits
+// (batched: the reference scan's; power: the CPU power path's). nvcc contracts the steps'
+// multiply-adds into FMA, so the CUDA build is within 1e-12 relative of the reference in float64
+// (batched) and 1e-10 (power: products reordered by repeated squaring). Deterministic run to run
+// and independent of the chunking: one call computes one subject from start to end.
+//
+// Power with dense output (every grid step reported) runs the batched kernel: every step must be
+// computed and written anyway, and the power jumps would only add rounding.
+//
+// Pipeline (per run):
+// 1. The schedule (breakpoints, rates, boluses, partial infusions, runs, sparse output steps) is
+//    packed and uploaded once into one device buffer.
+// 2. Subjects are split into chunks. A chunk's device buffers (inputs, output, status, power
+//    table) live in one of two slots, each with its own stream. The chunk size is the smallest
+//    of: all subjects; what fits twice in device memory (keeping 10% of the device free); and a
+//    pipelining target of Runtime::target_chunk_bytes() of output (but never below
+//    Runtime::min_chunk_subjects(), so a chunk still fills the device).
+// 3. For chunk i+1 the host builds the transitions (batch.threads threads) into the slot's
+//    staging buffer while the device runs chunk i, then enqueues its upload and kernel on the
+//    slot's stream. Then chunk i is drained on its own stream: its output is copied back in
+//    pieces of at most Runtime::piece_bytes() through two staging pieces, so piece p+1 is in
+//    flight while the host copies piece p into the result.
+// Device and staging buffers are cached in the backend object and grown only when too small.
+// Errors: DeviceError from the runtime; BackendUnavailable when no device is usable. On an error
+// the streams are drained before the exception leaves run(), so no copy is still writing into
+// buffers that a later run reuses.
+#include "detail/device_backend.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
+#include <string>
+#include <vector>
+
+#include "detail/backend.hpp"
+#include "detail/parallel.hpp"
+#include "detail/schedule.hpp"
+#include "detail/transition.hpp"
+#include "device/runtime.hpp"
+
+namespace pkscan::detail {
+
+namespace {
+
+constexpr std::size_t kAlign = 256;  // device sub-buffer alignment
+
+std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+// An allocation of the runtime (device or staging memory), grown on demand; contents are not
+// preserved.
+class Buffer {
+ public:
+  Buffer(device::Runtime& rt, bool staging) noexcept : rt_(&rt), staging_(staging) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { release(); }
+
+  void* ptr() const noexcept { return ptr_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+  void release() noexcept {
+    if (ptr_) staging_ ? rt_->free_staging(ptr_) : rt_->free(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void reserve(std::size_t need) {
+    if (need <= bytes_) return;
+    release();  // free first: the old and new buffer need not fit together
+    ptr_ = staging_ ? rt_->alloc_staging(need) : rt_->alloc(need);
+    bytes_ = need;
+  }
+
+ private:
+  device::Runtime* rt_;
+  bool staging_;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Copies `bytes` from staging into the result on up to `threads` threads (the result's pages
+// are often touched for the first time here, so one thread would not keep up with the link).
+void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
+  constexpr std::size_t kGrain = std::size_t{4} << 20;
+  const std::int64_t parts = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(threads, static_cast<std::int64_t>((bytes + kGrain - 1) / kGrain)));
+  const std::size_t each =
+      align_up((bytes + static_cast<std::size_t>(parts) - 1) / static_cast<std::size_t>(parts), 64);
+  pkscan::parallel_for(parts, static_cast<int>(parts), [&](std::int64_t p, int) {
+    const std::size_t off = static_cast<std::size_t>(p) * each;
+    if (off < bytes)
+      std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
+                  std::min(each, bytes - off));
+  });
+}
+
+[[noreturn]] __attribute__((noinline, cold)) void throw_no_memory(const char* system,
+                                                                  const std::string& what,
+                                                                  std::size_t need,
+                                                                  std::size_t avail) {
+  throw DeviceError(std::string("simulate: ") + system +
+                    " device memory is too small for this run: " + what + " needs " +
+                    std::to_string(need) + " bytes, but only " + std::to_string(avail) +
+                    " bytes may be used (10% of the device is kept free)");
+}
+
+class DeviceBackend final : public Backend {
+ public:
+  DeviceBackend(Method method, std::unique_ptr<device::Runtime> rt)
+      : method_(method),
+        rt_(std::move(rt)),
+        sched_(*rt_, false),
+        status_stage_(*rt_, true),
+        piece_{Buffer(*rt_, true), Buffer(*rt_, true)},
+        slot_{Slot(*rt_), Slot(*rt_)} {}  // no device work here
+  DeviceBackend(const DeviceBackend&) = delete;
+  DeviceBackend& operator=(const DeviceBackend&) = delete;
+  ~DeviceBackend() override { release(); }
+
+  Method method() const noexcept override { return method_; }
+  Device device() const noexcept override { return Device::Cuda; }
+  std::string unsupported_reason(const PreparedBatch& b) const override {
+    if (b.n < device::kMinCompartments || b.n > device::kMaxCompartments)
+      return "method '" + to_string(method_) + "' on device 'cuda' is compiled for models with " +
+             std::to_string(device::kMinCompartments) + " to " +
+             std::to_string(device::kMaxCompartments) + " compartments, not " + std::to_string(b.n);
+    return {};
+  }
+  void run(const PreparedBatch& b, ResultView<double> out) override { run_guarded(b, out); }
+  void run(const PreparedBatch& b, ResultView<float> out) override { run_guarded(b, out); }
+
+ private:
+  struct Slot {
+    explicit Slot(device::Runtime& rt) noexcept
+        : in(rt, false), out(rt, false), status(rt, false), table(rt, false), in_stage(rt, true) {}
+    void* stream = nullptr;
+    Buffer in;      // k, g, partial matrices (double, SoA)
+    Buffer out;     // amounts
+    Buffer status;  // one byte per subject
+    Buffer table;   // power table (power kernel only)
+    Buffer in_stage;
+    void release_device() noexcept {
+      in.release();
+      out.release();
+      status.release();
+      table.release();
+    }
+  };
+
+  // Per-run sizes.
+  struct Plan {
+    std::int64_t n_out = 0;
+    bool dense = false;
+    bool power = false;  // power kernel (sparse output); otherwise the batched kernel
+    int levels = 0;
+    std::size_t in_per_subject = 0;     // bytes
+    std::size_t out_per_subject = 0;    // bytes
+    std::size_t table_per_subject = 0;  // bytes
+    std::int64_t chunk = 0;             // subjects per chunk (capacity of a slot)
+    std::int64_t chunks = 0;
+    std::size_t piece = 0;  // bytes per staging piece of the way back
+  };
+
+  Method method_;
+  std::unique_ptr<device::Runtime> rt_;
+  bool ready_ = false;
+  int device_ = -1;
+  Buffer sched_;
+  Buffer status_stage_;
+  Buffer piece_[2];  // staging ring of the way back
+  void* piece_done_[2] = {nullptr, nullptr};
+  Slot slot_[2];
+  std::vector<unsigned char> sched_host_;  // packed schedule, kept for its capacity
+  // Transitions, one per host thread and compartment count, kept for their capacity.
+  std::vector<Transition<2>> tr2_;
+  std::vector<Transition<3>> tr3_;
+  std::vector<Transition<4>> tr4_;
+
+  template <int N>
+  std::vector<Transition<N>>& transitions() {
+    if constexpr (N == 2)
+      return tr2_;
+    else if constexpr (N == 3)
+      return tr3_;
+    else
+      return tr4_;
+  }
+
+  bool holds_anything() const noexcept {
+    bool any = sched_.ptr() || status_stage_.ptr() || piece_[0].ptr() || piece_[1].ptr() ||
+               piece_done_[0] || piece_done_[1];
+    for (const Slot& s : slot_)
+      any = any || s.stream || s.in.ptr() || s.out.ptr() || s.status.ptr() || s.table.ptr() ||
+            s.in_stage.ptr();
+    return any;
+  }
+
+  void release() noexcept {
+    ready_ = false;
+    device_ = -1;
+    if (!holds_anything()) return;  // e.g. never ran: do not start the runtime here
+    for (Slot& s : slot_)
+      if (s.stream) rt_->synchronize_quietly(s.stream);
+    for (Slot& s : slot_) {
+      s.release_device();
+      s.in_stage.release();
+      if (s.stream) rt_->destroy_stream(s.stream);
+      s.stream = nullptr;
+    }
+    for (void*& e : piece_done_) {
+      if (e) rt_->destroy_event(e);
+      e = nullptr;
+    }
+    for (Buffer& p : piece_) p.release();
+    status_stage_.release();
+    sched_.release();
+  }
+
+  // Waits for all work of this backend, ignoring errors (exception path).
+  void quiesce() noexcept {
+    for (Slot& s : slot_)
+      if (s.stream) rt_->synchronize_quietly(s.stream);
+  }
+
+  void ensure_context() {
+    std::string why;
+    if (rt_->device_count(&why) == 0)
+      throw BackendUnavailable("device 'cuda' is not available: " + why);
+    const int dev = rt_->current_device();
+    if (ready_ && dev == device_) return;
+    release();  // first use, or the caller switched devices: start afresh on this one
+    try {
+      for (Slot& s : slot_) s.stream = rt_->create_stream();
+      for (void*& e : piece_done_) e = rt_->create_event();
+    } catch (...) {
+      release();
+      throw;
+    }
+    device_ = dev;
+    ready_ = true;
+  }
+
+  template <class Real>
+  void run_guarded(const PreparedBatch& b, ResultView<Real> out) {
+    if (const std::string why = unsupported_reason(b); !why.empty()) throw BackendUnavailable(why);
+    if (b.subjects <= 0) return;
+    if (b.out_steps.empty()) {  // nothing to report: every subject is trivially finite
+      for (std::int64_t s = 0; s < b.subjects; ++s) out.status[s] = SubjectStatus::Ok;
+      return;
+    }
+    ensure_context();
+    try {
+      run_all(b, out);
+    } catch (...) {
+      quiesce();
+      throw;
+    }
+  }
+
+  std::size_t held_device_bytes() const noexcept {
+    std::size_t h = sched_.bytes();
+    for (const Slot& s : slot_)
+      h += s.in.bytes() + s.out.bytes() + s.status.bytes() + s.table.bytes();
+    return h;
+  }
+
+  // Packs the schedule into sched_host_, uploads it into sched_ and returns the device view.
+  device::DeviceSchedule upload_schedule(const PreparedBatch& b, const Plan& plan) {
+    const Schedule& s = b.schedule;
+    const std::size_t nbp = static_cast<std::size_t>(s.breakpoints());
+    const std::size_t un = static_cast<std::size_t>(b.n);
+    const std::size_t n_out_up = plan.dense ? 0 : b.out_steps.size();
+    struct Part {
+      const void* src;
+      std::size_t bytes;
+      std::size_t at = 0;
+    };
+    Part parts[] = {{s.initial.data(), un * sizeof(double)},
+                    {s.bp_step.data(), nbp * sizeof(std::int64_t)},
+                    {s.bp_rate.data(), nbp * un * sizeof(double)},
+                    {s.bp_bolus.data(), nbp * un * sizeof(double)},
+                    {s.bp_partial_begin.data(), (nbp + 1) * sizeof(std::int64_t)},
+                    {s.partials.data(), s.partials.size() * sizeof(PartialInfusion)},
+                    {s.bp_run.data(), nbp * sizeof(std::int64_t)},
+                    {b.out_steps.data(), n_out_up * sizeof(std::int64_t)}};
+    std::size_t total = 0;
+    for (Part& p : parts) {
+      p.at = total;
+      total = align_up(total + p.bytes, kAlign);
+    }
+    sched_host_.resize(total);
+    for (const Part& p : parts)
+      if (p.bytes) std::memcpy(sched_host_.data() + p.at, p.src, p.bytes);
+    sched_.reserve(total);
+    // A pageable source: synchronising before the kernels (on both streams) read the schedule
+    // orders the copy for both slots.
+    rt_->copy_to_device(sched_.ptr(), sched_host_.data(), total, slot_[0].stream);
+    rt_->synchronize(slot_[0].stream);
+
+    const auto* d = static_cast<const unsigned char*>(sched_.ptr());
+    auto at = [&](int i) { return d + parts[i].at; };
+    device::DeviceSchedule ds;
+    ScheduleView& v = ds.s;
+    v.n = b.n;
+    v.steps = s.steps;
+    v.breakpoints = s.breakpoints();
+    v.initial = reinterpret_cast<const double*>(at(0));
+    v.bp_step = reinterpret_cast<const std::int64_t*>(at(1));
+    v.bp_rate = reinterpret_cast<const double*>(at(2));
+    v.bp_bolus = reinterpret_cast<const double*>(at(3));
+    v.bp_partial_begin = reinterpret_cast<const std::int64_t*>(at(4));
+    v.partials = reinterpret_cast<const PartialInfusion*>(at(5));
+    v.bp_run = reinterpret_cast<const std::int64_t*>(at(6));
+    ds.n_out = plan.n_out;
+    ds.out_steps = plan.dense ? nullptr : reinterpret_cast<const std::int64_t*>(at(7));
+    ds.levels = plan.levels;
+    return ds;
+  }
+
+  // Device bytes of one slot holding `m` subjects.
+  static std::size_t slot_bytes(const Plan& p, std::int64_t m) {
+    const std::size_t um = static_cast<std::size_t>(m);
+    return align_up(p.in_per_subject * um, kAlign) + align_up(p.out_per_subject * um, kAlign) +
+           align_up(um, kAlign) + align_up(p.table_per_subject * um, kAlign);
+  }
+
+  // Chunk size from device memory and the pipelining target.
+  void plan_chunks(const PreparedBatch& b, Plan& p, std::size_t sched_bytes) {
+    std::size_t free_b = 0, total_b = 0;
+    rt_->memory_info(free_b, total_b);
+    const std::size_t usable_all = free_b + held_device_bytes();  // ours get reused or freed
+    const std::size_t keep = total_b / 10;
+    const std::size_t usable = usable_all > keep ? usable_all - keep : 0;
+    if (sched_bytes + 2 * slot_bytes(p, 1) > usable)
+      throw_no_memory(rt_->system(), "the schedule and one subject per buffer slot",
+                      sched_bytes + 2 * slot_bytes(p, 1), usable);
+    const std::size_t per =
+        p.in_per_subject + p.out_per_subject + 1 + p.table_per_subject;  // bytes per subject
+    const std::size_t slack = 2 * 4 * kAlign;  // alignment of both slots' buffers
+    const std::size_t room = usable - sched_bytes;
+    std::int64_t fit = room > slack ? static_cast<std::int64_t>((room - slack) / (2 * per)) : 0;
+    fit = std::max<std::int64_t>(fit, 1);  // one subject per slot fits (checked above)
+    const std::int64_t target = std::max<std::int64_t>(
+        rt_->min_chunk_subjects(),
+        static_cast<std::int64_t>(rt_->target_chunk_bytes() /
+                                  std::max<std::size_t>(1, p.out_per_subject)));
+    const std::int64_t chunk = std::min({b.subjects, fit, target});
+    p.chunks = (b.subjects + chunk - 1) / chunk;
+    p.chunk = (b.subjects + p.chunks - 1) / p.chunks;  // equal chunks, never larger than before
+  }
+
+  // Builds the transitions of subjects [first, first + m) into the slot's input staging.
+  template <int N>
+  void prepare_inputs_n(const PreparedBatch& b, std::int64_t first, std::int64_t m, Slot& slot) {
+    const Problem& pr = *b.problem;
+    const Schedule& s = b.schedule;
+    const std::size_t np = s.partial_lengths.size();
+    auto* k = static_cast<double*>(slot.in_stage.ptr());
+    double* g = k + N * N * m;
+    double* part = g + N * N * m;
+    const int threads =
+        static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(b.threads, m)));
+    std::vector<Transition<N>>& trs = transitions<N>();
+    if (trs.size() < static_cast<std::size_t>(threads))
+      trs.resize(static_cast<std::size_t>(threads));
+    pkscan::parallel_for(
+        m, threads,
+        [&](std::int64_t j, int worker) {
+          Transition<N>& tr = trs[static_cast<std::size_t>(worker)];
+          Mat<N> a;
+          rate_matrix(pr.parameters.info(), pr.parameters.row(first + j), a.data());
+          build_transition<N>(a, pr.grid.dt, pr.discretization, s.partial_lengths, tr);
+          for (int e = 0; e < N * N; ++e) {
+            k[e * m + j] = tr.k.data()[e];
+            g[e * m + j] = tr.g.data()[e];
+          }
+          for (std::size_t l = 0; l < np; ++l)
+            for (int e = 0; e < N * N; ++e)
+              part[(static_cast<std::int64_t>(l) * N * N + e) * m + j] = tr.partial[l].data()[e];
+        },
+        64);
+  }
+
+  // Host preparation, upload and kernel of one chunk on its slot's stream.
+  template <class Real>
+  void launch_chunk(const PreparedBatch& b, const Plan& p, const device::DeviceSchedule& ds,
+                    std::int64_t first, std::int64_t m, Slot& slot) {
+    with_compartments_2_to_4(
+        b.n, [&](auto n) { prepare_inputs_n<decltype(n)::value>(b, first, m, slot); });
+    const std::size_t in_bytes = p.in_per_subject * static_cast<std::size_t>(m);
+    rt_->copy_to_device(slot.in.ptr(), slot.in_stage.ptr(), in_bytes, slot.stream);
+    device::DeviceChunk<Real> dc;
+    dc.subjects = m;
+    dc.k = static_cast<const double*>(slot.in.ptr());
+    const std::int64_t nn = static_cast<std::int64_t>(b.n) * b.n;
+    dc.g = dc.k + nn * m;
+    dc.partial = b.schedule.partial_lengths.empty() ? nullptr : dc.g + nn * m;
+    dc.table = p.power ? static_cast<Real*>(slot.table.ptr()) : nullptr;
+    dc.out = static_cast<Real*>(slot.out.ptr());
+    dc.status = static_cast<std::uint8_t*>(slot.status.ptr());
+    rt_->launch(p.power ? device::Kernel::PowerSparse : device::Kernel::Batched, b.n, ds, dc,
+                slot.stream);
+  }
+
+  // Copies chunk [first, first + m) back into the result and its statuses.
+  template <class Real>
+  void drain_chunk(const PreparedBatch& b, const Plan& p, std::int64_t first, std::int64_t m,
+                   Slot& slot, ResultView<Real> out) {
+    void* st = slot.stream;
+    rt_->copy_to_host(status_stage_.ptr(), slot.status.ptr(), static_cast<std::size_t>(m), st);
+    const std::size_t total = p.out_per_subject * static_cast<std::size_t>(m);
+    const std::size_t piece = p.piece;
+    const std::size_t pieces = (total + piece - 1) / piece;
+    const auto* src = static_cast<const unsigned char*>(slot.out.ptr());
+    auto* dst = reinterpret_cast<unsigned char*>(out.amounts + first * p.n_out * b.n);
+    auto issue = [&](std::size_t q) {
+      const std::size_t off = q * piece;
+      rt_->copy_to_host(piece_[q % 2].ptr(), src + off, std::min(piece, total - off), st);
+      rt_->record(piece_done_[q % 2], st);
+    };
+    if (pieces > 0) issue(0);
+    for (std::size_t q = 0; q < pieces; ++q) {
+      // Piece q+1 goes into the other staging buffer, whose previous piece (q-1) the host has
+      // already copied out.
+      if (q + 1 < pieces) issue(q + 1);
+      rt_->wait_event(piece_done_[q % 2]);
+      const std::size_t off = q * piece;
+      parallel_copy(dst + off, piece_[q % 2].ptr(), std::min(piece, total - off), b.threads);
+    }
+    // Execution errors of the chunk's kernel and copies surface here (or at an event above).
+    rt_->synchronize(st);
+    const auto* flags = static_cast<const std::uint8_t*>(status_stage_.ptr());
+    for (std::int64_t j = 0; j < m; ++j)
+      out.status[first + j] = flags[j] ? SubjectStatus::NonFinite : SubjectStatus::Ok;
+  }
+
+  template <class Real>
+  void run_all(const PreparedBatch& b, ResultView<Real> out) {
+    const Schedule& s = b.schedule;
+    Plan p;
+    p.n_out = static_cast<std::int64_t>(b.out_steps.size());
+    p.dense = p.n_out == s.steps + 1;  // sorted, distinct, in [0, steps]: exactly 0..steps
+    p.power = method_ == Method::Power && !p.dense;
+    if (p.power) p.levels = power_levels(s.steps);
+    const std::size_t nn = static_cast<std::size_t>(b.n) * static_cast<std::size_t>(b.n);
+    p.in_per_subject = (2 + s.partial_lengths.size()) * nn * sizeof(double);
+    p.out_per_subject =
+        static_cast<std::size_t>(p.n_out) * static_cast<std::size_t>(b.n) * sizeof(Real);
+    p.table_per_subject = p.power ? static_cast<std::size_t>(p.levels) * 2 * nn * sizeof(Real) : 0;
+
+    const device::DeviceSchedule ds = upload_schedule(b, p);
+    plan_chunks(b, p, sched_.bytes());
+
+    // Buffers for a full chunk in each slot used (grown only when too small). plan_chunks()
+    // counted every cached device buffer as reusable, so when one must grow all are freed
+    // first (no old buffer stays next to the new ones), and an unused second slot gives its
+    // buffers back.
+    const std::size_t um = static_cast<std::size_t>(p.chunk);
+    const std::size_t need_in = p.in_per_subject * um;
+    const std::size_t need_out = p.out_per_subject * um;
+    const std::size_t need_table = p.table_per_subject * um;
+    const int slots = p.chunks > 1 ? 2 : 1;
+    bool grow = false;
+    for (int i = 0; i < slots; ++i) {
+      const Slot& sl = slot_[i];
+      grow = grow || sl.in.bytes() < need_in || sl.out.bytes() < need_out ||
+             sl.status.bytes() < um || sl.table.bytes() < need_table;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (grow || i >= slots) slot_[i].release_device();
+      if (i >= slots) continue;
+      Slot& sl = slot_[i];
+      sl.in.reserve(need_in);
+      sl.out.reserve(need_out);
+      sl.status.reserve(um);
+      sl.table.reserve(need_table);
+      sl.in_stage.reserve(need_in);
+    }
+    status_stage_.reserve(um);
+    p.piece = std::min(rt_->piece_bytes(), p.out_per_subject * um);
+    for (Buffer& pb : piece_) pb.reserve(p.piece);
+
+    auto chunk_first = [&](std::int64_t i) { return i * p.chunk; };
+    auto chunk_size = [&](std::int64_t i) {
+      return std::min(p.chunk, b.subjects - chunk_first(i));
+    };
+    launch_chunk<Real>(b, p, ds, chunk_first(0), chunk_size(0), slot_[0]);
+    for (std::int64_t i = 0; i < p.chunks; ++i) {
+      if (i + 1 < p.chunks)
+        launch_chunk<Real>(b, p, ds, chunk_first(i + 1), chunk_size(i + 1), slot_[(i + 1) % 2]);
+      drain_chunk<Real>(b, p, chunk_first(i), chunk_size(i), slot_[i % 2], out);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_device_backend(Method method,
+                                             std::unique_ptr<device::Runtime> runtime) {
+  return std::make_unique<DeviceBackend>(method, std::move(runtime));
+}
+
+}  // namespace pkscan::detail

@@ -1,0 +1,111 @@
+// The CUDA runtime behind device 'cuda' (device/runtime.hpp): device memory, pinned staging,
+// streams, events and asynchronous copies. With launch_cuda.cu (the kernels on Thrust's CUDA
+// system) this is all the CUDA-only code of pkscan; everything it runs is shared with the host
+// system and tested in CI there. Compiled by the host compiler against the CUDA runtime API.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "device/cuda_check.hpp"
+#include "device/runtime.hpp"
+
+namespace pkscan::device {
+
+template <class Real>
+void launch_cuda(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<Real>& c,
+                 void* stream);  // launch_cuda.cu
+
+int cuda_device_count(std::string* why) noexcept {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (why)
+      *why = std::string("no usable CUDA device (") + cudaGetErrorName(err) + ": " +
+             cudaGetErrorString(err) + ")";
+    (void)cudaGetLastError();  // clear the error so it does not leak into the next call
+    return 0;
+  }
+  if (count == 0 && why) *why = "no CUDA device found";
+  return count;
+}
+
+namespace {
+
+class CudaRuntime final : public Runtime {
+ public:
+  const char* system() const noexcept override { return "cuda"; }
+  int device_count(std::string* why) const noexcept override { return cuda_device_count(why); }
+  int current_device() override {
+    int dev = 0;
+    PKSCAN_CUDA_CHECK(cudaGetDevice(&dev));
+    return dev;
+  }
+  void memory_info(std::size_t& free_bytes, std::size_t& total_bytes) override {
+    PKSCAN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  }
+  void* alloc(std::size_t bytes) override {
+    void* p = nullptr;
+    PKSCAN_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  void free(void* p) noexcept override { (void)cudaFree(p); }
+  void* alloc_staging(std::size_t bytes) override {
+    void* p = nullptr;
+    PKSCAN_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    return p;
+  }
+  void free_staging(void* p) noexcept override { (void)cudaFreeHost(p); }
+  void* create_stream() override {
+    cudaStream_t s = nullptr;
+    PKSCAN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }
+  void destroy_stream(void* stream) noexcept override {
+    (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  }
+  void* create_event() override {
+    cudaEvent_t e = nullptr;
+    PKSCAN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void destroy_event(void* event) noexcept override {
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, void* stream) override {
+    PKSCAN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                      static_cast<cudaStream_t>(stream)));
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, void* stream) override {
+    PKSCAN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                      static_cast<cudaStream_t>(stream)));
+  }
+  void record(void* event, void* stream) override {
+    PKSCAN_CUDA_CHECK(
+        cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+  }
+  void wait_event(void* event) override {
+    PKSCAN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  }
+  void synchronize(void* stream) override {
+    PKSCAN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  }
+  void synchronize_quietly(void* stream) noexcept override {
+    (void)cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    (void)cudaGetLastError();
+  }
+  void launch(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<double>& c,
+              void* stream) override {
+    launch_cuda<double>(kernel, n, s, c, stream);
+  }
+  void launch(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<float>& c,
+              void* stream) override {
+    launch_cuda<float>(kernel, n, s, c, stream);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Runtime> make_cuda_runtime() { return std::make_unique<CudaRuntime>(); }
+
+}  // namespace pkscan::device

@@ -1,0 +1,96 @@
+// The host system (device/runtime_host.hpp): Thrust's OpenMP system runs the kernels of
+// subject_kernels.hpp, the same source that nvcc builds for CUDA (launch_cuda.cu), and memory,
+// copies, streams and events are their host equivalents (copies synchronous, streams and
+// events no-ops). Compiled by g++ with THRUST_DEVICE_SYSTEM_OMP and the Thrust headers of the
+// CUDA Toolkit (CMakeLists.txt: pkscan_device_host).
+#include "device/runtime_host.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <pkscan/error.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "device/launch.hpp"
+// After every Thrust algorithm header.
+#include <thrust/system/omp/execution_policy.h>
+
+namespace pkscan::device {
+
+namespace {
+
+class HostRuntime final : public Runtime {
+ public:
+  explicit HostRuntime(const HostRuntimeOptions& o) : o_(o) {}
+
+  const char* system() const noexcept override { return "omp-host"; }
+  int device_count(std::string*) const noexcept override { return 1; }
+  int current_device() override { return 0; }
+  void memory_info(std::size_t& free_bytes, std::size_t& total_bytes) override {
+    free_bytes = o_.memory_bytes > held_ ? o_.memory_bytes - held_ : 0;
+    total_bytes = o_.memory_bytes;
+  }
+  void* alloc(std::size_t bytes) override {
+    void* p = std::malloc(bytes > 0 ? bytes : 1);
+    if (!p)
+      throw DeviceError("simulate: omp-host: out of memory allocating " + std::to_string(bytes) +
+                        " bytes");
+    held_ += bytes;
+    sizes_[p] = bytes;
+    return p;
+  }
+  void free(void* p) noexcept override {
+    if (!p) return;
+    if (auto it = sizes_.find(p); it != sizes_.end()) {
+      held_ -= it->second;
+      sizes_.erase(it);
+    }
+    std::free(p);
+  }
+  void* alloc_staging(std::size_t bytes) override {
+    void* p = std::malloc(bytes > 0 ? bytes : 1);
+    if (!p) throw DeviceError("simulate: omp-host: out of host memory for staging");
+    return p;
+  }
+  void free_staging(void* p) noexcept override { std::free(p); }
+  void* create_stream() override { return &streams_; }  // any non-null handle
+  void destroy_stream(void*) noexcept override {}
+  void* create_event() override { return &events_; }
+  void destroy_event(void*) noexcept override {}
+  void copy_to_device(void* dst, const void* src, std::size_t bytes, void*) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes, void*) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void record(void*, void*) override {}
+  void wait_event(void*) override {}
+  void synchronize(void*) override {}
+  void synchronize_quietly(void*) noexcept override {}
+  void launch(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<double>& c,
+              void*) override {
+    device::launch<double>(thrust::omp::par, kernel, n, s, c);
+  }
+  void launch(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<float>& c,
+              void*) override {
+    device::launch<float>(thrust::omp::par, kernel, n, s, c);
+  }
+  std::int64_t min_chunk_subjects() const noexcept override { return o_.min_chunk_subjects; }
+  std::size_t target_chunk_bytes() const noexcept override { return o_.target_chunk_bytes; }
+  std::size_t piece_bytes() const noexcept override { return o_.piece_bytes; }
+
+ private:
+  HostRuntimeOptions o_;
+  std::size_t held_ = 0;
+  std::unordered_map<void*, std::size_t> sizes_;
+  int streams_ = 0, events_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Runtime> make_host_runtime(const HostRuntimeOptions& options) {
+  return std::make_unique<HostRuntime>(options);
+}
+
+}  // namespace pkscan::device
