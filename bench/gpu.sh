@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# GPU measurements of docs/performance.md (issue 15), in one command on a machine with a GPU:
+#  1. ctest -L gpu: the agreement suite on the CUDA instantiation of the device code;
+#  2. `pkscan bench --device cuda` cells, each beside the same cell on the CPU in the same run:
+#     dense N=1e6, T=1e3 in float64 and float32, and power N=1, T=1e6 (sparse:1000);
+#  3. the seed's formulation in JAX (x_t = K x_{t-1} by lax.scan over stacked per-subject K) on
+#     the same GPU, if JAX with CUDA is importable (JAX=python path, default .venv/bin/python).
+# Writes bench/results/<gpu>-<date>.json (one JSON object per line). On a machine without a
+# usable CUDA device it prints one line saying so and exits 0.
+# Not measured yet (no device path for them: issue 15 is open): the device-to-device copy
+# ceiling, population summaries on the device, the Predictor on the device.
+# Usage: bench/gpu.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build=${1:-build}
+pkscan="$build/bin/pkscan"
+[ -x "$pkscan" ] || { echo "bench/gpu.sh: $pkscan is not built (run bash setup.sh)" >&2; exit 1; }
+
+# Exit status 3: the device is not available in this build or on this machine.
+status=0
+why=$("$pkscan" bench --device cuda --method batched --n 1 --t 1 --repeat 1 2>&1 >/dev/null) ||
+  status=$?
+if [ "$status" -eq 3 ]; then
+  echo "bench/gpu.sh: no GPU here, nothing measured (${why#pkscan: error: })"
+  exit 0
+elif [ "$status" -ne 0 ]; then
+  echo "bench/gpu.sh: pkscan bench failed: $why" >&2
+  exit 1
+fi
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-' || true)
+out="bench/results/${gpu:-cuda}-$(date +%F).json"
+: >"$out"
+echo "bench/gpu.sh: writing $out"
+
+ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | tail -3 |
+  python3 -c 'import json,sys; print(json.dumps({"ctest_gpu": sys.stdin.read().strip()}))' >>"$out"
+
+cell() {  # device, then pkscan bench options
+  local device=$1
+  shift
+  "$pkscan" bench --device "$device" --repeat 3 "$@" >>"$out"
+}
+for precision in float64 float32; do
+  cell cuda --method batched --n 1000000 --t 1000 --precision "$precision" --output dense
+  cell cpu --method batched --n 1000000 --t 1000 --precision "$precision" --output dense
+done
+cell cuda --method power --n 1 --t 1000000 --output sparse:1000
+cell cpu --method power --n 1 --t 1000000 --output sparse:1000
+
+jax_python=${JAX:-.venv/bin/python}
+if [ -x "$jax_python" ] && "$jax_python" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' \
+  2>/dev/null; then
+  "$jax_python" - >>"$out" <<'PY' || echo '{"jax_seed_scan": "failed"}' >>"$out"
+import json, time
+import jax, jax.numpy as jnp
+jax.config.update("jax_enable_x64", True)
+n, t = 100_000, 1000
+key = jax.random.PRNGKey(0)
+f = jnp.exp(0.3 * jax.random.normal(key, (n,)))
+ka, k12, k21, ke = 0.10 * f, 0.05 * f, 0.03 / f, 0.02 * f
+z = jnp.zeros(n)
+a = jnp.stack([jnp.stack([-ka, z, z], -1), jnp.stack([ka, -(ke + k12), k21], -1),
+               jnp.stack([z, k12, -k21], -1)], -2)          # (n, 3, 3), Euler, dt = 1
+k = jnp.eye(3) + a
+x0 = jnp.zeros((n, 3)).at[:, 0].set(100.0)
+@jax.jit
+def run(k, x0):
+    def step(x, _):
+        x = jnp.einsum("nij,nj->ni", k, x)
+        return x, x
+    return jax.lax.scan(step, x0, None, length=t)[1]
+run(k, x0).block_until_ready()
+times = []
+for _ in range(3):
+    t0 = time.perf_counter(); run(k, x0).block_until_ready(); times.append(time.perf_counter() - t0)
+print(json.dumps({"jax_seed_scan": {"device": str(jax.devices()[0]), "n": n, "t": t,
+                                    "best_s": min(times)}}))
+PY
+fi
+cat "$out"
