@@ -10,6 +10,7 @@
 #include <pkscan/types.hpp>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "schedule.hpp"
@@ -82,6 +83,17 @@ void with_compartments_2_to_4(int n, F&& f) {
       f(std::integral_constant<int, 4>{});
       return;
   }
+}
+
+// Calls f(std::integral_constant<int, N>{}) for N = n in 1..6, the model sizes the reference scan
+// is compiled for; false (f not called) for any other n.
+template <class F, int... I>
+bool with_compartments_in(int n, F& f, std::integer_sequence<int, I...>) {
+  return ((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+}
+template <class F>
+bool with_compartments_1_to_6(int n, F&& f) {
+  return with_compartments_in(n, f, std::make_integer_sequence<int, 6>{});
 }
 
 // The one factory. Throws BackendUnavailable for a method/device not in this build.

@@ -188,6 +188,15 @@ PKSCAN_HD inline void breakpoint_inputs(const ScheduleView& s, const TransitionV
   }
 }
 
+// A subject's start: K rounded to Real once (element e at tr.k[e * tr.stride]) and the state at
+// t = 0 (the schedule's doses at 0), as every grid path begins.
+template <int N, class Real>
+PKSCAN_HD inline void subject_start(const ScheduleView& s, const TransitionView& tr, Real* k,
+                                    Real* x) {
+  for (int e = 0; e < N * N; ++e) k[e] = static_cast<Real>(tr.k[e * tr.stride]);
+  for (int r = 0; r < N; ++r) x[r] = static_cast<Real>(s.initial[r]);
+}
+
 // ---- The power table and jumps (parallel-power path) --------------------------------------
 
 // Levels of the power table for a horizon: the smallest L >= 1 with 2^L > steps.

@@ -85,10 +85,8 @@ struct BatchedSubject {
     const detail::ScheduleView& s = sched.s;
     const detail::TransitionView tr = subject_transition<N>(ch, j);
     RowWriter<N, Real> w{ch.out + j * sched.n_out * N};
-    Real k[N * N];
-    for (int e = 0; e < N * N; ++e) k[e] = static_cast<Real>(tr.k[e * tr.stride]);
-    Real x[N];
-    for (int r = 0; r < N; ++r) x[r] = static_cast<Real>(s.initial[r]);
+    Real k[N * N], x[N];
+    detail::subject_start<N, Real>(s, tr, k, x);
     const bool dense = sched.dense();
     std::int64_t next = 0;  // next output row
     const std::int64_t last = dense ? s.steps : sched.out_steps[sched.n_out - 1];
@@ -126,11 +124,10 @@ struct PowerSparseSubject {
     Real k[N * N];
     detail::PowerSubjectView<N, Real> ps{
         subject_transition<N>(ch, j), k, {ch.table + j, ch.subjects, sched.levels}};
-    for (int e = 0; e < N * N; ++e) k[e] = static_cast<Real>(ps.tr.k[e * ps.tr.stride]);
+    Real x[N];
+    detail::subject_start<N, Real>(s, ps.tr, k, x);
     detail::build_power_table<N, Real>(ps.tr.k, ps.tr.stride, ps.table);
     RowWriter<N, Real> w{ch.out + j * sched.n_out * N};
-    Real x[N];
-    for (int r = 0; r < N; ++r) x[r] = static_cast<Real>(s.initial[r]);
     std::int64_t at = 0;
     for (std::int64_t o = 0; o < sched.n_out; ++o) {
       detail::advance<N, Real>(s, ps, x, at, sched.out_steps[o]);

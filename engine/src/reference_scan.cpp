@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "detail/backend.hpp"
-#include "detail/reference.hpp"
 #include "detail/grid_math.hpp"
+#include "detail/reference.hpp"
 #include "detail/transition.hpp"
 
 namespace pkscan::detail {
@@ -84,15 +84,12 @@ SubjectStatus reference_scan_matrix(const Mat<N>& a, double dt, Discretization d
   const std::size_t nbp = static_cast<std::size_t>(s.breakpoints());
   std::vector<Real> c(nbp * N), f(nbp * N);
   subject_inputs<N, Real>(s, tr, c.data(), f.data());
-  Real k[N * N];
-  Real x0[N];
-  for (int i = 0; i < N * N; ++i) k[i] = static_cast<Real>(tr.k.data()[i]);
-  for (int r = 0; r < N; ++r) x0[r] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
+  Real k[N * N], x0[N];
+  subject_start<N, Real>(s.view(), view_of(tr), k, x0);
   scan_subject<N, Real>(s, k, c.data(), f.data(), x0, out_steps, out);
-  bool finite = true;
-  const std::size_t count = out_steps.size() * N;
-  for (std::size_t i = 0; i < count; ++i) finite = finite && std::isfinite(out[i]);
-  return finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+  return all_finite(out, static_cast<std::int64_t>(out_steps.size()) * N)
+             ? SubjectStatus::Ok
+             : SubjectStatus::NonFinite;
 }
 
 #define PKSCAN_INSTANTIATE_REFERENCE(N, Real)                                                  \
@@ -116,29 +113,11 @@ PKSCAN_INSTANTIATE_REFERENCE(4, float)
 template <class Real>
 void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* out,
                        SubjectStatus* status) {
-  switch (batch.n) {
-    case 1:
-      reference_subject_n<1, Real>(batch, subject, out, status);
-      return;
-    case 2:
-      reference_subject_n<2, Real>(batch, subject, out, status);
-      return;
-    case 3:
-      reference_subject_n<3, Real>(batch, subject, out, status);
-      return;
-    case 4:
-      reference_subject_n<4, Real>(batch, subject, out, status);
-      return;
-    case 5:
-      reference_subject_n<5, Real>(batch, subject, out, status);
-      return;
-    case 6:
-      reference_subject_n<6, Real>(batch, subject, out, status);
-      return;
-    default:
-      throw InvalidArgument("simulate: models with " + std::to_string(batch.n) +
-                            " compartments are not compiled in");
-  }
+  if (!with_compartments_1_to_6(batch.n, [&](auto n) {
+        reference_subject_n<decltype(n)::value, Real>(batch, subject, out, status);
+      }))
+    throw InvalidArgument("simulate: models with " + std::to_string(batch.n) +
+                          " compartments are not compiled in");
 }
 template void reference_subject<double>(const PreparedBatch&, std::int64_t, double*,
                                         SubjectStatus*);
