@@ -4,7 +4,7 @@
 //
 // Numeric contract: transitions are built on the host in double (build_transition, as every
 // other path) and uploaded in double; the kernels (subject_kernels.hpp) round K to Real and take
-// every number from detail/grid_math.hpp. On the host system the results are the CPU paths' bits
+// every number from grid/grid_math.hpp. On the host system the results are the CPU paths' bits
 // (batched: the reference scan's; power: the CPU power path's). nvcc contracts the steps'
 // multiply-adds into FMA, so the CUDA build is within 1e-12 relative of the reference in float64
 // (batched) and 1e-10 (power: products reordered by repeated squaring). Deterministic run to run
@@ -30,7 +30,7 @@
 // Errors: DeviceError from the runtime; BackendUnavailable when no device is usable. On an error
 // the streams are drained before the exception leaves run(), so no copy is still writing into
 // buffers that a later run reuses.
-#include "detail/device_backend.hpp"
+#include "grid/device_backend.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -41,10 +41,10 @@
 #include <string>
 #include <vector>
 
-#include "detail/backend.hpp"
-#include "detail/parallel.hpp"
-#include "detail/schedule.hpp"
-#include "detail/transition.hpp"
+#include "grid/backend.hpp"
+#include "core/parallel.hpp"
+#include "grid/schedule.hpp"
+#include "grid/transition.hpp"
 #include "device/runtime.hpp"
 
 namespace pkscan::detail {

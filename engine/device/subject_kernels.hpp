@@ -2,7 +2,7 @@
 // The device paths of methods `batched` and `power`, one subject per call: PKSCAN_HD functors
 // that Thrust runs over a chunk's subjects (thrust::for_each on a counting iterator), on whatever
 // system it is built for: CUDA with nvcc (launch_cuda.cu) or OpenMP with g++ (runtime_host.cpp).
-// Every number comes from detail/grid_math.hpp, the functions the CPU paths call, so the host
+// Every number comes from grid/grid_math.hpp, the functions the CPU paths call, so the host
 // system's results are the CPU's bits (batched: the reference scan's; power: the CPU power
 // path's), and the CUDA build differs from them only by nvcc's FMA contraction of the steps.
 //
@@ -18,7 +18,7 @@
 // subject's bits do not depend on its chunk or on the thread that runs it.
 #include <cstdint>
 
-#include "detail/grid_math.hpp"
+#include "grid/grid_math.hpp"
 
 namespace pkscan::device {
 

@@ -4,7 +4,7 @@
 // Tolerance table (relative to each value, with an absolute floor relative to the subject's
 // peak amount for values that decayed towards zero):
 //   batched cpu   float64 0       (bit-identical: the scan's arithmetic in every SIMD clone, no
-//                                  contraction: -ffp-contract=off, detail/lanes.hpp)
+//                                  contraction: -ffp-contract=off, grid/lanes.hpp)
 //   power cpu     float64 1e-10   (products reordered by repeated squaring)
 //   batched cuda  float64 1e-12, power cuda float64 1e-10 (nvcc contracts into FMA)
 //   device code on Thrust's OpenMP host system (the same Gpu/ cases, built into

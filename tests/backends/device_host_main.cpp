@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "detail/device_backend.hpp"
+#include "grid/device_backend.hpp"
 #include "device/runtime_host.hpp"
 
 int main(int argc, char** argv) {

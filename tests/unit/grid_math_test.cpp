@@ -5,7 +5,7 @@
 //   composed both ways agree to rounding, and exactly where every product is exact;
 // - the power table and jumps against repeated single steps.
 // This file is compiled with -ffp-contract=off, as every host file that includes grid_math.hpp.
-#include "detail/grid_math.hpp"
+#include "grid/grid_math.hpp"
 
 #include <gtest/gtest.h>
 

@@ -245,7 +245,7 @@ void expect_same_as_simulate(const Dataset& d, const std::shared_ptr<const Model
   std::vector<double> all(static_cast<std::size_t>(pr.observations()));
   for (std::int64_t s = 0; s < pr.subjects(); ++s)
     pr.predict(s, b.row(s), all.data() + pr.observation_offset(s), *ws);
-  // One event solver serves both (engine/src/events/solver.hpp): the same bits, not just close.
+  // One event solver serves both (engine/events/solver.hpp): the same bits, not just close.
   for (std::size_t i = 0; i < all.size(); ++i)
     ASSERT_EQ(std::memcmp(&ref.prediction[i], &all[i], sizeof(double)), 0)
         << what << " row " << i << ": " << ref.prediction[i] << " vs " << all[i];

@@ -7,8 +7,8 @@
 #include <pkscan/pkscan.hpp>
 #include <random>
 
-#include "detail/reference.hpp"
-#include "detail/schedule.hpp"
+#include "grid/reference.hpp"
+#include "grid/schedule.hpp"
 #include "support/analytic.hpp"
 #include "support/expect_close.hpp"
 

@@ -1,5 +1,5 @@
 // The schedule compiler: grid snapping, breakpoints, infusion coverage.
-#include "detail/schedule.hpp"
+#include "grid/schedule.hpp"
 
 #include <gtest/gtest.h>
 

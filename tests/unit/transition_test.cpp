@@ -1,7 +1,7 @@
-// The exact discretization's transition matrices (engine/src/transition.cpp) against Eigen's
+// The exact discretization's transition matrices (engine/grid/transition.cpp) against Eigen's
 // MatrixFunctions exponential of the augmented matrix [[A, I], [0, 0]] h (Higham's Pade scaling
 // and squaring), for random Metzler rate matrices of linear PK models from mild to stiff.
-#include "detail/transition.hpp"
+#include "grid/transition.hpp"
 
 #include <gtest/gtest.h>
 

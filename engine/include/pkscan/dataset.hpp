@@ -4,7 +4,7 @@
 /// per-record model parameters and covariates that travel with them.
 ///
 /// The reader checks the format and the NONMEM record rules (see the conventions block at the
-/// top of engine/src/dataset.cpp) and reports every problem as a ConfigError carrying the file,
+/// top of engine/events/dataset_reader.cpp) and reports every problem as a ConfigError carrying the file,
 /// the 1-based line and the 1-based column (field index) of the offending value. It does not
 /// check parameter values (negative rates, zero volumes): the engine validates those. Values
 /// keep the dataset's units; pkscan is unit-agnostic (see types.hpp).

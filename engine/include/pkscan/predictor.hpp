@@ -12,7 +12,7 @@
 /// a dataset record overrides has derivative 0 over the intervals it governs.
 ///
 /// Predictions are those of simulate_dataset() for the same dataset and parameters, bit for bit
-/// (both run one event solver, engine/src/events/solver.hpp), with the same conventions
+/// (both run one event solver, engine/events/solver.hpp), with the same conventions
 /// (docs/conventions.md): EVID 0-4, ADDL/II, SS=1/2 in closed form, f_<cmt> scaling the amount
 /// (and with a fixed RATE the duration), lag_<cmt>, next-record-carries-backward parameter
 /// columns. A steady state that does not exist (no elimination) gives NaN predictions, not an

@@ -1,0 +1,190 @@
+// Event plans of datasets (plan.hpp).
+#include "events/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <pkscan/error.hpp>
+
+namespace pkscan::detail {
+
+DatasetSetup::DatasetSetup(const Dataset& dataset, std::shared_ptr<const ModelInfo> model_info,
+                           std::string who_name, bool sensitivities)
+    : data(&dataset), model(std::move(model_info)), who(std::move(who_name)) {
+  if (!model) throw InvalidArgument(who + ": the model is null");
+  const ModelInfo& m = *model;
+  if (m.kind == ModelKind::Linear && m.compartments.empty())
+    throw InvalidArgument(who +
+                          ": the linear model has no compartments; build it with "
+                          "make_linear_model()");
+  n = static_cast<int>(m.compartments.size());
+  np = static_cast<int>(m.parameters.size());
+  if (n < 1 || n > 6) throw InvalidArgument(who + ": model " + m.name + " has an unsupported size");
+  if (np > kMaxColumns)
+    throw InvalidArgument(who + ": model " + m.name + " has " + std::to_string(np) +
+                          " parameters, but at most " + std::to_string(kMaxColumns) +
+                          " are supported");
+  is_dataset_column.assign(static_cast<std::size_t>(np), 0);
+  for (const std::string& name : data->parameter_columns) {
+    const int col = parameter_index(m, name);
+    if (col < 0)
+      throw InvalidArgument(who + ": dataset column " + name + " is not a parameter of " + m.name);
+    column_of.push_back(col);
+    is_dataset_column[static_cast<std::size_t>(col)] = 1;
+  }
+  if (sensitivities) rates = analyse_rates(m);
+}
+
+std::string DatasetSetup::locate(std::int64_t s, std::int64_t record,
+                                 const std::string& msg) const {
+  const DatasetSubject& sub = data->subjects[static_cast<std::size_t>(s)];
+  return who + ": " + data->file + ":" +
+         std::to_string(sub.records[static_cast<std::size_t>(record)].line) + ": ID \"" + sub.id +
+         "\" (subject " + std::to_string(s + 1) + "): " + msg;
+}
+
+void DatasetSetup::fail_record(std::int64_t s, std::int64_t record, const std::string& msg) const {
+  throw DomainError(locate(s, record, msg));
+}
+
+namespace {
+
+// Sorts by detail::before, stably (events with equal keys keep the order they were made in).
+// Records are in time order, so the events nearly are too (only ADDL doses and infusion stops
+// land later): an insertion sort is about linear then. When it is not (long ADDL runs), the
+// insertion sort gives up and std::stable_sort finishes: the same order either way.
+void sort_events(std::vector<EventTemplate>& ev) {
+  const std::size_t budget = 8 * ev.size() + 64;
+  std::size_t moves = 0;
+  for (std::size_t i = 1; i < ev.size(); ++i) {
+    if (!before(ev[i].e, ev[i - 1].e)) continue;
+    const EventTemplate t = ev[i];
+    std::size_t j = i;
+    for (; j > 0 && before(t.e, ev[j - 1].e); --j) ev[j] = ev[j - 1];
+    ev[j] = t;
+    moves += i - j;
+    if (moves > budget) {
+      std::stable_sort(ev.begin(), ev.end(), [](const EventTemplate& a, const EventTemplate& b) {
+        return before(a.e, b.e);
+      });
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void DatasetSetup::fill_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
+                             std::vector<double>& rows) const {
+  const std::size_t width = static_cast<std::size_t>(np);
+  rows.resize(plan.rows.size() * width);
+  for (std::size_t t = 0; t < plan.rows.size(); ++t) {
+    double* row = rows.data() + t * width;
+    std::copy(params, params + width, row);
+    for (const auto& [col, v] : plan.rows[t].overrides) row[col] = v;
+    const std::string msg = check_parameters(*model, row);
+    if (!msg.empty()) fail_record(s, plan.rows[t].first_record, msg);
+  }
+}
+
+void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
+  const ModelInfo& m = *model;
+  const std::vector<DatasetRecord>& recs = data->subjects[static_cast<std::size_t>(s)].records;
+  plan.events.clear();
+  plan.rows.clear();
+  plan.ll_obs.clear();
+  plan.ll_dv.clear();
+  plan.ll_line.clear();
+  plan.row_of.assign(recs.size(), 0);
+  plan.last_obs = -std::numeric_limits<double>::infinity();
+  plan.dosed = 0;
+  plan.observed = 0;
+  plan.lag_boundaries = 0;
+  std::int64_t next_id = 0;
+  std::int64_t obs = 0;
+  for (std::size_t j = 0; j < recs.size(); ++j) {
+    const DatasetRecord& r = recs[j];
+    const std::int64_t seq = static_cast<std::int64_t>(j);
+    if (r.parameters.size() != column_of.size())
+      throw InvalidArgument(who + ": " + data->file + ":" + std::to_string(r.line) +
+                            ": the record has " + std::to_string(r.parameters.size()) +
+                            " parameter values, but the dataset has " +
+                            std::to_string(column_of.size()) + " parameter columns");
+    if (r.cmt > n)
+      throw InvalidArgument(locate(s, seq,
+                                   "CMT is " + std::to_string(r.cmt) + ", but the model " + m.name +
+                                       " has " + std::to_string(n) + " compartments"));
+    // The row: the dataset cells of this record (a run of equal records shares one).
+    RowTemplate row;
+    row.first_record = seq;
+    for (std::size_t c = 0; c < column_of.size(); ++c) {
+      const double v = r.parameters[c];
+      if (std::isnan(v)) continue;
+      row.overrides.emplace_back(column_of[c], v);
+      row.overridden |= std::uint64_t{1} << column_of[c];
+    }
+    if (plan.rows.empty() || plan.rows.back().overrides != row.overrides)
+      plan.rows.push_back(std::move(row));
+    plan.row_of[j] = static_cast<int>(plan.rows.size()) - 1;
+    // Every record time bounds an interval (its parameters govern the interval ending there):
+    // observations, resets, steady states and unlagged doses are events at the record's time;
+    // other records need a boundary (for a lagged dose the solver adds it). An infusion always
+    // has a stop (with F 0 it coincides with the arrival and changes nothing).
+    if (r.evid == 2) plan.events.push_back({{r.time, 2, seq, 0, kBoundary}, 0});
+    if (r.evid == 0) {
+      Event o{r.time, 2, seq, 3, kObserve};
+      o.row = obs;
+      plan.events.push_back({o, 0});
+      if (!r.mdv && !std::isnan(r.dv)) {
+        plan.ll_obs.push_back(static_cast<int>(obs));
+        plan.ll_dv.push_back(r.dv);
+        plan.ll_line.push_back(static_cast<int>(r.line));
+      }
+      const int cmt = r.cmt > 0 ? r.cmt - 1 : m.default_observation_compartment;
+      plan.observed |= std::uint64_t{1} << cmt;
+      ++obs;
+      plan.last_obs = r.time;
+      continue;
+    }
+    if (r.evid == 3 || r.evid == 4) plan.events.push_back({{r.time, 2, seq, 1, kReset}, 0});
+    if (!r.is_dose()) continue;
+    const int cmt = r.cmt > 0 ? r.cmt - 1 : m.default_dose_compartment;
+    plan.dosed |= std::uint64_t{1} << cmt;
+    if (r.evid != 4 && r.ss == 0) ++plan.lag_boundaries;
+    const bool infusion = r.rate > 0.0;
+    if (r.ss > 0) {  // the steady state at the record's own time (amount and duration: F)
+      Event st{r.time, 2, seq, 2, kSteady};
+      st.cmt = cmt;
+      st.amount = r.amt;
+      st.rate = infusion ? r.rate : 0.0;
+      st.duration = infusion ? r.amt / r.rate : 0.0;
+      st.ss = r.ss;
+      st.ii = r.ii;
+      plan.events.push_back({st, 0});
+      // A constant infusion at steady state (AMT 0, II 0) ends at the record's time (NONMEM).
+      if (r.ii == 0.0) continue;
+    }
+    for (std::int64_t k = 0; k <= r.addl; ++k) {
+      const double t = r.time + static_cast<double>(k) * r.ii;
+      Event d{t, k == 0 ? 2 : 1, seq, 3, kDose};
+      d.cmt = cmt;
+      d.amount = r.amt;
+      d.rate = infusion ? r.rate : 0.0;
+      d.duration = infusion ? r.amt / r.rate : 0.0;
+      d.ii = r.ii;
+      if (infusion) {
+        d.id = next_id++;
+        Event stop{t + d.duration, 0, seq, 0, kStop};
+        stop.id = d.id;
+        stop.cmt = cmt;
+        stop.rate = r.rate;
+        plan.events.push_back({stop, k});
+      }
+      plan.events.push_back({d, k});
+    }
+  }
+  sort_events(plan.events);
+  plan.infusion_ids = next_id;
+  plan.obs_count = obs;
+}
+
+}  // namespace pkscan::detail

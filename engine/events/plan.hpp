@@ -1,0 +1,90 @@
+#pragma once
+// The plan of a dataset's events, built once per subject before any parameter is known: its
+// event templates (arrivals, infusion stops, resets, steady states, observations), the parameter
+// rows its dataset cells make, and what the likelihood reads. simulate_dataset() builds one per
+// subject as it goes; the Predictor builds all of them once and keeps them.
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <pkscan/dataset.hpp>
+#include <pkscan/models/model_kind.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "events/event_list.hpp"
+#include "core/rate_structure.hpp"
+
+namespace pkscan::detail {
+
+constexpr int kMaxColumns = 64;  // parameter columns (a bit mask per row); linear models have <= 54
+
+// A dataset event before the parameters are known: its time without lag (for stops, without
+// lag and duration), the dose number within its record.
+struct EventTemplate {
+  Event e;
+  std::int64_t addl_k = 0;
+};
+
+// The parameter row of a run of records: the subject's row with these dataset cells written in.
+struct RowTemplate {
+  std::int64_t first_record = 0;                  // for messages
+  std::vector<std::pair<int, double>> overrides;  // model column, value
+  std::uint64_t overridden = 0;                   // bit c: column c comes from the dataset
+};
+
+struct SubjectPlan {
+  // Sorted for lag 0 and f 1 (nearly sorted for others). Every record time bounds an interval
+  // (its parameters govern the interval ending there); a lagged dose record's boundary is not
+  // here but added by the solver, which knows the lag.
+  std::vector<EventTemplate> events;
+  std::vector<int> row_of;  // per record: index into rows
+  std::vector<RowTemplate> rows;
+  std::int64_t infusion_ids = 0;  // ids 0.. are the infusion doses; steady-state runs follow
+  // Dose records that need a boundary at their own time when lagged (no other event of theirs
+  // is there then): the solver adds one per such record with lag != 0.
+  std::size_t lag_boundaries = 0;
+  double last_obs = -std::numeric_limits<double>::infinity();
+  std::int64_t obs_offset = 0;
+  std::int64_t obs_count = 0;
+  std::vector<int> ll_obs;     // observations (0-based within the subject) in the likelihood
+  std::vector<double> ll_dv;   // their DV
+  std::vector<int> ll_line;    // their dataset lines (messages)
+  std::uint64_t dosed = 0;     // bit c: compartment c receives doses
+  std::uint64_t observed = 0;  // bit c: compartment c is observed
+};
+
+// What every evaluation of one dataset under one model shares: the model, the dataset's
+// parameter columns and, for sensitivities, how A depends on the parameters.
+struct DatasetSetup {
+  // Checks the model (1 to 6 compartments, at most kMaxColumns parameters) and the dataset's
+  // parameter columns. `who` starts every message ("Predictor", "simulate_dataset").
+  // @throws InvalidArgument for a model or column pkscan cannot serve
+  DatasetSetup(const Dataset& dataset, std::shared_ptr<const ModelInfo> model_info,
+               std::string who_name, bool sensitivities);
+
+  const Dataset* data;
+  std::shared_ptr<const ModelInfo> model;
+  std::string who;
+  int n = 0;
+  int np = 0;
+  std::vector<int> column_of;  // dataset parameter column -> model column
+  std::vector<char> is_dataset_column;
+  RateStructure rates;  // only with sensitivities
+
+  // The plan of subject s; its observations are numbered from 0 within the subject.
+  // @throws InvalidArgument for a record with the wrong number of parameter cells or a CMT the
+  //         model does not have (naming the record): the dataset does not fit the model
+  void build_plan(std::int64_t s, SubjectPlan& plan) const;
+  // The parameter rows of subject s (plan.rows.size() rows of np values): its row `params`
+  // with each row's dataset cells written in, every row checked (check_parameters).
+  // @throws DomainError naming the first record of an invalid row
+  void fill_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
+                 std::vector<double>& rows) const;
+  // "<who>: FILE:LINE: ID "x" (subject k): msg" for record `record` of s.
+  std::string locate(std::int64_t s, std::int64_t record, const std::string& msg) const;
+  // @throws DomainError with locate()'s message
+  [[noreturn]] void fail_record(std::int64_t s, std::int64_t record, const std::string& msg) const;
+};
+
+}  // namespace pkscan::detail

@@ -1,0 +1,332 @@
+// Predictor: a dataset prepared once, then predictions at its observation records, the
+// log-likelihood and their exact gradients, evaluated many times.
+//
+// Numeric contract: predictions are computed by the event solver of simulate_dataset()
+// (solver.hpp), so they equal its `prediction` bit for bit; gradients are the solver's forward
+// sensitivities (solver.cpp says how). Deterministic: the same inputs give the same bits for
+// any thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <pkscan/error.hpp>
+#include <pkscan/predictor.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/parallel.hpp"
+#include "events/plan.hpp"
+#include "events/solver.hpp"
+
+namespace pkscan {
+
+std::string to_string(ErrorModelKind kind) {
+  switch (kind) {
+    case ErrorModelKind::Additive:
+      return "additive";
+    case ErrorModelKind::Proportional:
+      return "proportional";
+    case ErrorModelKind::Combined:
+      return "combined";
+  }
+  return "additive";
+}
+
+ErrorModelKind error_model_from_string(std::string_view name) {
+  for (ErrorModelKind k :
+       {ErrorModelKind::Additive, ErrorModelKind::Proportional, ErrorModelKind::Combined})
+    if (name == to_string(k)) return k;
+  throw InvalidArgument("error model is \"" + std::string(name) +
+                        "\", but must be additive, proportional or combined");
+}
+
+std::vector<std::string> ErrorModel::parameter_names() const {
+  switch (kind) {
+    case ErrorModelKind::Additive:
+      return {"sigma_add"};
+    case ErrorModelKind::Proportional:
+      return {"sigma_prop"};
+    case ErrorModelKind::Combined:
+      return {"sigma_add", "sigma_prop"};
+  }
+  return {};
+}
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+[[noreturn]] void throw_invalid(const std::string& msg) { throw InvalidArgument(msg); }
+[[noreturn]] void throw_domain(const std::string& msg) { throw DomainError(msg); }
+
+}  // namespace
+
+// What a Predictor holds (immutable once built): its dataset, the setup and every subject's
+// plan.
+struct Prepared {
+  Prepared(Dataset dataset, std::shared_ptr<const ModelInfo> model)
+      : data(std::move(dataset)), setup(data, std::move(model), "Predictor", true) {
+    plans.resize(data.subjects.size());
+    for (std::size_t s = 0; s < plans.size(); ++s) {
+      detail::SubjectPlan& plan = plans[s];
+      setup.build_plan(static_cast<std::int64_t>(s), plan);
+      plan.obs_offset = total_obs;
+      total_obs += plan.obs_count;
+      max_events = std::max(max_events, plan.events.size() + plan.lag_boundaries);
+      max_obs = std::max(max_obs, static_cast<std::size_t>(plan.obs_count));
+      max_rows = std::max(max_rows, plan.rows.size());
+    }
+  }
+  Dataset data;
+  detail::DatasetSetup setup;  // refers to `data`
+  std::vector<detail::SubjectPlan> plans;
+  std::int64_t total_obs = 0;
+  std::size_t max_events = 0, max_obs = 0, max_rows = 0;
+
+  void check_subject(std::int64_t s) const {
+    if (s < 0 || s >= static_cast<std::int64_t>(plans.size()))
+      throw_invalid("Predictor: subject index is " + std::to_string(s) + ", but must be in 0.." +
+                    std::to_string(static_cast<std::int64_t>(plans.size()) - 1) + " (0-based)");
+  }
+};
+
+// ---- Workspace. ----
+
+struct Predictor::Impl : Prepared {
+  using Prepared::Prepared;
+};
+
+struct Predictor::Workspace::State {
+  explicit State(const Prepared& impl)
+      : owner(&impl),
+        solver(detail::make_event_solver(impl.setup, impl.max_rows, impl.max_events)),
+        pred(impl.max_obs),
+        jac(impl.max_obs * static_cast<std::size_t>(impl.setup.np)) {}
+  const Prepared* owner;
+  std::unique_ptr<detail::EventSolver> solver;
+  std::vector<double> pred, jac;  // log_likelihood's predictions and Jacobian
+};
+
+Predictor::Workspace::Workspace(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Predictor::Workspace::~Workspace() = default;
+
+// ---- Predictor. ----
+
+Predictor::Predictor(Dataset data, std::shared_ptr<const ModelInfo> model)
+    : impl_(std::make_unique<Impl>(std::move(data), std::move(model))) {}
+
+namespace {
+std::shared_ptr<const ModelInfo> builtin_model(ModelKind model) {
+  if (model == ModelKind::Linear)
+    throw_invalid(
+        "Predictor: model linear needs its description; pass the ModelInfo from "
+        "make_linear_model()");
+  // model_info() returns a static: share it without ownership.
+  return std::shared_ptr<const ModelInfo>(std::shared_ptr<const ModelInfo>(), &model_info(model));
+}
+}  // namespace
+
+Predictor::Predictor(Dataset data, ModelKind model)
+    : Predictor(std::move(data), builtin_model(model)) {}
+
+Predictor::~Predictor() = default;
+Predictor::Predictor(Predictor&&) noexcept = default;
+Predictor& Predictor::operator=(Predictor&&) noexcept = default;
+
+const ModelInfo& Predictor::model() const noexcept { return *impl_->setup.model; }
+const Dataset& Predictor::dataset() const noexcept { return impl_->data; }
+std::int64_t Predictor::subjects() const noexcept {
+  return static_cast<std::int64_t>(impl_->plans.size());
+}
+int Predictor::parameters() const noexcept { return impl_->setup.np; }
+std::int64_t Predictor::observations(std::int64_t s) const noexcept {
+  return impl_->plans[static_cast<std::size_t>(s)].obs_count;
+}
+std::int64_t Predictor::observation_offset(std::int64_t s) const noexcept {
+  return impl_->plans[static_cast<std::size_t>(s)].obs_offset;
+}
+std::int64_t Predictor::observations() const noexcept { return impl_->total_obs; }
+
+std::unique_ptr<Predictor::Workspace> Predictor::make_workspace() const {
+  return std::unique_ptr<Workspace>(new Workspace(std::make_unique<Workspace::State>(*impl_)));
+}
+
+namespace {
+void check_call(const Prepared& impl, const Prepared* owner, const void* params, const char* what) {
+  if (owner != &impl)
+    throw_invalid(std::string("Predictor::") + what +
+                  ": the workspace was made by another Predictor (use make_workspace())");
+  if (params == nullptr) throw_invalid(std::string("Predictor::") + what + ": params is null");
+}
+}  // namespace
+
+void Predictor::predict(std::int64_t s, const double* params, double* out, Workspace& ws) const {
+  impl_->check_subject(s);
+  check_call(*impl_, ws.state_->owner, params, "predict");
+  if (out == nullptr && observations(s) > 0) throw_invalid("Predictor::predict: out is null");
+  ws.state_->solver->predict(impl_->plans[static_cast<std::size_t>(s)], s, params, out, nullptr);
+}
+
+void Predictor::predict_gradient(std::int64_t s, const double* params, double* out,
+                                 double* jacobian, Workspace& ws) const {
+  impl_->check_subject(s);
+  check_call(*impl_, ws.state_->owner, params, "predict_gradient");
+  if ((out == nullptr || jacobian == nullptr) && observations(s) > 0)
+    throw_invalid("Predictor::predict_gradient: out or jacobian is null");
+  ws.state_->solver->predict(impl_->plans[static_cast<std::size_t>(s)], s, params, out, jacobian);
+}
+
+namespace {
+void check_error_model(const ErrorModel& error, const double* sigma) {
+  if (sigma == nullptr) throw_invalid("Predictor::log_likelihood: sigma is null");
+  if (error.log_scale && error.kind != ErrorModelKind::Additive)
+    throw_invalid(
+        "Predictor::log_likelihood: error model on the log scale is proportional or combined, but "
+        "must be additive (log(DV) = log(IPRED) + eps, sd = sigma_add)");
+  for (int i = 0; i < error.parameter_count(); ++i)
+    if (!(std::isfinite(sigma[i]) && sigma[i] > 0.0))
+      throw_domain(
+          "Predictor::log_likelihood: " + error.parameter_names()[static_cast<std::size_t>(i)] +
+          " is " + format_value(sigma[i]) + ", but must be finite and > 0");
+}
+}  // namespace
+
+double Predictor::log_likelihood(std::int64_t s, const double* params, const ErrorModel& error,
+                                 const double* sigma, double* gradient, double* sigma_gradient,
+                                 Workspace& ws) const {
+  impl_->check_subject(s);
+  check_call(*impl_, ws.state_->owner, params, "log_likelihood");
+  check_error_model(error, sigma);
+  const detail::SubjectPlan& plan = impl_->plans[static_cast<std::size_t>(s)];
+  const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
+  double* pred = ws.state_->pred.data();
+  double* jac = ws.state_->jac.data();
+  ws.state_->solver->predict(plan, s, params, pred, gradient != nullptr ? jac : nullptr);
+  constexpr double kHalfLog2Pi = 0.91893853320467274178;
+  const int ns = error.parameter_count();
+  const bool add = error.kind != ErrorModelKind::Proportional;
+  const bool prop = error.kind != ErrorModelKind::Additive;
+  const double sa = add ? sigma[0] : 0.0;
+  const double sp = prop ? sigma[add ? 1 : 0] : 0.0;
+  if (gradient != nullptr) std::fill(gradient, gradient + np, 0.0);
+  if (sigma_gradient != nullptr) std::fill(sigma_gradient, sigma_gradient + ns, 0.0);
+  double ll = 0.0;
+  for (std::size_t i = 0; i < plan.ll_obs.size(); ++i) {
+    const std::size_t o = static_cast<std::size_t>(plan.ll_obs[i]);
+    const double dv = plan.ll_dv[i];
+    const double f = pred[o];
+    double dll_df, dll_dsa = 0.0, dll_dsp = 0.0;
+    if (error.log_scale) {
+      if (!(dv > 0.0) || !(f > 0.0)) {
+        const DatasetSubject& sub = impl_->data.subjects[static_cast<std::size_t>(s)];
+        throw_domain("Predictor::log_likelihood: " + impl_->data.file + ":" +
+                     std::to_string(plan.ll_line[i]) + ": ID \"" + sub.id + "\" (subject " +
+                     std::to_string(s + 1) + "): " + (dv > 0.0 ? "the prediction" : "DV") + " is " +
+                     format_value(dv > 0.0 ? f : dv) + ", but must be > 0 on the log scale");
+      }
+      const double res = std::log(dv) - std::log(f);
+      ll += -kHalfLog2Pi - std::log(sa) - std::log(dv) - 0.5 * res * res / (sa * sa);
+      dll_df = res / (sa * sa) / f;
+      dll_dsa = -1.0 / sa + res * res / (sa * sa * sa);
+    } else {
+      const double res = dv - f;
+      const double af = std::fabs(f);
+      const double sd = error.kind == ErrorModelKind::Additive       ? sa
+                        : error.kind == ErrorModelKind::Proportional ? sp * af
+                                                                     : std::hypot(sa, sp * f);
+      if (!(sd > 0.0)) {  // proportional error at a prediction of 0: no density
+        ll = -std::numeric_limits<double>::infinity();
+        if (gradient != nullptr) std::fill(gradient, gradient + np, kNaN);
+        if (sigma_gradient != nullptr) std::fill(sigma_gradient, sigma_gradient + ns, kNaN);
+        return ll;
+      }
+      ll += -kHalfLog2Pi - std::log(sd) - 0.5 * res * res / (sd * sd);
+      const double dll_dsd = -1.0 / sd + res * res / (sd * sd * sd);
+      double dsd_df = 0.0;
+      if (error.kind == ErrorModelKind::Proportional) {
+        dsd_df = f >= 0.0 ? sp : -sp;
+        dll_dsp = dll_dsd * af;
+      } else if (error.kind == ErrorModelKind::Combined) {
+        dsd_df = sp * sp * f / sd;
+        dll_dsa = dll_dsd * sa / sd;
+        dll_dsp = dll_dsd * sp * f * f / sd;
+      } else {
+        dll_dsa = dll_dsd;
+      }
+      dll_df = res / (sd * sd) + dll_dsd * dsd_df;
+    }
+    if (gradient != nullptr) {
+      const double* jr = jac + o * np;
+      for (std::size_t c = 0; c < np; ++c) gradient[c] += dll_df * jr[c];
+    }
+    if (sigma_gradient != nullptr) {
+      if (add) sigma_gradient[0] += dll_dsa;
+      if (prop) sigma_gradient[add ? 1 : 0] += dll_dsp;
+    }
+  }
+  return ll;
+}
+
+namespace {
+// Runs body(s, workspace) for every subject on `threads` threads, one workspace per thread; the
+// error of the lowest failing subject is rethrown (deterministic).
+template <class Body>
+void for_subjects(const Predictor& pred, int threads, Body&& body) {
+  detail::parallel_for(
+      pred.subjects(), resolve_threads(threads), 8, [&] { return pred.make_workspace(); },
+      [&](std::int64_t s, std::unique_ptr<Predictor::Workspace>& ws) { body(s, *ws); });
+}
+}  // namespace
+
+void Predictor::predict_all(const double* params, double* out, int threads) const {
+  if (params == nullptr || (out == nullptr && observations() > 0))
+    throw_invalid("Predictor::predict_all: params or out is null");
+  const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
+  for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
+    predict(s, params + static_cast<std::size_t>(s) * np, out + observation_offset(s), ws);
+  });
+}
+
+void Predictor::predict_gradient_all(const double* params, double* out, double* jacobian,
+                                     int threads) const {
+  if (params == nullptr || ((out == nullptr || jacobian == nullptr) && observations() > 0))
+    throw_invalid("Predictor::predict_gradient_all: params, out or jacobian is null");
+  const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
+  for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
+    const std::size_t off = static_cast<std::size_t>(observation_offset(s));
+    predict_gradient(s, params + static_cast<std::size_t>(s) * np, out + off, jacobian + off * np,
+                     ws);
+  });
+}
+
+double Predictor::log_likelihood_all(const double* params, const ErrorModel& error,
+                                     const double* sigma, double* per_subject, double* gradient,
+                                     double* sigma_gradient, int threads) const {
+  if (params == nullptr) throw_invalid("Predictor::log_likelihood_all: params is null");
+  check_error_model(error, sigma);
+  const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
+  const std::size_t n = static_cast<std::size_t>(subjects());
+  const std::size_t ns = static_cast<std::size_t>(error.parameter_count());
+  std::vector<double> lls(n);
+  std::vector<double> sg(sigma_gradient != nullptr ? n * ns : 0);
+  for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
+    const std::size_t i = static_cast<std::size_t>(s);
+    lls[i] = log_likelihood(s, params + i * np, error, sigma,
+                            gradient != nullptr ? gradient + i * np : nullptr,
+                            sigma_gradient != nullptr ? sg.data() + i * ns : nullptr, ws);
+  });
+  // Sums in subject order: the same bits for any thread count.
+  double total = 0.0;
+  for (std::size_t i = 0; i < n; ++i) total += lls[i];
+  if (per_subject != nullptr) std::copy(lls.begin(), lls.end(), per_subject);
+  if (sigma_gradient != nullptr) {
+    std::fill(sigma_gradient, sigma_gradient + ns, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < ns; ++j) sigma_gradient[j] += sg[i * ns + j];
+  }
+  return total;
+}
+
+}  // namespace pkscan

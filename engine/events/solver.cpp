@@ -1,0 +1,682 @@
+// The event solver (solver.hpp states its numeric contract): one class per compartment count.
+#include "events/solver.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "events/event_list.hpp"
+#include "core/rate_structure.hpp"
+#include "events/expm_derivative.hpp"
+
+namespace pkscan::detail {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct VirtualStop {
+  double time;
+  std::int64_t id;
+  int cmt;
+  double rate;
+  std::int64_t seq;     // the steady-state dose record
+  bool moves_with_lag;  // its time moves with the record's lag (lag < II)
+};
+
+template <int N>
+class Solver final : public EventSolver {
+ public:
+  Solver(const DatasetSetup& setup, std::size_t max_rows, std::size_t max_events) : setup_(&setup) {
+    const std::size_t np = static_cast<std::size_t>(setup.np);
+    rows_.reserve(max_rows * np);
+    ev_.reserve(max_events);
+    running_.reserve(max_events);
+    vstops_.reserve(16);
+    runs_.reserve(16);
+    for (std::vector<Vec<N>>* v : {&s_, &tmp_, &tmp2_, &dy_, &saved_}) v->resize(np);
+    for (std::vector<int>* v : {&dir_col_, &dir_of_}) v->resize(np);
+    da_.resize(np);
+    et_.resize(np);
+  }
+
+  void predict(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
+               double* jac) override {
+    const auto write = [out](const Event& e, int, const double*, double c) { out[e.row] = c; };
+    if (jac != nullptr)
+      simulate<true>(plan, s, params, jac, write);
+    else
+      simulate<false>(plan, s, params, nullptr, write);
+  }
+
+  bool simulate_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
+                     DatasetResult& out, std::int64_t first_row) override {
+    // The whole output row: amounts, concentrations with the volumes in force at this record,
+    // the observed compartment's concentration, and the row's index columns.
+    const ModelInfo& m = *setup_->model;
+    bool finite = true;
+    const auto write = [&](const Event& e, int cmt, const double* pr, double c) {
+      const std::size_t row = static_cast<std::size_t>(first_row + e.row);
+      double* o = out.amounts.data() + row * N;
+      double* co = out.concentrations.data() + row * N;
+      for (int r = 0; r < N; ++r) {
+        o[r] = x_(r);
+        co[r] = x_(r) / pr[m.volume_parameter[static_cast<std::size_t>(r)]];
+        finite = finite && std::isfinite(x_(r));
+      }
+      out.prediction[row] = c;
+      out.subject[row] = s;
+      out.record[row] = e.seq;
+      out.time[row] = (*recs_)[static_cast<std::size_t>(e.seq)].time;
+      out.compartment[row] = cmt;
+    };
+    simulate<false>(plan, s, params, nullptr, write);
+    return finite;
+  }
+
+ private:
+  using Square = Eigen::Matrix<double, N, N>;
+
+  // ---- State of one evaluation. ----
+  const DatasetSetup* setup_;
+  const SubjectPlan* plan_ = nullptr;
+  const std::vector<DatasetRecord>* recs_ = nullptr;
+  int np_ = 0;
+  std::vector<double> rows_;  // the subject's parameter rows
+  std::vector<Event> ev_;
+  std::vector<Running> running_;
+  std::vector<VirtualStop> vstops_;  // ascending (time, id)
+  std::vector<std::pair<double, double>> runs_;
+  Propagator<N> prop_;
+  int prop_row_ = -1;
+  std::size_t cursor_ = 0;
+  Vec<N> x_;
+
+  // ---- Sensitivities. Directions: [0, pa_) move A, [pa_, ps_) only the inputs (f_, lag_),
+  // [ps_, p_) only the concentrations (volumes of observed compartments). ----
+  int pa_ = 0, ps_ = 0, p_ = 0;
+  std::vector<int> dir_col_;             // per direction: model column
+  std::vector<int> dir_of_;              // per column: direction or -1
+  std::vector<Vec<N>> s_;                // per state direction: dx/dp (eigenbasis when basis_fast_)
+  bool basis_fast_ = false;              // s_ holds V^-1 s of the current propagator
+  std::vector<Mat<N>> da_;               // per A direction: dA/dp (original coordinates)
+  std::vector<Square> et_;               // per A direction: V^-1 dA/dp V (fast path)
+  Square inv_;                           // 1 / (l_i - l_j) (fast path)
+  std::vector<Vec<N>> tmp_, tmp2_, dy_;  // per direction scratch
+  std::vector<Vec<N>> saved_;            // the sensitivities before an SS=2 steady state
+  FrechetCache<N> fallback_;  // fallback path: dK_k, dG_k per interval length (current row)
+
+  const double* row_ptr(int row) const {
+    return rows_.data() + static_cast<std::size_t>(row) * static_cast<std::size_t>(np_);
+  }
+  const double* p(std::int64_t j) const {
+    return row_ptr(plan_->row_of[static_cast<std::size_t>(j)]);
+  }
+  bool free_in(std::int64_t j, int col) const {
+    const RowTemplate& rt =
+        plan_->rows[static_cast<std::size_t>(plan_->row_of[static_cast<std::size_t>(j)])];
+    return ((rt.overridden >> col) & 1u) == 0;
+  }
+
+  std::int64_t governing(double t) {
+    const std::vector<DatasetRecord>& rs = *recs_;
+    while (cursor_ < rs.size() && rs[cursor_].time < t) ++cursor_;
+    if (cursor_ == rs.size()) return static_cast<std::int64_t>(rs.size()) - 1;
+    return static_cast<std::int64_t>(cursor_);
+  }
+
+  // The propagator for the parameters of record j; with sensitivities, also dA/dp of that row and
+  // the sensitivities moved into its basis.
+  template <bool G>
+  Propagator<N>& use(std::int64_t j) {
+    const int row = plan_->row_of[static_cast<std::size_t>(j)];
+    if (row == prop_row_) return prop_;
+    if (G && basis_fast_)
+      for (int k = 0; k < ps_; ++k) s_[k] = prop_.v() * s_[k];
+    Mat<N> a;
+    rate_matrix(*setup_->model, row_ptr(row), a.data());
+    prop_.reset(a);
+    prop_row_ = row;
+    if (G) setup_row(row);
+    return prop_;
+  }
+
+  // dA/dp_k of row `row` for the A directions, their eigenbasis forms, and the basis change.
+  void setup_row(int row) {
+    const double* pr = row_ptr(row);
+    const std::uint64_t overridden = plan_->rows[static_cast<std::size_t>(row)].overridden;
+    auto dir_if_free = [&](int col) -> int {
+      if (col < 0 || ((overridden >> col) & 1u)) return -1;
+      const int k = dir_of_[static_cast<std::size_t>(col)];
+      return k < pa_ ? k : -1;
+    };
+    for (int k = 0; k < pa_; ++k) da_[k].setZero();
+    const RateStructure& rs = setup_->rates;
+    for (std::size_t i = 0; i < rs.micro.size(); ++i) {
+      const Eigen::Map<const Mat<N>> b(rs.b[i].data());
+      const int mc = rs.micro[i];
+      if (!std::isnan(pr[mc])) {
+        const int k = dir_if_free(mc);
+        if (k >= 0) da_[k] += b;
+        continue;
+      }
+      const int c = rs.clearance[i], v = rs.volume[i];
+      if (c < 0 || std::isnan(pr[c])) continue;
+      const int kc = dir_if_free(c), kv = dir_if_free(v);
+      if (kc >= 0) da_[kc] += b / pr[v];
+      if (kv >= 0) da_[kv] -= b * (pr[c] / (pr[v] * pr[v]));
+    }
+    fallback_.clear();
+    basis_fast_ = prop_.fast();
+    if (!basis_fast_) return;
+    const Square& v = prop_.v();
+    const Square& vi = prop_.vinv();
+    for (int k = 0; k < pa_; ++k) et_[k].noalias() = vi * (da_[k] * v);
+    const Vec<N>& l = prop_.lambda();
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j) inv_(i, j) = l(i) != l(j) ? 1.0 / (l(i) - l(j)) : 0.0;
+    for (int k = 0; k < ps_; ++k) s_[k] = vi * s_[k];
+  }
+
+  // Adds `v` (original coordinates) times `scale` to the sensitivity of direction k.
+  void add_to(int k, const Vec<N>& v, double scale) {
+    if (basis_fast_)
+      s_[k].noalias() += prop_.vinv() * (v * scale);
+    else
+      s_[k] += v * scale;
+  }
+  // Adds scale * e_cmt.
+  void add_unit(int k, int cmt, double scale) {
+    if (basis_fast_)
+      s_[k] += prop_.vinv().col(cmt) * scale;
+    else
+      s_[k](cmt) += scale;
+  }
+  // Sensitivity of direction k in original coordinates.
+  Vec<N> orig(int k) const {
+    if (basis_fast_) return prop_.v() * s_[k];
+    return s_[k];
+  }
+  // Sets the sensitivity of direction k from original coordinates.
+  void set_orig(int k, const Vec<N>& v) {
+    if (basis_fast_)
+      s_[k].noalias() = prop_.vinv() * v;
+    else
+      s_[k] = v;
+  }
+
+  // Phi o (V^-1 y)^T + Psi o (V^-1 r)^T over tau in the current (fast) propagator: with
+  // E~_k = V^-1 dA/dp_k V, V^-1 (dK_k y + dG_k r) = rowsum(E~_k o W). e, sg: its eigen terms.
+  Square eigen_weights(double tau, const Vec<N>& e, const Vec<N>& sg, const Vec<N>& y,
+                       const Vec<N>& r, bool has_r) const {
+    Square phi, psi;
+    divided_differences<N>(prop_.lambda(), inv_, tau, e, sg, has_r, phi, psi);
+    const Vec<N> yt = prop_.vinv() * y;
+    Square w = phi * yt.asDiagonal();
+    if (has_r) {
+      const Vec<N> rt = prop_.vinv() * r;
+      w += psi * rt.asDiagonal();
+    }
+    return w;
+  }
+
+  // dK_k(tau) y + dG_k(tau) r for every A direction, in original coordinates, into tmp_.
+  void frechet(double tau, const Vec<N>& y, const Vec<N>& r) {
+    for (int k = 0; k < pa_; ++k) tmp_[k].setZero();
+    if (tau == 0.0 || pa_ == 0) return;
+    const bool has_r = !r.isZero(0.0);
+    if (prop_.fast()) {
+      Vec<N> e, sg;
+      prop_.eigen_terms(tau, e, sg);
+      const Square w = eigen_weights(tau, e, sg, y, r, has_r);
+      for (int k = 0; k < pa_; ++k) {
+        const Vec<N> u = et_[k].cwiseProduct(w).rowwise().sum();
+        tmp_[k].noalias() = prop_.v() * u;
+      }
+      return;
+    }
+    for (int k = 0; k < pa_; ++k) {
+      Mat<N> dk, dg;
+      block_frechet_dynamic(N, prop_.a().data(), da_[k].data(), tau, dk.data(), dg.data());
+      tmp_[k].noalias() = dk * y;
+      if (has_r) tmp_[k].noalias() += dg * r;
+    }
+  }
+
+  // Moves the sensitivities over an interval of length d (x_old: the state at its start).
+  // e, sg: the eigenvalue terms of the step (fast path).
+  void propagate(double d, const Mat<N>& k, const Vec<N>& x_old, const Vec<N>& r, bool has_r,
+                 const Vec<N>& e, const Vec<N>& sg) {
+    if (basis_fast_) {
+      if (pa_ > 0) {
+        const Square w = eigen_weights(d, e, sg, x_old, r, has_r);
+        for (int q = 0; q < pa_; ++q) {
+          Vec<N>& sq = s_[q];
+          const Square& eq = et_[q];
+          for (int i = 0; i < N; ++i) {
+            double acc = e(i) * sq(i);
+            for (int j = 0; j < N; ++j) acc += eq(i, j) * w(i, j);
+            sq(i) = acc;
+          }
+        }
+      }
+      for (int q = pa_; q < ps_; ++q) s_[q] = s_[q].cwiseProduct(e);
+      return;
+    }
+    // Fallback: dK_k, dG_k from block exponentials, cached per length for this row.
+    const Mat<N>* dkg = fallback_.get(prop_.a(), da_.data(), pa_, d);
+    for (int q = 0; q < pa_; ++q) {
+      Vec<N> y = k * s_[q];
+      y.noalias() += dkg[2 * q] * x_old;
+      if (has_r) y.noalias() += dkg[2 * q + 1] * r;
+      s_[q] = y;
+    }
+    for (int q = pa_; q < ps_; ++q) s_[q] = k * s_[q];
+  }
+
+  Vec<N> rates() const {
+    Vec<N> r = Vec<N>::Zero();
+    for (const Running& q : running_) r(q.cmt) += q.rate;
+    return r;
+  }
+
+  // Directions of this evaluation: the columns whose derivative can be non-zero.
+  void setup_directions(const double* params) {
+    const ModelInfo& m = *setup_->model;
+    const RateStructure& rs = setup_->rates;
+    std::fill(dir_of_.begin(), dir_of_.end(), -1);
+    p_ = 0;
+    auto add = [&](int col) {
+      if (col < 0 || std::isnan(params[col]) || dir_of_[static_cast<std::size_t>(col)] >= 0) return;
+      dir_of_[static_cast<std::size_t>(col)] = p_;
+      dir_col_[static_cast<std::size_t>(p_)] = col;
+      ++p_;
+    };
+    for (std::size_t i = 0; i < rs.micro.size(); ++i) {
+      add(rs.micro[i]);
+      const int c = rs.clearance[i];
+      if (c >= 0 &&
+          (!std::isnan(params[c]) || setup_->is_dataset_column[static_cast<std::size_t>(c)])) {
+        add(c);
+        add(rs.volume[i]);
+      }
+    }
+    pa_ = p_;
+    for (int c = 0; c < N; ++c)
+      if ((plan_->dosed >> c) & 1u) {
+        add(m.f_parameter[static_cast<std::size_t>(c)]);
+        add(m.lag_parameter[static_cast<std::size_t>(c)]);
+      }
+    ps_ = p_;
+    for (int c = 0; c < N; ++c)
+      if ((plan_->observed >> c) & 1u) add(m.volume_parameter[static_cast<std::size_t>(c)]);
+    for (int k = 0; k < ps_; ++k) s_[k].setZero();
+    basis_fast_ = false;
+  }
+
+  // Parameter rows of the subject (validated) and its events in processing order.
+  void prepare_subject(const SubjectPlan& plan, std::int64_t s, const double* params) {
+    const DatasetSetup& setup = *setup_;
+    plan_ = &plan;
+    recs_ = &setup.data->subjects[static_cast<std::size_t>(s)].records;
+    np_ = setup.np;
+    setup.fill_rows(plan, s, params, rows_);
+    const ModelInfo& m = *setup.model;
+    ev_.resize(plan_->events.size() + plan_->lag_boundaries);  // no allocation once warm
+    std::size_t count = 0;
+    // Insertion sort: the template order is the order for lag 0 and F 1, so few moves.
+    const auto insert = [&](const Event& e) {
+      std::size_t j = count++;
+      while (j > 0 && before(e, ev_[j - 1])) {
+        ev_[j] = ev_[j - 1];
+        --j;
+      }
+      ev_[j] = e;
+    };
+    for (const EventTemplate& t : plan_->events) {
+      Event e = t.e;
+      if (e.kind == kDose || e.kind == kStop || e.kind == kSteady) {
+        const double* pj = p(e.seq);
+        const double f = pj[m.f_parameter[static_cast<std::size_t>(e.cmt)]];
+        const double lag = pj[m.lag_parameter[static_cast<std::size_t>(e.cmt)]];
+        const double amt = (*recs_)[static_cast<std::size_t>(e.seq)].amt;
+        const double amount = f * amt;
+        const double duration = e.rate > 0.0 ? amount / e.rate : 0.0;
+        if (e.kind == kSteady) {  // at the record's own time
+          e.amount = amount;
+          e.duration = duration;
+        } else if (e.kind == kDose) {
+          e.time = t.e.time + lag;
+          e.cls = (t.addl_k == 0 && lag == 0.0) ? 2 : 1;
+          e.amount = amount;
+          e.duration = duration;
+          const DatasetRecord& r = (*recs_)[static_cast<std::size_t>(e.seq)];
+          // Nothing of a lagged dose record happens at its own time, but its parameters still
+          // end an interval there.
+          if (t.addl_k == 0 && lag != 0.0 && r.evid != 4 && r.ss == 0)
+            insert(Event{r.time, 2, e.seq, 0, kBoundary});
+        } else {  // the arrival of its dose plus the duration, added as simulate_dataset does
+          const DatasetRecord& r = (*recs_)[static_cast<std::size_t>(e.seq)];
+          e.time = r.time + static_cast<double>(t.addl_k) * r.ii + lag + duration;
+        }
+      }
+      insert(e);
+    }
+    ev_.resize(count);
+    running_.clear();
+    vstops_.clear();
+    prop_row_ = -1;
+    cursor_ = 0;
+    x_.setZero();
+  }
+
+  // The rate matrix of the interval that starts at t (the one an event at t moves into when it
+  // moves later): that of the first record after t. Call after governing(t).
+  void jump_matrix(double t, Mat<N>& a) const {
+    const std::vector<DatasetRecord>& rs = *recs_;
+    std::size_t j = cursor_;
+    while (j < rs.size() && rs[j].time <= t) ++j;
+    if (j == rs.size()) j = rs.size() - 1;
+    const int row = plan_->row_of[j];
+    if (row == prop_row_)
+      a = prop_.a();
+    else
+      rate_matrix(*setup_->model, row_ptr(row), a.data());
+  }
+
+  // Removes the running infusion `id`; returns its rate (0 when it was not running).
+  bool stop_infusion(std::int64_t id) {
+    for (std::size_t i = 0; i < running_.size(); ++i)
+      if (running_[i].id == id) {
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+        return true;
+      }
+    return false;
+  }
+
+  // Jump of an infusion stop of rate R into cmt at a time that moves with the dose's lag
+  // (d tau = 1, when `with_lag`) and F (d tau = AMT / R): s += R e_cmt d tau.
+  void stop_jump(std::int64_t seq, int cmt, double rate, bool with_lag = true) {
+    const ModelInfo& m = *setup_->model;
+    const int lag_col = m.lag_parameter[static_cast<std::size_t>(cmt)];
+    const int f_col = m.f_parameter[static_cast<std::size_t>(cmt)];
+    const int kl = dir_of_[static_cast<std::size_t>(lag_col)];
+    const int kf = dir_of_[static_cast<std::size_t>(f_col)];
+    if (with_lag && kl >= 0 && free_in(seq, lag_col)) add_unit(kl, cmt, rate);
+    if (kf >= 0 && free_in(seq, f_col))
+      add_unit(kf, cmt, (*recs_)[static_cast<std::size_t>(seq)].amt);
+  }
+
+  // The sensitivities through record_steady_state() (the steady state of an SS record): set
+  // from the closed form's derivative at the last implied arrival, moved over the phase with the
+  // record's A, with the jumps of the bolus and of implied infusions ending (their ends move
+  // with F; the phase's dependence on the lag is added by the caller).
+  struct SteadyHooks {
+    Solver& sv;
+    void arrival(const Event& a, const Vec<N>& x) {
+      sv.steady_state_derivative(a, x);
+      for (int q = 0; q < sv.ps_; ++q) sv.set_orig(q, sv.tmp2_[q]);
+    }
+    // The bolus F AMT: d/dF = AMT into its compartment (the F part of stop_jump).
+    void bolus(const Event& a) { sv.stop_jump(a.seq, a.cmt, 0.0, false); }
+    void step(double dt, const Mat<N>& k, const Vec<N>& x_old, const Vec<N>& r, const Vec<N>& e,
+              const Vec<N>& sg) {
+      sv.propagate(dt, k, x_old, r, !r.isZero(0.0), e, sg);
+    }
+    void stop(const Event& d, double rate) { sv.stop_jump(d.seq, d.cmt, rate, false); }
+  };
+
+  // Inlined into simulate() (once per event; a call cost about 4% of a dataset run, measured).
+  template <bool G>
+  __attribute__((always_inline)) inline void advance_to(double t, Mat<N>& k, Mat<N>& g) {
+    while (x_time_ < t) {
+      double tb = t;
+      if (!vstops_.empty() && vstops_.front().time < tb)
+        tb = std::max(x_time_, vstops_.front().time);
+      if (tb > x_time_) {
+        Propagator<N>& pr = use<G>(governing(tb));
+        const double d = tb - x_time_;
+        Vec<N> e = Vec<N>::Zero(), sg = Vec<N>::Zero();
+        if (G)
+          pr.step(d, k, g, e, sg);
+        else
+          pr.step(d, k, g);
+        const Vec<N> r = rates();
+        if (G) propagate(d, k, x_, r, !running_.empty(), e, sg);
+        const Vec<N> y = k * x_ + g * r;
+        x_ = y;
+        x_time_ = tb;
+      }
+      while (!vstops_.empty() && vstops_.front().time <= x_time_) {
+        const VirtualStop vs = vstops_.front();
+        vstops_.erase(vstops_.begin());
+        if (stop_infusion(vs.id) && G) stop_jump(vs.seq, vs.cmt, vs.rate, vs.moves_with_lag);
+      }
+    }
+  }
+  double x_time_ = 0.0;
+
+  // Derivatives of the steady state xs of dose e (original coordinates) into tmp2_ for every
+  // state direction. `pr` is the propagator of its parameters.
+  void steady_state_derivative(const Event& e, const Vec<N>& xs) {
+    const ModelInfo& m = *setup_->model;
+    for (int k = 0; k < ps_; ++k) tmp2_[k].setZero();
+    if (!xs.allFinite()) {
+      for (int k = 0; k < ps_; ++k) tmp2_[k].setConstant(kNaN);
+      return;
+    }
+    const DatasetRecord& rec = (*recs_)[static_cast<std::size_t>(e.seq)];
+    const int f_col = m.f_parameter[static_cast<std::size_t>(e.cmt)];
+    const int kf = free_in(e.seq, f_col) ? dir_of_[static_cast<std::size_t>(f_col)] : -1;
+    const Mat<N>& a = prop_.a();
+    if (e.ii == 0.0) {  // constant infusion: A xs + r = 0, dxs = -A^-1 dA xs
+      const auto lu = a.fullPivLu();
+      for (int k = 0; k < pa_; ++k) tmp2_[k] = -lu.solve(Vec<N>(da_[k] * xs));
+      return;
+    }
+    Mat<N> kii, gii;
+    prop_.step(e.ii, kii, gii);
+    const Square i_minus_k = Square::Identity() - kii;
+    const auto lu = i_minus_k.fullPivLu();
+    const Vec<N> zero = Vec<N>::Zero();
+    if (e.rate <= 0.0) {  // bolus: y = (I - K)^-1 b, xs = K y
+      Vec<N> b = Vec<N>::Zero();
+      b(e.cmt) = e.amount;
+      const Vec<N> y = lu.solve(b);
+      frechet(e.ii, y, zero);  // dK y
+      for (int k = 0; k < ps_; ++k) {
+        Vec<N> rhs = k < pa_ ? tmp_[k] : zero;
+        if (k == kf) rhs(e.cmt) += rec.amt;
+        const Vec<N> dy = lu.solve(rhs);
+        tmp2_[k] = (k < pa_ ? tmp_[k] : zero) + kii * dy;
+      }
+      return;
+    }
+    // Infusion of duration D: xs = sum_{k<k0} G(k ii) r + K(k0 ii - D) y, y = (I-K)^-1 G(D) r.
+    Vec<N> r = Vec<N>::Zero();
+    r(e.cmt) = e.rate;
+    const double dur = e.duration;
+    const double d_dur = rec.amt / e.rate;  // dD/dF
+    const std::int64_t k0 = detail::steady_state_k0(dur, e.ii);
+    for (std::int64_t q = 1; q < k0; ++q) {
+      frechet(static_cast<double>(q) * e.ii, zero, r);
+      for (int k = 0; k < pa_; ++k) tmp2_[k] += tmp_[k];
+    }
+    Mat<N> kd, gd, kt, gt;
+    prop_.step(dur, kd, gd);
+    const double tau2 = static_cast<double>(k0) * e.ii - dur;
+    prop_.step(tau2, kt, gt);
+    const Vec<N> y = lu.solve(Vec<N>(gd * r));
+    // dy = (I - K)^-1 (dK(ii) y + dG(D) r + K(D) r dD)
+    frechet(e.ii, y, zero);
+    for (int k = 0; k < pa_; ++k) dy_[k] = tmp_[k];
+    frechet(dur, zero, r);
+    for (int k = 0; k < pa_; ++k) dy_[k] += tmp_[k];
+    for (int k = pa_; k < ps_; ++k) dy_[k].setZero();
+    if (kf >= 0) dy_[kf] += kd * r * d_dur;
+    for (int k = 0; k < ps_; ++k) dy_[k] = lu.solve(dy_[k]);
+    // dxs += dK(tau2) y + K(tau2) dy - A K(tau2) y dD
+    frechet(tau2, y, zero);
+    for (int k = 0; k < ps_; ++k) {
+      if (k < pa_) tmp2_[k] += tmp_[k];
+      tmp2_[k] += kt * dy_[k];
+    }
+    if (kf >= 0) tmp2_[kf] -= a * (kt * y) * d_dur;
+  }
+
+  // Runs the subject's events; at each observation calls observe(event, compartment, parameter
+  // row, concentration) with x_ the state there, and with G fills jac.
+  template <bool G, class Observe>
+  void simulate(const SubjectPlan& plan, std::int64_t s, const double* params, double* jac,
+                Observe&& observe) {
+    prepare_subject(plan, s, params);
+    const ModelInfo& m = *setup_->model;
+    const std::vector<DatasetRecord>& recs = *recs_;
+    const std::size_t np = static_cast<std::size_t>(np_);
+    if (G) {
+      setup_directions(params);
+      std::fill(jac, jac + static_cast<std::size_t>(plan_->obs_count) * np, 0.0);
+    }
+    std::int64_t next_id = plan_->infusion_ids;
+    x_time_ = ev_.empty() ? 0.0 : ev_.front().time;
+    Mat<N> k, g;
+    std::int64_t cancel_below = -1;
+    Vec<N> xdot_before = Vec<N>::Zero();
+    Mat<N> a_jump = Mat<N>::Zero();
+    for (const Event& e : ev_) {
+      if (e.time > plan_->last_obs) break;  // nothing after the last observation is reported
+      advance_to<G>(e.time, k, g);
+      switch (e.kind) {
+        case kStop:
+          if (stop_infusion(e.id) && G) stop_jump(e.seq, e.cmt, e.rate);
+          break;
+        case kReset:
+          x_.setZero();
+          running_.clear();
+          cancel_below = std::max(cancel_below, e.seq);
+          vstops_.clear();
+          if (G)
+            for (int q = 0; q < ps_; ++q) s_[q].setZero();
+          break;
+        case kSteady: {
+          if (e.ss == 1) cancel_below = std::max(cancel_below, e.seq);
+          // The SS record's own parameter values (not those of other records at its time).
+          Propagator<N>& pr = use<G>(e.seq);
+          const double lag = p(e.seq)[m.lag_parameter[static_cast<std::size_t>(e.cmt)]];
+          if (G && e.ss == 2)
+            for (int q = 0; q < ps_; ++q) saved_[q] = s_[q];
+          runs_.clear();
+          Vec<N> r_before;
+          Vec<N> xs;
+          if (G) {
+            SteadyHooks hooks{*this};
+            xs = detail::record_steady_state(pr, e, lag, runs_, r_before, hooks);
+            // The phase ii - lag moves back as the lag grows: d xs / d lag = -(A xs + r).
+            const int lag_col = m.lag_parameter[static_cast<std::size_t>(e.cmt)];
+            const int kl =
+                free_in(e.seq, lag_col) ? dir_of_[static_cast<std::size_t>(lag_col)] : -1;
+            if (kl >= 0 && e.ii > 0.0 && lag < e.ii)
+              add_to(kl, Vec<N>(-(pr.a() * xs + r_before)), 1.0);
+            if (e.ss == 2)
+              for (int q = 0; q < ps_; ++q) s_[q] += saved_[q];
+          } else {
+            detail::NoSteadyStateHooks<N> hooks;
+            xs = detail::record_steady_state(pr, e, lag, runs_, r_before, hooks);
+          }
+          if (e.ss == 1) {
+            x_ = xs;
+            running_.clear();
+            vstops_.clear();
+          } else {
+            x_ += xs;
+          }
+          for (const auto& run : runs_) {
+            const std::int64_t id = next_id++;
+            running_.push_back({id, e.cmt, run.first});
+            VirtualStop vs{run.second, id, e.cmt, run.first, e.seq, e.ii > 0.0 && lag < e.ii};
+            auto it = vstops_.begin();
+            while (it != vstops_.end() &&
+                   (it->time < vs.time || (it->time == vs.time && it->id < vs.id)))
+              ++it;
+            vstops_.insert(it, vs);
+          }
+          break;
+        }
+        case kDose: {
+          if (e.seq < cancel_below) break;  // cancelled by a later reset or SS=1 record
+          const int lag_col = m.lag_parameter[static_cast<std::size_t>(e.cmt)];
+          const int f_col = m.f_parameter[static_cast<std::size_t>(e.cmt)];
+          int kl = -1, kf = -1;
+          if (G) {
+            // The A of the interval ending here (also the steady state's parameters).
+            use<G>(governing(e.time));
+            kl = free_in(e.seq, lag_col) ? dir_of_[static_cast<std::size_t>(lag_col)] : -1;
+            kf = free_in(e.seq, f_col) ? dir_of_[static_cast<std::size_t>(f_col)] : -1;
+            if (kl >= 0) {
+              jump_matrix(e.time, a_jump);
+              xdot_before = a_jump * x_ + rates();
+            }
+          }
+          if (e.rate > 0.0) {
+            if (e.amount > 0.0) running_.push_back({e.id, e.cmt, e.rate});
+          } else {
+            x_(e.cmt) += e.amount;
+            if (G && kf >= 0) add_unit(kf, e.cmt, recs[static_cast<std::size_t>(e.seq)].amt);
+          }
+          if (G && kl >= 0) {
+            // s += xdot- - xdot+ (d tau / d lag = 1).
+            const Vec<N> jump = xdot_before - (a_jump * x_ + rates());
+            add_to(kl, jump, 1.0);
+          }
+          break;
+        }
+        case kObserve: {
+          const DatasetRecord& rec = recs[static_cast<std::size_t>(e.seq)];
+          const double* pr = p(e.seq);
+          const int cmt = rec.cmt > 0 ? rec.cmt - 1 : m.default_observation_compartment;
+          const int vcol = m.volume_parameter[static_cast<std::size_t>(cmt)];
+          const double v = pr[vcol];
+          const double c = x_(cmt) / v;
+          observe(e, cmt, pr, c);
+          if (G) {
+            double* jr = jac + static_cast<std::size_t>(e.row) * np;
+            for (int q = 0; q < ps_; ++q) {
+              const double sc = basis_fast_ ? prop_.v().row(cmt).dot(s_[q]) : s_[q](cmt);
+              jr[dir_col_[static_cast<std::size_t>(q)]] = sc / v;
+            }
+            const int kv = dir_of_[static_cast<std::size_t>(vcol)];
+            if (kv >= 0 && free_in(e.seq, vcol)) jr[vcol] -= c / v;
+          }
+          break;
+        }
+        case kBoundary:
+          break;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<EventSolver> make_event_solver(const DatasetSetup& setup, std::size_t max_rows,
+                                               std::size_t max_events) {
+  switch (setup.n) {
+    case 1:
+      return std::make_unique<Solver<1>>(setup, max_rows, max_events);
+    case 2:
+      return std::make_unique<Solver<2>>(setup, max_rows, max_events);
+    case 3:
+      return std::make_unique<Solver<3>>(setup, max_rows, max_events);
+    case 4:
+      return std::make_unique<Solver<4>>(setup, max_rows, max_events);
+    case 5:
+      return std::make_unique<Solver<5>>(setup, max_rows, max_events);
+    default:
+      return std::make_unique<Solver<6>>(setup, max_rows, max_events);
+  }
+}
+
+}  // namespace pkscan::detail

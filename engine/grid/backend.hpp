@@ -1,0 +1,108 @@
+#pragma once
+// Internal backend interface. The public API validates once (check()) and hands backends a
+// clean PreparedBatch; backends never re-validate and never throw for numerical trouble.
+#include <cstdint>
+#include <memory>
+#include <pkscan/backend.hpp>
+#include <pkscan/models/model_kind.hpp>
+#include <pkscan/result.hpp>
+#include <pkscan/summary.hpp>
+#include <pkscan/types.hpp>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "grid/schedule.hpp"
+
+namespace pkscan::detail {
+
+// A validated problem, flattened for the backends. The schedule is owned by the Engine (cached
+// across calls with the same regimen and grid) and outlives the batch.
+struct PreparedBatch {
+  explicit PreparedBatch(const Schedule& s) : schedule(s) {}
+  const Problem* problem = nullptr;
+  const ModelInfo* model = nullptr;
+  int n = 0;  // compartments
+  std::int64_t subjects = 0;
+  const Schedule& schedule;
+  std::vector<std::int64_t> out_steps;  // sorted grid indices to report
+  int threads = 1;                      // threads the backend may use
+};
+
+// Where a backend writes: amounts, subject-major (subject, output time, compartment).
+template <class Real>
+struct ResultView {
+  Real* amounts = nullptr;
+  SubjectStatus* status = nullptr;
+};
+
+// What a summarising run feeds (Engine::summarize_into): the summary, the exposure metrics of
+// one compartment and each subject's status.
+struct SummaryTarget {
+  TimeSummary* summary = nullptr;
+  Precision precision = Precision::Float64;
+  int metric_compartment = 0;
+  double last_dose_time = 0.0;
+  double* metrics = nullptr;        // subjects x kMetricCount
+  SubjectStatus* status = nullptr;  // subjects
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Method method() const noexcept = 0;
+  virtual Device device() const noexcept = 0;
+  // Empty when this backend can run the batch; otherwise why not (Auto then falls back).
+  virtual std::string unsupported_reason(const PreparedBatch&) const { return {}; }
+  virtual void run(const PreparedBatch& batch, ResultView<double> out) = 0;
+  virtual void run(const PreparedBatch& batch, ResultView<float> out) = 0;
+
+  // Summarising without storing the trajectories, a capability a backend may have (the batched
+  // CPU backend's fused summary, fused_summary.cpp). can_summarize: true when summarize() can
+  // add this batch to `summary`; by default no backend can, and the Engine runs run() and
+  // TimeSummary::add instead (the same bits).
+  virtual bool can_summarize(const PreparedBatch&, const TimeSummary&) const { return false; }
+  // Simulates the batch and adds every subject to target.summary, writing the metrics and the
+  // statuses. Called only when can_summarize() is true.
+  virtual void summarize(const PreparedBatch&, const SummaryTarget&) {}
+};
+
+// Calls f(std::integral_constant<int, N>{}) for compartment counts 2..4, the range the batched
+// and power paths are compiled for (their unsupported_reason rejects other counts first).
+template <class F>
+void with_compartments_2_to_4(int n, F&& f) {
+  switch (n) {
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return;
+    case 3:
+      f(std::integral_constant<int, 3>{});
+      return;
+    default:
+      f(std::integral_constant<int, 4>{});
+      return;
+  }
+}
+
+// Calls f(std::integral_constant<int, N>{}) for N = n in 1..6, the model sizes the reference scan
+// is compiled for; false (f not called) for any other n.
+template <class F, int... I>
+bool with_compartments_in(int n, F& f, std::integer_sequence<int, I...>) {
+  return ((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+}
+template <class F>
+bool with_compartments_1_to_6(int n, F&& f) {
+  return with_compartments_in(n, f, std::make_integer_sequence<int, 6>{});
+}
+
+// The one factory. Throws BackendUnavailable for a method/device not in this build.
+std::unique_ptr<Backend> make_backend(Method method, Device device);
+
+// The reference per-subject loop: builds the subject's transition and scans it. Shared by the
+// reference backend and the per-subject fallback of faster backends (same function, same bits).
+template <class Real>
+void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* out,
+                       SubjectStatus* status);
+
+}  // namespace pkscan::detail

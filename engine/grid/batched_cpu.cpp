@@ -1,0 +1,314 @@
+// Batched CPU backend: subjects in blocks of W SIMD lanes (structure of arrays, one subject per
+// lane), K and the state held in registers across the time loop (the lane kernel,
+// grid/lanes.hpp), outputs gathered in a small tile and written out as contiguous per-subject
+// rows. Blocks run on OpenMP threads.
+//
+// Numeric contract: per step, the same arithmetic as the reference (detail::affine_step order;
+// the same rounded K and inputs from detail::breakpoint_inputs). This file is compiled with
+// -ffp-contract=off (CMakeLists.txt), so no SIMD clone contracts a multiply-add into an FMA and
+// every subject's result is bit-identical to the reference scan's (the population runs and
+// docs/performance.md promise it). Deterministic: a subject's result does not depend on the
+// thread count, the block it falls in, or its lane.
+#include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "grid/backend.hpp"
+#include "summary/fused_summary.hpp"
+#include "grid/lanes.hpp"
+#include "core/parallel.hpp"
+#include "grid/reference.hpp"
+#include "grid/transition.hpp"
+
+namespace pkscan::detail {
+
+namespace {
+
+constexpr int kTileRows = 64;  // output rows gathered per lane before a write-out
+
+template <class Real>
+constexpr int lanes() {
+  return 64 / static_cast<int>(sizeof(Real));  // one cache line: 8 doubles, 16 floats
+}
+
+// Where a block writes its rows in the result.
+template <class Real>
+struct Writer {
+  Real* out;              // result base
+  std::int64_t stride;    // values per subject (times * N)
+  std::int64_t first;     // first subject of the block
+  int active;             // lanes that are real subjects
+  std::int64_t next_row;  // output row the tile starts at
+  bool streaming;         // write with non-temporal stores (output much larger than caches)
+  bool finite[64];        // per lane
+  // Streaming writes whole 64-byte lines only: the values of a lane that do not fill a line yet
+  // wait here for the next flush (a partial line written non-temporally is slow).
+  static constexpr int kLine = 64 / static_cast<int>(sizeof(Real));
+  Real carry[64][kLine];
+  int carry_n[64];
+};
+
+// Copies n values to dst bypassing the caches (no read-for-ownership of the destination lines):
+// scalar MOVNTI up to 16-byte alignment, then 16-byte non-temporal vector stores. Rows of the
+// subject-major result are only 4- or 8-byte aligned, hence the head.
+inline void stream_copy(double* dst, const double* src, int n) {
+#if defined(__x86_64__)
+  int i = 0;
+  auto scalar = [&](int k) {
+    long long bits;
+    std::memcpy(&bits, src + k, sizeof bits);
+    _mm_stream_si64(reinterpret_cast<long long*>(dst + k), bits);
+  };
+  if (reinterpret_cast<std::uintptr_t>(dst) & 15) scalar(i++);
+  for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+  for (; i < n; ++i) scalar(i);
+#else
+  std::memcpy(dst, src, sizeof(double) * static_cast<std::size_t>(n));
+#endif
+}
+inline void stream_copy(float* dst, const float* src, int n) {
+#if defined(__x86_64__)
+  int i = 0;
+  auto scalar = [&](int k) {
+    int bits;
+    std::memcpy(&bits, src + k, sizeof bits);
+    _mm_stream_si32(reinterpret_cast<int*>(dst + k), bits);
+  };
+  while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 15)) scalar(i++);
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+  for (; i < n; ++i) scalar(i);
+#else
+  std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(n));
+#endif
+}
+
+// True when all n values are finite: a branch-free test of the exponent bits.
+template <class Real>
+inline bool all_finite(const Real* v, int n) {
+  using Bits = std::conditional_t<sizeof(Real) == 8, std::uint64_t, std::uint32_t>;
+  constexpr Bits exp_mask = sizeof(Real) == 8 ? Bits(0x7ff0000000000000ull) : Bits(0x7f800000u);
+  Bits bad = 0;
+  for (int i = 0; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, v + i, sizeof b);
+    bad |= static_cast<Bits>((b & exp_mask) == exp_mask);
+  }
+  return bad == 0;
+}
+
+// Appends the tile's `n` values for lane l to the lane's output at `dst` (where its written
+// output ends; the lane's carry, s.carry_n[l] values, belongs just before it). Only whole
+// 64-byte-aligned lines are stored, non-temporally; the values of an unfinished line wait in the
+// carry. The first line of each subject is usually unaligned: it is written with ordinary
+// stores. No staging copy: whole lines are stored straight from the tile.
+template <class Real>
+void stream_lane(Writer<Real>& s, int l, Real* dst, const Real* src, int n) {
+  constexpr int kLine = Writer<Real>::kLine;
+  int c = s.carry_n[l];
+  Real* line_start = dst - c;  // the carry's destination
+  int i = 0;
+  if (reinterpret_cast<std::uintptr_t>(line_start) & 63) {
+    // Unaligned head (first flush of the subject; carry is empty): ordinary stores up to the
+    // first line boundary.
+    while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 63)) {
+      dst[i] = src[i];
+      ++i;
+    }
+    if (i == n) return;
+    line_start = dst + i;
+    c = 0;
+  } else if (c > 0) {
+    // Complete the carried line with the tile's first values and stream it.
+    if (c + n < kLine) {
+      for (int k = 0; k < n; ++k) s.carry[l][c + k] = src[k];
+      s.carry_n[l] = c + n;
+      return;
+    }
+    alignas(64) Real line[kLine];
+    for (int k = 0; k < c; ++k) line[k] = s.carry[l][k];
+    for (int k = c; k < kLine; ++k) line[k] = src[k - c];
+    stream_copy(line_start, line, kLine);
+    i = kLine - c;
+    line_start += kLine;
+  }
+  const int whole = (n - i) / kLine * kLine;
+  stream_copy(line_start, src + i, whole);  // destination 64-byte aligned
+  i += whole;
+  s.carry_n[l] = n - i;
+  for (int k = 0; k < n - i; ++k) s.carry[l][k] = src[i + k];
+}
+
+// The batched backend's row sink: each output row of the W lanes goes into the block's tile,
+// lane-major (each subject's rows contiguous, as in the result); flush_tile writes it out.
+template <int N, class Real>
+struct TileSink {
+  static constexpr int W = lanes<Real>();
+  Real (*tile)[kTileRows * N];  // W lanes of kTileRows rows
+  PKSCAN_INLINE void row(int j, const Real (&x)[1][N][W]) const {
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) tile[l][j * N + r] = x[0][r][l];
+  }
+};
+
+// Writes the tile's first `rows` rows of every real lane into the result.
+template <int N, class Real>
+void flush_tile(const Real (*tile)[kTileRows * N], int rows, Writer<Real>& s) {
+  for (int l = 0; l < s.active; ++l) {
+    const Real* src = tile[l];
+    s.finite[l] = s.finite[l] && all_finite(src, rows * N);
+    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
+    if (s.streaming)
+      stream_lane(s, l, dst, src, rows * N);
+    else
+      std::memcpy(dst, src, sizeof(Real) * static_cast<std::size_t>(rows * N));
+  }
+  s.next_row += rows;
+}
+
+// Writes what the lanes still carry (ordinary stores), at the end of a block.
+template <class Real, int N>
+void finish_lanes(Writer<Real>& s) {
+  if (!s.streaming) return;
+  for (int l = 0; l < s.active; ++l) {
+    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N - s.carry_n[l];
+    for (int k = 0; k < s.carry_n[l]; ++k) dst[k] = s.carry[l][k];
+    s.carry_n[l] = 0;
+  }
+}
+
+// The lanes of one block and their output tile (one per thread, reused across blocks).
+template <int N, class Real>
+struct alignas(64) Block {
+  static constexpr int W = lanes<Real>();
+  Lanes<N, Real, W> lanes;
+  Real tile[W][kTileRows * N];
+};
+
+template <int N, class Real>
+PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* out,
+                              SubjectStatus* status, std::vector<Transition<N>>& tr,
+                              Block<N, Real>& B) {
+  constexpr int W = Block<N, Real>::W;
+  const Problem& p = *b.problem;
+  const Schedule& s = b.schedule;
+  const int active = static_cast<int>(std::min<std::int64_t>(W, b.subjects - first));
+  for (int l = 0; l < active; ++l) {
+    Mat<N> a;
+    rate_matrix(*b.model, p.parameters.row(first + l), a.data());
+    build_transition<N>(a, p.grid.dt, p.discretization, s.partial_lengths,
+                        tr[static_cast<std::size_t>(l)]);
+  }
+  load_lanes<N, Real, W>(B.lanes, s, tr.data(), active);
+  const std::size_t n_out = b.out_steps.size();
+  // Stream when the whole output is far larger than the caches (it will not be read soon).
+  const bool streaming =
+      static_cast<double>(b.subjects) * static_cast<double>(n_out) * N * sizeof(Real) >
+      64.0 * 1024 * 1024;
+  Writer<Real> writer{
+      out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}, {}, {}};
+  for (int l = 0; l < W; ++l) writer.finite[l] = true, writer.carry_n[l] = 0;
+  const TileSink<N, Real> sink{B.tile};
+  LaneCursor cur(s);
+  while (cur.next < n_out) {
+    const int rows = advance_lanes<N, Real, W, 1>(&B.lanes, tr.data(), active, cur, s, b.out_steps,
+                                                  kTileRows, sink);
+    flush_tile<N, Real>(B.tile, rows, writer);
+  }
+  finish_lanes<Real, N>(writer);
+#if defined(__x86_64__)
+  if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
+#endif
+  for (int l = 0; l < active; ++l)
+    status[first + l] = writer.finite[l] ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+}
+
+// One block of subjects, compiled per ISA (PKSCAN_CLONES, core/simd.hpp): one overload per
+// compartment count and precision, picked by type.
+#define PKSCAN_BLOCK(N, Real)                                                         \
+  PKSCAN_CLONES void run_block(const PreparedBatch& b, std::int64_t first, Real* out, \
+                               SubjectStatus* st, std::vector<Transition<N>>& tr,     \
+                               Block<N, Real>& B) {                                   \
+    block_body<N, Real>(b, first, out, st, tr, B);                                    \
+  }
+PKSCAN_BLOCK(2, double)
+PKSCAN_BLOCK(2, float)
+PKSCAN_BLOCK(3, double)
+PKSCAN_BLOCK(3, float)
+PKSCAN_BLOCK(4, double)
+PKSCAN_BLOCK(4, float)
+#undef PKSCAN_BLOCK
+
+class BatchedCpuBackend final : public Backend {
+ public:
+  Method method() const noexcept override { return Method::Batched; }
+  Device device() const noexcept override { return Device::Cpu; }
+  std::string unsupported_reason(const PreparedBatch& b) const override {
+    if (b.n < 2 || b.n > 4) return "method 'batched' is compiled for 2 to 4 compartments";
+    return {};
+  }
+  void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
+  void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
+  // The fused summary (fused_summary.cpp): the lane kernel without storing the trajectories.
+  bool can_summarize(const PreparedBatch& b, const TimeSummary& summary) const override {
+    return FusedSummary::accepts(summary, b.subjects);
+  }
+  void summarize(const PreparedBatch& b, const SummaryTarget& t) override {
+    FusedSummary::add_batch(*t.summary, b, t.precision, t.metric_compartment, t.last_dose_time,
+                            t.metrics, t.status, fused_scratch_);
+  }
+
+ private:
+  FusedScratch fused_scratch_;  // kept between calls of summarize()
+
+  template <class Real>
+  static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
+    with_compartments_2_to_4(b.n, [&](auto n) { run_all<decltype(n)::value, Real>(b, out); });
+  }
+  template <int N, class Real>
+  static void run_all(const PreparedBatch& b, ResultView<Real> out) {
+    constexpr int W = lanes<Real>();
+    const std::int64_t stride = static_cast<std::int64_t>(b.out_steps.size()) * b.n;
+    if (b.subjects < W) {
+      // Too few subjects to fill a block: the per-subject reference loop, on threads.
+      RegionError err;
+#pragma omp parallel for schedule(dynamic, 1) \
+    num_threads(std::max(1, std::min <int>(b.threads, static_cast <int>(b.subjects))))
+      for (std::int64_t s = 0; s < b.subjects; ++s)
+        err.guard([&] { reference_subject<Real>(b, s, out.amounts + s * stride, out.status + s); });
+      err.rethrow();
+      return;
+    }
+    const std::int64_t blocks = (b.subjects + W - 1) / W;
+    RegionError err;
+#pragma omp parallel num_threads(b.threads)
+    {
+      std::vector<Transition<N>> tr;
+      std::unique_ptr<Block<N, Real>> lanes_buf;
+      err.guard([&] {
+        tr.resize(W);
+        lanes_buf = std::make_unique<Block<N, Real>>();
+      });
+#pragma omp for schedule(dynamic, 4)
+      for (std::int64_t blk = 0; blk < blocks; ++blk)
+        if (lanes_buf && !err.failed())
+          err.guard([&] { run_block(b, blk * W, out.amounts, out.status, tr, *lanes_buf); });
+    }
+    err.rethrow();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_batched_cpu_backend() {
+  return std::make_unique<BatchedCpuBackend>();
+}
+
+}  // namespace pkscan::detail

@@ -1,0 +1,26 @@
+#pragma once
+// The device backends (engine/device/) as the rest of the library sees them.
+#include <memory>
+#include <pkscan/backend.hpp>
+
+#include "grid/backend.hpp"
+
+namespace pkscan::device {
+class Runtime;
+}
+
+namespace pkscan::detail {
+
+// The backend of `method` (batched, power or auto) over a system's runtime.
+std::unique_ptr<Backend> make_device_backend(Method method,
+                                             std::unique_ptr<device::Runtime> runtime);
+
+// The runtime that device 'cuda' uses. By default the CUDA runtime (null in a build without
+// CUDA); tests set a factory that returns another system's runtime (the host system's:
+// engine/device/runtime_host.cpp), so that device 'cuda' runs the same device code on the host.
+// Not thread-safe: set it before any simulation starts.
+using RuntimeFactory = std::unique_ptr<device::Runtime> (*)();
+void set_device_runtime_factory(RuntimeFactory factory) noexcept;
+std::unique_ptr<device::Runtime> make_device_runtime();  // null when device 'cuda' has none
+
+}  // namespace pkscan::detail

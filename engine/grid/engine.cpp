@@ -1,0 +1,294 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <pkscan/engine.hpp>
+#include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
+
+#include "grid/backend.hpp"
+#include "grid/schedule.hpp"
+#include "core/validate.hpp"
+
+namespace pkscan {
+
+// Fills SimulationResult's private members; the only writer of results.
+class ResultBuilder {
+ public:
+  static void make(const Problem& p, const detail::PreparedBatch& b, const SimulateOptions& o,
+                   SimulationResult& r, bool amounts = true) {
+    r.subjects_ = b.subjects;
+    r.compartments_ = b.n;
+    r.precision_ = o.precision;
+    r.output_steps_ = b.out_steps;
+    r.output_times_.clear();
+    for (std::int64_t s : b.out_steps) r.output_times_.push_back(p.grid.time(s));
+    r.volumes_.resize(static_cast<std::size_t>(b.subjects * b.n));
+    for (std::int64_t s = 0; s < b.subjects; ++s)
+      for (int c = 0; c < b.n; ++c)
+        r.volumes_[static_cast<std::size_t>(s * b.n + c)] =
+            p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
+    const std::size_t count =
+        static_cast<std::size_t>(b.subjects) * b.out_steps.size() * static_cast<std::size_t>(b.n);
+    if (!amounts) {
+      r.amounts_f64_.clear();
+      r.amounts_f32_.clear();
+    } else if (o.precision == Precision::Float64) {
+      r.amounts_f64_.resize_uninitialized(count);
+      r.amounts_f32_.clear();
+    } else {
+      r.amounts_f32_.resize_uninitialized(count);
+      r.amounts_f64_.clear();
+    }
+    r.conc_f64_.clear();
+    r.conc_f32_.clear();
+    r.status_.assign(static_cast<std::size_t>(b.subjects), SubjectStatus::Ok);
+    r.summary_ = RunSummary{};
+  }
+
+  template <class Real>
+  static void divide_by_volumes(const Array<Real>& amounts, Array<Real>& conc,
+                                const SimulationResult& r) {
+    // Volume division deferred to the end, one pass over the amounts.
+    conc.resize_uninitialized(amounts.size());
+    const std::int64_t per_subject = r.times() * r.compartments_;
+    for (std::int64_t s = 0; s < r.subjects_; ++s) {
+      Real v[64];
+      for (int c = 0; c < r.compartments_; ++c) v[c] = static_cast<Real>(r.volume(s, c));
+      const std::size_t base = static_cast<std::size_t>(s * per_subject);
+      for (std::int64_t i = 0; i < per_subject; ++i)
+        conc.data()[base + static_cast<std::size_t>(i)] =
+            amounts[base + static_cast<std::size_t>(i)] / v[i % r.compartments_];
+    }
+  }
+
+  static void finish(SimulationResult& r, const SimulateOptions& o, const detail::Backend& be,
+                     int threads, double prep, double scan) {
+    if (o.concentrations) {
+      if (o.precision == Precision::Float64)
+        divide_by_volumes(r.amounts_f64_, r.conc_f64_, r);
+      else
+        divide_by_volumes(r.amounts_f32_, r.conc_f32_, r);
+    }
+    r.summary_.method = be.method();
+    r.summary_.device = be.device();
+    r.summary_.threads = threads;
+    r.summary_.prepare_seconds = prep;
+    r.summary_.scan_seconds = scan;
+    std::int64_t bad = 0;
+    for (SubjectStatus st : r.status_) bad += st != SubjectStatus::Ok;
+    r.summary_.non_finite_subjects = bad;
+  }
+
+  static SubjectStatus* status(SimulationResult& r) { return r.status_.data(); }
+
+  static detail::ResultView<double> view64(SimulationResult& r) {
+    return {r.amounts_f64_.data(), r.status_.data()};
+  }
+  static detail::ResultView<float> view32(SimulationResult& r) {
+    return {r.amounts_f32_.data(), r.status_.data()};
+  }
+};
+
+namespace {
+
+std::uint64_t bytes_for(const Problem& p, const SimulateOptions& o, std::uint64_t n_out) {
+  const std::uint64_t n = p.parameters.info().compartments.size();
+  const std::uint64_t subjects =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.parameters.subjects()));
+  const std::uint64_t scalar = o.precision == Precision::Float64 ? 8 : 4;
+  const std::uint64_t arrays = o.concentrations ? 2 : 1;
+  // Saturating multiply: absurd sizes must compare as too large, never wrap around.
+  long double total = static_cast<long double>(subjects) * n_out * n * scalar * arrays;
+  if (total > 1.8e19L) return UINT64_MAX;
+  return static_cast<std::uint64_t>(total);
+}
+
+std::uint64_t out_count(const Problem& p) {
+  return p.output.all ? static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.grid.steps)) + 1
+                      : p.output.steps.size();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Everything of a PreparedBatch but its schedule, for a checked problem.
+void fill_batch(const Problem& problem, const SimulateOptions& options,
+                detail::PreparedBatch& batch) {
+  batch.problem = &problem;
+  batch.model = &problem.parameters.info();
+  batch.n = static_cast<int>(batch.model->compartments.size());
+  batch.subjects = problem.parameters.subjects();
+  batch.out_steps = detail::output_steps(problem.output, problem.grid);
+  batch.threads = resolve_threads(options.threads);
+}
+
+}  // namespace
+
+std::uint64_t result_bytes(const Problem& problem, const SimulateOptions& options) noexcept {
+  return bytes_for(problem, options, out_count(problem));
+}
+
+Path resolve_path(const Problem& problem, const SimulateOptions& options) {
+  const std::int64_t subjects = problem.parameters.subjects();
+  const std::int64_t steps = problem.grid.steps;
+  const std::int64_t n_out = static_cast<std::int64_t>(out_count(problem));
+  const bool sparse = n_out > 0 && steps / std::max<std::int64_t>(1, n_out) >= 64;
+  const int threads = resolve_threads(options.threads);
+  Path path{options.method, options.device};
+  if (path.device == Device::Auto) {
+    const bool big = static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
+    const Method m =
+        path.method == Method::Auto ? (sparse ? Method::Power : Method::Batched) : path.method;
+    path.device = big && m != Method::Scan && is_backend_available(m, Device::Cuda) ? Device::Cuda
+                                                                                    : Device::Cpu;
+  }
+  if (path.method == Method::Auto) {
+    if (sparse)
+      path.method = Method::Power;
+    else if (subjects >= 8)
+      path.method = Method::Batched;
+    else if (steps >= 16384 && threads > 1)
+      path.method = Method::Power;
+    else
+      path.method = path.device == Device::Cuda ? Method::Batched : Method::Scan;
+  }
+  return path;
+}
+
+std::uint64_t result_byte_limit(const SimulateOptions& options) noexcept {
+  return detail::result_limit(options);
+}
+
+void check(const Problem& problem, const SimulateOptions& options) {
+  detail::validate_problem(problem);
+  if (options.threads < 0)
+    detail::throw_invalid("simulate", "options.threads", std::to_string(options.threads),
+                          ">= 0 (0 = all hardware threads)");
+  const std::uint64_t need = result_bytes(problem, options);
+  const std::uint64_t limit = detail::result_limit(options);
+  if (need > limit) {
+    auto gib = [](std::uint64_t b) {
+      return format_value(static_cast<double>(b) / (1024.0 * 1024 * 1024));
+    };
+    detail::throw_domain("simulate", "the result size", gib(need) + " GiB",
+                         "<= " + gib(limit) +
+                             " GiB (the memory available); use fewer subjects, "
+                             "fewer steps or sparse output times");
+  }
+  std::string why;
+  if (!is_backend_available(options.method, options.device, &why)) throw BackendUnavailable(why);
+}
+
+struct Engine::Impl {
+  // Cached schedule and the inputs it was compiled from.
+  std::vector<DoseEvent> doses;
+  TimeGrid grid{0.0, -1};
+  int n = -1;
+  std::unique_ptr<detail::Schedule> schedule;
+  // Backends by (method, device), created on first use.
+  std::unique_ptr<detail::Backend> backends[4][3];
+
+  const detail::Schedule& schedule_for(const Problem& p, int compartments) {
+    auto same_dose = [](const DoseEvent& a, const DoseEvent& b) {
+      return a.compartment == b.compartment && a.time == b.time && a.amount == b.amount &&
+             a.rate == b.rate && a.duration == b.duration && a.every == b.every &&
+             a.repeat == b.repeat;
+    };
+    const bool hit = schedule && n == compartments && grid.dt == p.grid.dt &&
+                     grid.steps == p.grid.steps && doses.size() == p.doses.size() &&
+                     std::equal(doses.begin(), doses.end(), p.doses.begin(), same_dose);
+    if (!hit) {
+      schedule = std::make_unique<detail::Schedule>(
+          detail::compile_schedule(p.doses, p.grid, compartments));
+      doses = p.doses;
+      grid = p.grid;
+      n = compartments;
+    }
+    return *schedule;
+  }
+
+  detail::Backend& backend(Method m, Device d) {
+    auto& slot = backends[static_cast<int>(m)][static_cast<int>(d)];
+    if (!slot) slot = detail::make_backend(m, d);
+    return *slot;
+  }
+};
+
+Engine::Engine() : impl_(std::make_unique<Impl>()) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+SimulationResult Engine::simulate(const Problem& problem, const SimulateOptions& options) {
+  SimulationResult r;
+  simulate_into(problem, options, r);
+  return r;
+}
+
+SimulationResult simulate(const Problem& problem, const SimulateOptions& options) {
+  Engine engine;
+  return engine.simulate(problem, options);
+}
+
+void simulate_into(const Problem& problem, const SimulateOptions& options, SimulationResult& r) {
+  Engine engine;
+  engine.simulate_into(problem, options, r);
+}
+
+void Engine::simulate_into(const Problem& problem, const SimulateOptions& options,
+                           SimulationResult& r) {
+  check(problem, options);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelInfo& model = problem.parameters.info();
+  const int n = static_cast<int>(model.compartments.size());
+  detail::PreparedBatch batch(impl_->schedule_for(problem, n));
+  fill_batch(problem, options, batch);
+
+  const Path path = resolve_path(problem, options);
+  detail::Backend* backend = &impl_->backend(path.method, path.device);
+  if (const std::string why = backend->unsupported_reason(batch); !why.empty()) {
+    if (options.method != Method::Auto) throw BackendUnavailable(why);
+    backend = &impl_->backend(Method::Scan, Device::Cpu);  // partial backend: fall back
+  }
+  ResultBuilder::make(problem, batch, options, r);
+  const double prep = seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (options.precision == Precision::Float64)
+    backend->run(batch, ResultBuilder::view64(r));
+  else
+    backend->run(batch, ResultBuilder::view32(r));
+  const double scan = seconds_since(t1);
+  const int used =
+      backend->method() == Method::Scan || backend->device() == Device::Cuda ? 1 : batch.threads;
+  ResultBuilder::finish(r, options, *backend, used, prep, scan);
+}
+
+bool Engine::summarize_into(const Problem& problem, const SimulateOptions& options,
+                            TimeSummary& summary, int metric_compartment, double last_dose_time,
+                            double* metrics, SimulationResult& r) {
+  check(problem, options);
+  if (!options.concentrations) {  // concentrations asked for: the trajectories must be stored
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n = static_cast<int>(problem.parameters.info().compartments.size());
+    detail::PreparedBatch batch(impl_->schedule_for(problem, n));
+    fill_batch(problem, options, batch);
+    const Path path = resolve_path(problem, options);
+    detail::Backend& backend = impl_->backend(path.method, path.device);
+    if (backend.unsupported_reason(batch).empty() && backend.can_summarize(batch, summary)) {
+      ResultBuilder::make(problem, batch, options, r, false);
+      const double prep = seconds_since(t0);
+      const auto t1 = std::chrono::steady_clock::now();
+      backend.summarize(batch, {&summary, options.precision, metric_compartment, last_dose_time,
+                                metrics, ResultBuilder::status(r)});
+      const double scan = seconds_since(t1);
+      ResultBuilder::finish(r, options, backend, batch.threads, prep, scan);
+      return true;
+    }
+  }
+  simulate_into(problem, options, r);
+  summary.add(r, metric_compartment, last_dose_time, metrics);
+  return false;
+}
+
+}  // namespace pkscan

@@ -1,0 +1,161 @@
+#pragma once
+// The SIMD lane recurrence of the grid engine: W subjects side by side (structure of arrays, one
+// subject per lane), K, the state and the breakpoint inputs held per lane, stepped through the
+// schedule with x <- K x + b. The one implementation shared by the batched CPU backend
+// (batched_cpu.cpp: rows written into the result) and the fused summary (fused_summary.cpp:
+// rows fed to the per-time sums, the sketch and the metrics); each passes a row sink.
+//
+// Numeric contract: per step and lane, the reference scan's arithmetic (detail::affine_step):
+// acc = k_r0 x_0, acc += k_rj x_j for j = 1..N-1 in order, y_r = acc + b_r, with the same K (the
+// subject's Transition rounded to Real) and the same inputs (detail::breakpoint_inputs). Every
+// file that includes this header is compiled with -ffp-contract=off (CMakeLists.txt), so no
+// multiply-add is contracted into an FMA by any clone: a subject's trajectory is bit-identical
+// to the scan's, whatever its lane, its block, the lane width or the thread running it.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "grid/schedule.hpp"
+#include "core/simd.hpp"
+#include "grid/transition.hpp"
+
+namespace pkscan::detail {
+
+// The recurrence state of W subjects, one per lane.
+template <int N, class Real, int W>
+struct alignas(64) Lanes {
+  Real k[N * N][W];
+  Real x[N][W];
+  Real c[N][W];  // inputs of every step of the current breakpoint
+  Real f[N][W];  // inputs of its first step (c plus boluses and partial infusions)
+};
+
+// Where the time loop of a set of lanes stands. Lanes stepped together share one cursor; a
+// window of lane groups advanced in turn starts each group from a copy of it.
+struct LaneCursor {
+  explicit LaneCursor(const Schedule& s) : last(s.bp_last(0)) {}
+  std::int64_t bp = 0;    // current breakpoint
+  std::int64_t last = 0;  // its last step
+  std::int64_t step = 1;  // next step to take
+  std::size_t next = 0;   // next output index
+};
+
+// The inputs of breakpoint `bp` for each lane (lanes >= active repeat the last active one).
+template <int N, class Real, int W>
+PKSCAN_INLINE void load_lane_inputs(Lanes<N, Real, W>& L, const Schedule& s,
+                                    const Transition<N>* tr, int active, std::int64_t bp) {
+  for (int l = 0; l < W; ++l) {
+    Real c[N], f[N];
+    breakpoint_inputs<N, Real>(s, tr[std::min(l, active - 1)], bp, c, f);
+    for (int r = 0; r < N; ++r) L.c[r][l] = c[r], L.f[r][l] = f[r];
+  }
+}
+
+// Lane set-up: each lane's K from its subject's transition, the initial state, the inputs of
+// the first breakpoint. Idle lanes (l >= active, in the last group of a block) repeat the last
+// active subject: computed, never reported.
+template <int N, class Real, int W>
+PKSCAN_INLINE void load_lanes(Lanes<N, Real, W>& L, const Schedule& s, const Transition<N>* tr,
+                              int active) {
+  for (int l = 0; l < W; ++l) {
+    const Transition<N>& t = tr[std::min(l, active - 1)];
+    for (int i = 0; i < N * N; ++i) L.k[i][l] = static_cast<Real>(t.k.data()[i]);
+    for (int r = 0; r < N; ++r)
+      L.x[r][l] = static_cast<Real>(s.initial[static_cast<std::size_t>(r)]);
+  }
+  load_lane_inputs<N, Real, W>(L, s, tr, active, 0);
+}
+
+// One step x <- K x + b of P lane groups.
+template <int N, class Real, int W, int P>
+PKSCAN_INLINE void lane_step(const Real (&k)[P][N * N][W], Real (&x)[P][N][W],
+                             const Real (&b)[P][N][W]) {
+  Real y[P][N][W];
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) {
+        Real acc = k[p][r * N][l] * x[p][0][l];
+        for (int j = 1; j < N; ++j) acc += k[p][r * N + j][l] * x[p][j][l];
+        y[p][r][l] = acc + b[p][r][l];
+      }
+  // Element by element (not one memcpy), so that the compiler keeps x in registers across a
+  // loop of steps.
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) x[p][r][l] = y[p][r][l];
+}
+
+// Advances P lane groups (lanes[0 .. P-1], whose subjects' transitions are tr[p W + l]; `count`
+// subjects from the first group's first lane are real) from `cur` by up to `max_rows` output
+// rows, and returns the number of rows recorded. Each output row is handed to the sink as
+// sink.row(j, x) (j: the row's index within this call; x: Real[P][N][W], the state at that
+// output step); the sink must not keep a reference to x. The groups' states are copied into
+// locals for the call (no store of the sink can alias them, so they stay in registers or on the
+// stack) and P independent recurrences overlap their latencies. Dense output (every step
+// reported) and sparse output each get a loop without per-step tests.
+template <int N, class Real, int W, int P, class Sink>
+PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* tr,
+                                std::int64_t count, LaneCursor& cur, const Schedule& s,
+                                const std::vector<std::int64_t>& outs, int max_rows, Sink& sink) {
+  alignas(64) Real k[P][N * N][W];
+  alignas(64) Real x[P][N][W];
+  alignas(64) Real c[P][N][W];
+  alignas(64) Real f[P][N][W];
+  int active[P];
+  for (int p = 0; p < P; ++p) {
+    std::memcpy(k[p], lanes[p].k, sizeof k[p]);
+    std::memcpy(x[p], lanes[p].x, sizeof x[p]);
+    std::memcpy(c[p], lanes[p].c, sizeof c[p]);
+    std::memcpy(f[p], lanes[p].f, sizeof f[p]);
+    active[p] = static_cast<int>(std::min<std::int64_t>(W, count - std::int64_t{p} * W));
+  }
+  const std::size_t n_out = outs.size();
+  const bool dense = n_out == static_cast<std::size_t>(s.steps + 1);
+  int rows = 0;
+  if (cur.next == 0 && cur.step == 1 && outs[0] == 0) {
+    sink.row(rows++, x);
+    ++cur.next;
+  }
+  while (rows < max_rows && cur.next < n_out) {
+    if (cur.step > cur.last) {
+      ++cur.bp;
+      cur.last = s.bp_last(cur.bp);
+      for (int p = 0; p < P; ++p) {
+        load_lane_inputs<N, Real, W>(lanes[p], s, tr + p * W, active[p], cur.bp);
+        std::memcpy(c[p], lanes[p].c, sizeof c[p]);
+        std::memcpy(f[p], lanes[p].f, sizeof f[p]);
+      }
+    }
+    if (cur.step == s.bp_step[static_cast<std::size_t>(cur.bp)]) {
+      // The first step of the breakpoint: boluses and partial infusions.
+      lane_step<N, Real, W, P>(k, x, f);
+      if (cur.step++ == outs[cur.next]) {
+        sink.row(rows++, x);
+        ++cur.next;
+      }
+    } else if (dense) {
+      const std::int64_t n = std::min<std::int64_t>(cur.last - cur.step + 1, max_rows - rows);
+      for (std::int64_t i = 0; i < n; ++i) {
+        lane_step<N, Real, W, P>(k, x, c);
+        sink.row(rows++, x);
+      }
+      cur.step += n;
+      cur.next += static_cast<std::size_t>(n);
+    } else {
+      // Unrecorded steps up to the next output step or the end of the breakpoint.
+      const std::int64_t target = std::min(outs[cur.next], cur.last);
+      for (std::int64_t i = cur.step; i < target; ++i) lane_step<N, Real, W, P>(k, x, c);
+      cur.step = target;
+      lane_step<N, Real, W, P>(k, x, c);
+      if (cur.step++ == outs[cur.next]) {
+        sink.row(rows++, x);
+        ++cur.next;
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p) std::memcpy(lanes[p].x, x[p], sizeof x[p]);
+  return rows;
+}
+
+}  // namespace pkscan::detail

@@ -1,0 +1,44 @@
+#pragma once
+// The fused simulate-and-summarise path of population runs (engine/summary/fused_summary.cpp): the
+// lane kernel of the batched CPU backend runs over windows of output times for blocks of 1024
+// subjects and each window is summarised while it is in the thread's cache, so the
+// trajectories are never stored. The batched CPU backend's summarize() (reached through
+// Engine::summarize_into); bit-identical to simulate + TimeSummary::add + subject_metrics.
+#include <cstdint>
+#include <memory>
+#include <pkscan/result.hpp>
+#include <pkscan/summary.hpp>
+#include <vector>
+
+#include "grid/backend.hpp"
+
+namespace pkscan::detail {
+
+// Per-thread scratch of the fused summary, kept between calls: a population run calls once per
+// chunk, and fresh memory would be faulted in and zeroed every time (about 1.4 MiB per thread
+// for 3 compartments and 1000 output times). Owned by the batched CPU backend, so by the
+// Engine; a slot holds the scratch of one compartment count and precision at a time.
+struct FusedScratch {
+  struct Slot {
+    virtual ~Slot() = default;
+  };
+  std::vector<std::unique_ptr<Slot>> per_thread;  // by OpenMP thread number
+};
+
+struct FusedSummary {
+  // True when add_batch() may take `subjects` more subjects: the summary's next subject starts
+  // a block of 1024 (its sums start afresh), and its percentiles are estimated by the sketch
+  // once these subjects are added (no values are kept).
+  static bool accepts(const TimeSummary& summary, std::int64_t subjects) noexcept;
+
+  // Simulates the batch (2 to 4 compartments, the batched backend's arithmetic) and adds every
+  // subject to `summary`; writes the metrics of `metric_compartment` (subjects x
+  // kMetricCount) and each subject's status.
+  // @throws InvalidArgument as TimeSummary::add for mismatched times or compartments, a metric
+  //         compartment out of range or a null `metrics`
+  static void add_batch(TimeSummary& summary, const PreparedBatch& batch, Precision precision,
+                        int metric_compartment, double last_dose_time, double* metrics,
+                        SubjectStatus* status, FusedScratch& scratch);
+};
+
+}  // namespace pkscan::detail
