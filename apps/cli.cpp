@@ -14,6 +14,7 @@
 
 #include "bench.hpp"
 #include "fit.hpp"
+#include "options.hpp"
 #include "plot.hpp"
 #include "progress.hpp"
 
@@ -174,10 +175,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run->add_option("--output,-o", c.output, "Output path (overrides output.path; .csv or .h5)");
   run->add_flag("--quiet,-q", c.quiet, "Print nothing on success, and no progress");
   run->add_flag("--verbose,-v", c.verbose, "Report the compute path and timings on stderr");
-  run->add_option(
-         "--threads,-j", c.threads,
-         "CPU threads (0 = the default: OMP_NUM_THREADS, else every CPU this process may use)")
-      ->check(CLI::Range(0, 4096));
+  add_threads_option(run, c.threads, "--threads,-j");
   run->footer(kExitHelp);
   BenchOptions bo;
   std::string b_method = "auto", b_device = "auto", b_precision = "float64";
@@ -196,11 +194,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench->add_option("--precision", b_precision, "float64 or float32")
       ->check(CLI::IsMember({"float64", "float32"}));
   bench->add_option("--output", bo.output, "dense, final or sparse:K");
-  bench
-      ->add_option(
-          "--threads", bo.threads,
-          "CPU threads (0 = the default: OMP_NUM_THREADS, else every CPU this process may use)")
-      ->check(CLI::Range(0, 4096));
+  add_threads_option(bench, bo.threads);
   bench->add_option("--repeat", bo.repeat, "Timed runs after one warm-up")
       ->check(CLI::Range(1, 1000));
   bench->add_option("--seed", bo.seed, "Seed of the between-subject variability");

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <utility>
 
+#include "options.hpp"
+
 namespace pkscan::cli {
 
 namespace {
@@ -390,10 +392,7 @@ CLI::App* add_fit_command(CLI::App& app, FitOptions& o) {
                 "Fit log(DV) around log(IPRED) with an additive error (log-normal DV)");
   fit->add_flag("--pooled", o.pooled, "One parameter set for all subjects (default: per subject)");
   fit->add_option("--output,-o", o.output, "Estimates CSV (.csv; default: the CSV on stdout)");
-  fit->add_option(
-         "--threads", o.threads,
-         "CPU threads (0 = the default: OMP_NUM_THREADS, else every CPU this process may use)")
-      ->check(CLI::Range(0, 4096));
+  add_threads_option(fit, o.threads);
   fit->add_option("--max-iterations", o.max_iterations, "BFGS iterations per fit (default 500)")
       ->check(CLI::Range(1, 1000000));
   fit->add_flag("--quiet,-q", o.quiet, "Print no summary line");

@@ -126,9 +126,8 @@ YAML::Mark parse_options(const Loader& L, const Loader::Entries& top, RunSpec& s
       engine_mark = m->second.value.Mark();
       try {
         spec.options.method = method_from_string(s);
-      } catch (const InvalidArgument&) {
-        L.fail(m->second.value,
-               "engine.method is \"" + s + "\", but must be one of auto, scan, batched, power");
+      } catch (const InvalidArgument& e) {
+        L.fail(m->second.value, std::string("engine.") + e.what());
       }
     }
     if (auto d = eng.find("device"); d != eng.end()) {
@@ -137,9 +136,8 @@ YAML::Mark parse_options(const Loader& L, const Loader::Entries& top, RunSpec& s
       if (s != "auto" && s != "cpu") engine_mark = d->second.value.Mark();
       try {
         spec.options.device = device_from_string(s);
-      } catch (const InvalidArgument&) {
-        L.fail(d->second.value,
-               "engine.device is \"" + s + "\", but must be one of auto, cpu, cuda");
+      } catch (const InvalidArgument& e) {
+        L.fail(d->second.value, std::string("engine.") + e.what());
       }
     }
   }

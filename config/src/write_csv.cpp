@@ -40,17 +40,29 @@ void write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFil
     }
   }
 }
+
+// The start of a result file's header: id, time, the amounts and the concentrations.
+std::string header_start(const ModelInfo& model) {
+  std::string header = "id,time";
+  for (const std::string& c : model.compartments) header += ",amount_" + c;
+  for (const std::string& c : model.compartments) header += ",conc_" + c;
+  return header;
+}
+
+// The output unit of `path`, which also removes the `stale` files when it commits.
+AtomicFile& open_unit(OutputUnit& unit, const std::string& path,
+                      const std::vector<std::string>& stale) {
+  AtomicFile& out = unit.add(path);
+  for (const std::string& s : stale) unit.remove_on_commit(s);
+  return out;
+}
 }  // namespace
 
 void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path,
                const std::vector<std::string>& stale) {
   OutputUnit unit(path);
-  AtomicFile& out = unit.add(path);
-  for (const std::string& s : stale) unit.remove_on_commit(s);
-  std::string header = "id,time";
-  for (const std::string& c : model.compartments) header += ",amount_" + c;
-  for (const std::string& c : model.compartments) header += ",conc_" + c;
-  header += '\n';
+  AtomicFile& out = open_unit(unit, path, stale);
+  const std::string header = header_start(model) + '\n';
   out.write(header.data(), header.size());
   if (result.precision() == Precision::Float64)
     write_rows(result, result.amounts_f64(), out);
@@ -71,12 +83,8 @@ std::string csv_field(const std::string& v) {
 void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
                        const std::string& path, const std::vector<std::string>& stale) {
   OutputUnit unit(path);
-  AtomicFile& out = unit.add(path);
-  for (const std::string& s : stale) unit.remove_on_commit(s);
-  std::string header = "id,time";
-  for (const std::string& c : model.compartments) header += ",amount_" + c;
-  for (const std::string& c : model.compartments) header += ",conc_" + c;
-  header += ",dv,pred";
+  AtomicFile& out = open_unit(unit, path, stale);
+  std::string header = header_start(model) + ",dv,pred";
   for (const std::string& c : data.covariate_columns) header += "," + csv_field(c);
   header += '\n';
   out.write(header.data(), header.size());

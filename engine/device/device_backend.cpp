@@ -41,11 +41,11 @@
 #include <string>
 #include <vector>
 
-#include "grid/backend.hpp"
 #include "core/parallel.hpp"
+#include "device/runtime.hpp"
+#include "grid/backend.hpp"
 #include "grid/schedule.hpp"
 #include "grid/transition.hpp"
-#include "device/runtime.hpp"
 
 namespace pkscan::detail {
 

@@ -17,9 +17,9 @@ void launch_n(const Policy& policy, Kernel kernel, const DeviceSchedule& s,
               const DeviceChunk<Real>& c) {
   const thrust::counting_iterator<std::int64_t> first(0), last(c.subjects);
   if (kernel == Kernel::PowerSparse)
-    thrust::for_each(policy, first, last, PowerSparseSubject<N, Real>{s, c});
+    thrust::for_each(policy, first, last, SubjectKernel<N, Real, Kernel::PowerSparse>{s, c});
   else
-    thrust::for_each(policy, first, last, BatchedSubject<N, Real>{s, c});
+    thrust::for_each(policy, first, last, SubjectKernel<N, Real, Kernel::Batched>{s, c});
 }
 
 // N is 2, 3 or 4 (the device backend's unsupported_reason has rejected other counts).

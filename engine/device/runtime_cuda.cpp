@@ -32,42 +32,47 @@ int cuda_device_count(std::string* why) noexcept {
 
 namespace {
 
+// Calls a CUDA function that returns a handle or pointer through its argument; throws
+// DeviceError naming `call` when it fails.
+template <class T, class F>
+T created(const char* call, F&& create) {
+  T h{};
+  if (const cudaError_t err = create(&h); err != cudaSuccess)
+    cuda::throw_cuda_error(err, call, __FILE__, __LINE__);
+  return h;
+}
+
 class CudaRuntime final : public Runtime {
  public:
   const char* system() const noexcept override { return "cuda"; }
   int device_count(std::string* why) const noexcept override { return cuda_device_count(why); }
   int current_device() override {
-    int dev = 0;
-    PKSCAN_CUDA_CHECK(cudaGetDevice(&dev));
-    return dev;
+    return created<int>("cudaGetDevice", [](int* d) { return cudaGetDevice(d); });
   }
   void memory_info(std::size_t& free_bytes, std::size_t& total_bytes) override {
     PKSCAN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   }
   void* alloc(std::size_t bytes) override {
-    void* p = nullptr;
-    PKSCAN_CUDA_CHECK(cudaMalloc(&p, bytes));
-    return p;
+    return created<void*>("cudaMalloc", [&](void** p) { return cudaMalloc(p, bytes); });
   }
   void free(void* p) noexcept override { (void)cudaFree(p); }
   void* alloc_staging(std::size_t bytes) override {
-    void* p = nullptr;
-    PKSCAN_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
-    return p;
+    return created<void*>("cudaHostAlloc",
+                          [&](void** p) { return cudaHostAlloc(p, bytes, cudaHostAllocDefault); });
   }
   void free_staging(void* p) noexcept override { (void)cudaFreeHost(p); }
   void* create_stream() override {
-    cudaStream_t s = nullptr;
-    PKSCAN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return s;
+    return created<cudaStream_t>("cudaStreamCreateWithFlags", [](cudaStream_t* st) {
+      return cudaStreamCreateWithFlags(st, cudaStreamNonBlocking);
+    });
   }
   void destroy_stream(void* stream) noexcept override {
     (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
   }
   void* create_event() override {
-    cudaEvent_t e = nullptr;
-    PKSCAN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    return e;
+    return created<cudaEvent_t>("cudaEventCreateWithFlags", [](cudaEvent_t* e) {
+      return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
+    });
   }
   void destroy_event(void* event) noexcept override {
     (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));

@@ -74,19 +74,30 @@ struct RowWriter {
   }
 };
 
-// Batched: every step of the horizon, x <- K x + b, recording the output steps (the reference
-// scan's loop, detail::affine_step on K rounded once from double).
-template <int N, class Real>
-struct BatchedSubject {
+// One subject of a chunk: its transition, K rounded to Real and the doses at 0 (as every grid
+// path begins), then the kernel's loop, then its status.
+template <int N, class Real, Kernel K>
+struct SubjectKernel {
   DeviceSchedule sched;
   DeviceChunk<Real> ch;
 
   PKSCAN_HD void operator()(std::int64_t j) const {
-    const detail::ScheduleView& s = sched.s;
     const detail::TransitionView tr = subject_transition<N>(ch, j);
     RowWriter<N, Real> w{ch.out + j * sched.n_out * N};
     Real k[N * N], x[N];
-    detail::subject_start<N, Real>(s, tr, k, x);
+    detail::subject_start<N, Real>(sched.s, tr, k, x);
+    if constexpr (K == Kernel::PowerSparse)
+      power_sparse(j, tr, k, x, w);
+    else
+      batched(tr, k, x, w);
+    ch.status[j] = w.finite ? 0 : 1;
+  }
+
+  // Batched: every step of the horizon, x <- K x + b, recording the output steps (the reference
+  // scan's loop: affine_step with the breakpoint inputs of grid_math.hpp).
+  PKSCAN_HD void batched(const detail::TransitionView& tr, const Real* k, Real* x,
+                         RowWriter<N, Real>& w) const {
+    const detail::ScheduleView& s = sched.s;
     const bool dense = sched.dense();
     std::int64_t next = 0;  // next output row
     const std::int64_t last = dense ? s.steps : sched.out_steps[sched.n_out - 1];
@@ -108,33 +119,20 @@ struct BatchedSubject {
         }
       }
     }
-    ch.status[j] = w.finite ? 0 : 1;
   }
-};
 
-// Power, sparse output: the subject's table of powers, then jumps from one output step to the
-// next (detail::advance, the CPU power path's function).
-template <int N, class Real>
-struct PowerSparseSubject {
-  DeviceSchedule sched;
-  DeviceChunk<Real> ch;
-
-  PKSCAN_HD void operator()(std::int64_t j) const {
-    const detail::ScheduleView& s = sched.s;
-    Real k[N * N];
-    detail::PowerSubjectView<N, Real> ps{
-        subject_transition<N>(ch, j), k, {ch.table + j, ch.subjects, sched.levels}};
-    Real x[N];
-    detail::subject_start<N, Real>(s, ps.tr, k, x);
-    detail::build_power_table<N, Real>(ps.tr.k, ps.tr.stride, ps.table);
-    RowWriter<N, Real> w{ch.out + j * sched.n_out * N};
+  // Power, sparse output: the subject's table of powers, then jumps from one output step to the
+  // next (detail::advance, the CPU power path's function).
+  PKSCAN_HD void power_sparse(std::int64_t j, const detail::TransitionView& tr, const Real* k,
+                              Real* x, RowWriter<N, Real>& w) const {
+    const detail::PowerSubjectView<N, Real> ps{tr, k, {ch.table + j, ch.subjects, sched.levels}};
+    detail::build_power_table<N, Real>(tr.k, tr.stride, ps.table);
     std::int64_t at = 0;
     for (std::int64_t o = 0; o < sched.n_out; ++o) {
-      detail::advance<N, Real>(s, ps, x, at, sched.out_steps[o]);
+      detail::advance<N, Real>(sched.s, ps, x, at, sched.out_steps[o]);
       at = sched.out_steps[o];
       w.record(x);
     }
-    ch.status[j] = w.finite ? 0 : 1;
   }
 };
 

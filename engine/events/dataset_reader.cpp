@@ -434,6 +434,13 @@ class DatasetParser {
     evid_given_ = false;
     bool mdv_given = false;
     double v = 0.0;
+    // AMT and II: a number >= 0, or '.' for none (the field keeps its default).
+    auto non_negative_or_none = [&](int c, double& field) {
+      if (number(c, v, "a number >= 0, or '.' for none")) {
+        if (v < 0.0) bad(c, ">= 0");
+        field = v;
+      }
+    };
     for (int c = 0; c < columns; ++c) {
       const Column& col = columns_[static_cast<std::size_t>(c)];
       switch (col.kind) {
@@ -444,10 +451,7 @@ class DatasetParser {
           r.time = v;
           break;
         case Kind::Amt:
-          if (number(c, v, "a number >= 0, or '.' for none")) {
-            if (v < 0.0) bad(c, ">= 0");
-            r.amt = v;
-          }
+          non_negative_or_none(c, r.amt);
           break;
         case Kind::Rate:
           if (number(c, v, "a number >= 0 (0 or '.' = bolus)")) {
@@ -482,10 +486,7 @@ class DatasetParser {
           }
           break;
         case Kind::Ii:
-          if (number(c, v, "a number >= 0, or '.' for none")) {
-            if (v < 0.0) bad(c, ">= 0");
-            r.ii = v;
-          }
+          non_negative_or_none(c, r.ii);
           break;
         case Kind::Addl: {
           const std::string rule = std::string("a whole number in 0..") + kMaxAddlText;

@@ -16,30 +16,23 @@
 #include <utility>
 #include <vector>
 
+#include "core/names.hpp"
 #include "core/parallel.hpp"
 #include "events/plan.hpp"
 #include "events/solver.hpp"
 
 namespace pkscan {
 
-std::string to_string(ErrorModelKind kind) {
-  switch (kind) {
-    case ErrorModelKind::Additive:
-      return "additive";
-    case ErrorModelKind::Proportional:
-      return "proportional";
-    case ErrorModelKind::Combined:
-      return "combined";
-  }
-  return "additive";
-}
+namespace {
+constexpr detail::Named<ErrorModelKind> kErrorModels[] = {
+    {ErrorModelKind::Additive, "additive"},
+    {ErrorModelKind::Proportional, "proportional"},
+    {ErrorModelKind::Combined, "combined"}};
+}  // namespace
 
+std::string to_string(ErrorModelKind kind) { return detail::name_of(kErrorModels, kind); }
 ErrorModelKind error_model_from_string(std::string_view name) {
-  for (ErrorModelKind k :
-       {ErrorModelKind::Additive, ErrorModelKind::Proportional, ErrorModelKind::Combined})
-    if (name == to_string(k)) return k;
-  throw InvalidArgument("error model is \"" + std::string(name) +
-                        "\", but must be additive, proportional or combined");
+  return detail::value_named(kErrorModels, name, "error model");
 }
 
 std::vector<std::string> ErrorModel::parameter_names() const {

@@ -5,52 +5,28 @@
 #include <pkscan/build_config.hpp>
 #include <pkscan/error.hpp>
 
-#include "grid/device_backend.hpp"
+#include "core/names.hpp"
 #include "device/runtime.hpp"
+#include "grid/device_backend.hpp"
 
 namespace pkscan {
 
-std::string to_string(Method method) {
-  switch (method) {
-    case Method::Auto:
-      return "auto";
-    case Method::Scan:
-      return "scan";
-    case Method::Batched:
-      return "batched";
-    case Method::Power:
-      return "power";
-  }
-  return "auto";
-}
+namespace {
+constexpr detail::Named<Method> kMethods[] = {{Method::Auto, "auto"},
+                                              {Method::Scan, "scan"},
+                                              {Method::Batched, "batched"},
+                                              {Method::Power, "power"}};
+constexpr detail::Named<Device> kDevices[] = {
+    {Device::Auto, "auto"}, {Device::Cpu, "cpu"}, {Device::Cuda, "cuda"}};
+}  // namespace
 
-std::string to_string(Device device) {
-  switch (device) {
-    case Device::Auto:
-      return "auto";
-    case Device::Cpu:
-      return "cpu";
-    case Device::Cuda:
-      return "cuda";
-  }
-  return "auto";
-}
-
+std::string to_string(Method method) { return detail::name_of(kMethods, method); }
+std::string to_string(Device device) { return detail::name_of(kDevices, device); }
 Method method_from_string(std::string_view name) {
-  if (name == "auto") return Method::Auto;
-  if (name == "scan") return Method::Scan;
-  if (name == "batched") return Method::Batched;
-  if (name == "power") return Method::Power;
-  throw InvalidArgument("method is \"" + std::string(name) +
-                        "\", but must be one of auto, scan, batched, power");
+  return detail::value_named(kMethods, name, "method");
 }
-
 Device device_from_string(std::string_view name) {
-  if (name == "auto") return Device::Auto;
-  if (name == "cpu") return Device::Cpu;
-  if (name == "cuda") return Device::Cuda;
-  throw InvalidArgument("device is \"" + std::string(name) +
-                        "\", but must be one of auto, cpu, cuda");
+  return detail::value_named(kDevices, name, "device");
 }
 
 #if PKSCAN_HAS_CUDA

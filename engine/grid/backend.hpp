@@ -96,6 +96,29 @@ bool with_compartments_1_to_6(int n, F&& f) {
   return with_compartments_in(n, f, std::make_integer_sequence<int, 6>{});
 }
 
+// A CPU backend of `M` compiled for 2 to 4 compartments: Derived provides
+//   template <int N, class Real> static void run_all(const PreparedBatch&, ResultView<Real>);
+// (public), and this class the rest of the interface.
+template <class Derived, Method M>
+class CompiledCpuBackend : public Backend {
+ public:
+  Method method() const noexcept override { return M; }
+  Device device() const noexcept override { return Device::Cpu; }
+  std::string unsupported_reason(const PreparedBatch& b) const override {
+    if (b.n >= 2 && b.n <= 4) return {};
+    return "method '" + to_string(M) + "' is compiled for 2 to 4 compartments";
+  }
+  void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
+  void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
+
+ private:
+  template <class Real>
+  static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
+    with_compartments_2_to_4(
+        b.n, [&](auto n) { Derived::template run_all<decltype(n)::value, Real>(b, out); });
+  }
+};
+
 // The one factory. Throws BackendUnavailable for a method/device not in this build.
 std::unique_ptr<Backend> make_backend(Method method, Device device);
 

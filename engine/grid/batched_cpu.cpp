@@ -21,12 +21,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "grid/backend.hpp"
-#include "summary/fused_summary.hpp"
-#include "grid/lanes.hpp"
 #include "core/parallel.hpp"
+#include "grid/backend.hpp"
+#include "grid/lanes.hpp"
 #include "grid/reference.hpp"
 #include "grid/transition.hpp"
+#include "summary/fused_summary.hpp"
 
 namespace pkscan::detail {
 
@@ -246,16 +246,8 @@ PKSCAN_BLOCK(4, double)
 PKSCAN_BLOCK(4, float)
 #undef PKSCAN_BLOCK
 
-class BatchedCpuBackend final : public Backend {
+class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Method::Batched> {
  public:
-  Method method() const noexcept override { return Method::Batched; }
-  Device device() const noexcept override { return Device::Cpu; }
-  std::string unsupported_reason(const PreparedBatch& b) const override {
-    if (b.n < 2 || b.n > 4) return "method 'batched' is compiled for 2 to 4 compartments";
-    return {};
-  }
-  void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
-  void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
   // The fused summary (fused_summary.cpp): the lane kernel without storing the trajectories.
   bool can_summarize(const PreparedBatch& b, const TimeSummary& summary) const override {
     return FusedSummary::accepts(summary, b.subjects);
@@ -268,10 +260,7 @@ class BatchedCpuBackend final : public Backend {
  private:
   FusedScratch fused_scratch_;  // kept between calls of summarize()
 
-  template <class Real>
-  static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
-    with_compartments_2_to_4(b.n, [&](auto n) { run_all<decltype(n)::value, Real>(b, out); });
-  }
+ public:
   template <int N, class Real>
   static void run_all(const PreparedBatch& b, ResultView<Real> out) {
     constexpr int W = lanes<Real>();

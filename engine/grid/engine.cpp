@@ -5,9 +5,9 @@
 #include <pkscan/error.hpp>
 #include <pkscan/threads.hpp>
 
+#include "core/validate.hpp"
 #include "grid/backend.hpp"
 #include "grid/schedule.hpp"
-#include "core/validate.hpp"
 
 namespace pkscan {
 

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "core/rate_structure.hpp"
-#include "grid/schedule.hpp"
-#include "grid/grid_math.hpp"
-#include "grid/transition.hpp"
 #include "core/validate.hpp"
+#include "grid/grid_math.hpp"
+#include "grid/schedule.hpp"
+#include "grid/transition.hpp"
 
 namespace pkscan {
 

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <vector>
 
-#include "grid/schedule.hpp"
 #include "core/simd.hpp"
+#include "grid/schedule.hpp"
 #include "grid/transition.hpp"
 
 namespace pkscan::detail {

@@ -21,9 +21,9 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel.hpp"
 #include "grid/backend.hpp"
 #include "grid/grid_math.hpp"
-#include "core/parallel.hpp"
 #include "grid/transition.hpp"
 
 namespace pkscan::detail {
@@ -79,24 +79,8 @@ void scan_dense(const Schedule& s, const PowerSubject<N, Real>& ps, Real* x, std
   }
 }
 
-class PowerCpuBackend final : public Backend {
+class PowerCpuBackend final : public CompiledCpuBackend<PowerCpuBackend, Method::Power> {
  public:
-  Method method() const noexcept override { return Method::Power; }
-  Device device() const noexcept override { return Device::Cpu; }
-  std::string unsupported_reason(const PreparedBatch& b) const override {
-    if (b.n < 2 || b.n > 4) return "method 'power' is compiled for 2 to 4 compartments";
-    return {};
-  }
-  void run(const PreparedBatch& b, ResultView<double> out) override { dispatch(b, out); }
-  void run(const PreparedBatch& b, ResultView<float> out) override { dispatch(b, out); }
-
- private:
-  template <class Real>
-  static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
-    with_compartments_2_to_4(b.n, [&](auto n) { run_all<decltype(n)::value, Real>(b, out); });
-  }
-
- private:
   template <int N, class Real>
   static void run_all(const PreparedBatch& b, ResultView<Real> out) {
     const Schedule& s = b.schedule;

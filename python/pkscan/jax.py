@@ -130,64 +130,53 @@ def log_likelihood(predictor, params, sigma, error="additive", log_scale=False,
     return (total, ll) if per_subject else total
 
 
-def _predict_function(predictor):
-    addr, cache = _entry(predictor)
-    if "predict" in cache:
-        return cache["predict"]
-    N = predictor.observations
-    subject_of = np.asarray(predictor.observation_subjects, dtype=np.int32)
+def _ffi_rows(target, out_shape, attrs, tangent):
+    """params -> the first output of the FFI target `target` (shape out_shape), as a custom_jvp
+    function whose tangent is tangent(jacobian, t_params), with the Jacobian (out_shape + (P,))
+    the target's second output when asked for (with_gradient=1)."""
 
     def call(params, with_gradient):
-        P = params.shape[-1]
         dt = params.dtype
-        shapes = (jax.ShapeDtypeStruct((N,), dt), jax.ShapeDtypeStruct((N, P), dt))
-        return jax.ffi.ffi_call("pkscan_predict", shapes, vmap_method="broadcast_all")(
-            params, predictor=np.int64(addr), with_gradient=np.int64(with_gradient))
+        shapes = (jax.ShapeDtypeStruct(out_shape, dt),
+                  jax.ShapeDtypeStruct(out_shape + (params.shape[-1],), dt))
+        return jax.ffi.ffi_call(target, shapes, vmap_method="broadcast_all")(
+            params, with_gradient=np.int64(with_gradient), **attrs)
 
-    # Row i of the Jacobian is d pred[i] / d params[subject of i]: the tangent is a gather and a
-    # row-wise dot (its transpose, for reverse mode, a segment sum over each subject's rows).
     @jax.custom_jvp
-    def predict_rows(params):
+    def rows(params):
         return call(params, 0)[0]
 
-    @predict_rows.defjvp
-    def predict_rows_jvp(primals, tangents):
+    @rows.defjvp
+    def rows_jvp(primals, tangents):
         (params,), (t_params,) = primals, tangents
-        pred, jac = call(params, 1)
-        return pred, jnp.sum(jac * t_params[subject_of], axis=-1)
+        value, jac = call(params, 1)
+        return value, tangent(jac, t_params)
 
-    cache["predict"] = predict_rows
-    return predict_rows
+    return rows
+
+
+def _predict_function(predictor):
+    addr, cache = _entry(predictor)
+    if "predict" not in cache:
+        # Row i of the Jacobian is d pred[i] / d params[subject of i]: the tangent is a gather
+        # and a row-wise dot (its transpose, for reverse mode, a segment sum over each subject's
+        # rows).
+        subject_of = np.asarray(predictor.observation_subjects, dtype=np.int32)
+        cache["predict"] = _ffi_rows(
+            "pkscan_predict", (predictor.observations,), {"predictor": np.int64(addr)},
+            lambda jac, t: jnp.sum(jac * t[subject_of], axis=-1))
+    return cache["predict"]
 
 
 def _grid_function(grid, shape):
     addr, cache = _entry(grid)
-    if "grid" in cache:
-        return cache["grid"]
-    S, T, C = shape
-
-    def call(params, with_gradient):
-        P = params.shape[-1]
-        dt = params.dtype
-        shapes = (jax.ShapeDtypeStruct((S, T, C), dt), jax.ShapeDtypeStruct((S, T, C, P), dt))
-        return jax.ffi.ffi_call("pkscan_grid", shapes, vmap_method="broadcast_all")(
-            params, gradient=np.int64(addr), subjects=np.int64(S),
-            with_gradient=np.int64(with_gradient))
-
-    # Each subject's concentrations depend on its own row only: the tangent is a batched
-    # matrix-vector product (its transpose, for reverse mode, the same contraction).
-    @jax.custom_jvp
-    def simulate_rows(params):
-        return call(params, 0)[0]
-
-    @simulate_rows.defjvp
-    def simulate_rows_jvp(primals, tangents):
-        (params,), (t_params,) = primals, tangents
-        conc, jac = call(params, 1)
-        return conc, jnp.einsum("stcp,sp->stc", jac, t_params)
-
-    cache["grid"] = simulate_rows
-    return simulate_rows
+    if "grid" not in cache:
+        # Each subject's concentrations depend on its own row only: the tangent is a batched
+        # matrix-vector product (its transpose, for reverse mode, the same contraction).
+        cache["grid"] = _ffi_rows(
+            "pkscan_grid", tuple(shape), {"gradient": np.int64(addr), "subjects": np.int64(shape[0])},
+            lambda jac, t: jnp.einsum("stcp,sp->stc", jac, t))
+    return cache["grid"]
 
 
 def predict(predictor, params):

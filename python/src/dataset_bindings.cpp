@@ -50,46 +50,40 @@ PyDataset parse_dataset_py(const std::string& text, py::handle model, const std:
 
 // Per-record table of a dataset: one entry per column, arrays over all records in file order.
 py::dict dataset_records(const PyDataset& d) {
+  using Record = pkscan::DatasetRecord;
   const pkscan::Dataset& data = *d.data;
   const auto n = static_cast<py::ssize_t>(data.record_count());
   const auto np = static_cast<py::ssize_t>(data.parameter_columns.size());
-  py::array_t<std::int64_t> subject(n), line(n), addl(n);
-  py::array_t<double> time(n), amt(n), rate(n), ii(n), dv(n);
-  py::array_t<int> evid(n), cmt(n), ss(n);
-  py::array_t<bool> mdv(n);
-  py::array_t<double> params({n, np});
-  py::ssize_t i = 0;
-  for (std::size_t s = 0; s < data.subjects.size(); ++s)
-    for (const pkscan::DatasetRecord& r : data.subjects[s].records) {
-      subject.mutable_data()[i] = static_cast<std::int64_t>(s);
-      line.mutable_data()[i] = r.line;
-      time.mutable_data()[i] = r.time;
-      evid.mutable_data()[i] = r.evid;
-      amt.mutable_data()[i] = r.amt;
-      rate.mutable_data()[i] = r.rate;
-      cmt.mutable_data()[i] = r.cmt;
-      ii.mutable_data()[i] = r.ii;
-      addl.mutable_data()[i] = r.addl;
-      ss.mutable_data()[i] = r.ss;
-      dv.mutable_data()[i] = r.dv;
-      mdv.mutable_data()[i] = r.mdv;
-      for (py::ssize_t c = 0; c < np; ++c)
-        params.mutable_data()[i * np + c] = r.parameters[static_cast<std::size_t>(c)];
-      ++i;
-    }
+  // One array of `T` over every record: get(subject index, record).
+  auto column = [&](auto get) {
+    using T = decltype(get(std::size_t{0}, std::declval<const Record&>()));
+    py::array_t<T> a(n);
+    T* p = a.mutable_data();
+    for (std::size_t s = 0; s < data.subjects.size(); ++s)
+      for (const Record& r : data.subjects[s].records) *p++ = get(s, r);
+    return a;
+  };
   py::dict out;
-  out["subject"] = subject;
-  out["line"] = line;
-  out["time"] = time;
-  out["evid"] = evid;
-  out["amt"] = amt;
-  out["rate"] = rate;
-  out["cmt"] = cmt;
-  out["ii"] = ii;
-  out["addl"] = addl;
-  out["ss"] = ss;
-  out["dv"] = dv;
-  out["mdv"] = mdv;
+  out["subject"] = column([](std::size_t s, const Record&) { return std::int64_t(s); });
+  out["line"] = column([](std::size_t, const Record& r) { return r.line; });
+  out["addl"] = column([](std::size_t, const Record& r) { return r.addl; });
+  out["mdv"] = column([](std::size_t, const Record& r) { return r.mdv; });
+  const std::pair<const char*, double Record::*> reals[] = {{"time", &Record::time},
+                                                            {"amt", &Record::amt},
+                                                            {"rate", &Record::rate},
+                                                            {"ii", &Record::ii},
+                                                            {"dv", &Record::dv}};
+  for (const auto& [name, m] : reals)
+    out[name] = column([m = m](std::size_t, const Record& r) { return r.*m; });
+  const std::pair<const char*, int Record::*> ints[] = {
+      {"evid", &Record::evid}, {"cmt", &Record::cmt}, {"ss", &Record::ss}};
+  for (const auto& [name, m] : ints)
+    out[name] = column([m = m](std::size_t, const Record& r) { return r.*m; });
+  py::array_t<double> params({n, np});
+  double* p = params.mutable_data();
+  for (const auto& subject : data.subjects)
+    for (const Record& r : subject.records)
+      for (py::ssize_t c = 0; c < np; ++c) *p++ = r.parameters[static_cast<std::size_t>(c)];
   out["parameters"] = params;
   return out;
 }

@@ -16,8 +16,6 @@
 // prediction of 0) is also reported as -inf with zero gradients. Anything else that fails (no
 // memory, a wrong shape) is returned to XLA as an error status; no C++ exception leaves a handler.
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -106,62 +104,60 @@ void finish_values(bool ok, double* v, std::int64_t n, double* d, std::int64_t n
   }
 }
 
-// Calls f(); an exception is not propagated: the first one of any thread is kept in `failure`.
-template <class F>
-void guarded(bool& failed, std::string& failure, F&& f) {
+// Runs body(i, worker) for i in [0, count) on `threads` threads (pkscan::parallel_for); returns
+// the message of the lowest failing index's exception, empty when none failed.
+template <class Body>
+std::string for_each_index(std::int64_t count, int threads, Body body) {
   try {
-    f();
+    pkscan::parallel_for(count, threads, [&](std::int64_t i, int worker) { body(i, worker); });
+    return {};
   } catch (const std::exception& e) {
-#pragma omp critical(pkscan_jax_failure)
-    if (!failed) failed = true, failure = e.what();
+    return e.what()[0] ? std::string(e.what()) : std::string("failed");
   } catch (...) {
-#pragma omp critical(pkscan_jax_failure)
-    if (!failed) failed = true, failure = "unknown exception";
+    return "unknown exception";
   }
 }
 
-// Runs body(thread_workspace, batch, subject) for every pair on all cores; the first failure
-// other than DomainError (which body handles) is returned as its message.
+// Runs body(thread_workspace, batch, subject) for every pair; the first failure other than
+// DomainError (which body handles) is returned as its message.
 template <class Body>
 std::string for_each_pair(const Predictor& p, std::int64_t batch, Body body) {
   const std::int64_t S = p.subjects();
   const std::int64_t pairs = batch * S;
-  std::string failure;
-  bool failed = false;
   // A few microseconds per subject: small calls (the common case inside a sampler) run on the
   // calling thread; a parallel region there costs more than it saves, and far more on a loaded
   // machine, where a descheduled team member holds up the barrier for a whole time slice.
   const int threads = static_cast<int>(
       std::max<std::int64_t>(1, std::min<std::int64_t>(default_threads(), pairs / 16)));
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    std::unique_ptr<Predictor::Workspace> ws;
-    try {
-      ws = p.make_workspace();
-    } catch (const std::exception& e) {
-#pragma omp critical(pkscan_jax_failure)
-      if (!failed) failed = true, failure = e.what();
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t i = 0; i < pairs; ++i) {
-      if (!ws) continue;
-      guarded(failed, failure, [&] { body(*ws, i / S, i % S); });
-    }
-  }
-  return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();
+  std::vector<std::unique_ptr<Predictor::Workspace>> ws(static_cast<std::size_t>(threads));
+  return for_each_index(pairs, threads, [&](std::int64_t i, int worker) {
+    std::unique_ptr<Predictor::Workspace>& w = ws[static_cast<std::size_t>(worker)];
+    if (!w) w = p.make_workspace();
+    body(*w, i / S, i % S);
+  });
 }
 
-// Runs body(i) for i in [0, count) on all cores (one per thread for small counts); the first
-// exception that escapes body is returned as its message.
-template <class Body>
-std::string for_each_index(std::int64_t count, Body body) {
-  std::string failure;
-  bool failed = false;
-  const int threads = static_cast<int>(
-      std::max<std::int64_t>(1, std::min<std::int64_t>(default_threads(), count / 4)));
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1)
-  for (std::int64_t i = 0; i < count; ++i) guarded(failed, failure, [&] { body(i); });
-  return failed ? (failure.empty() ? std::string("failed") : failure) : std::string();
+// The batch size B of params [B, ...] with `row` values per batch entry, after checking the
+// element type and the shape.
+ffi::Error batch_of(const ffi::AnyBuffer& params, std::size_t row, std::int64_t& B) {
+  if (!floating(params.element_type()))
+    return ffi::Error::InvalidArgument("pkscan.jax: params must be float32 or float64");
+  if (row == 0 || params.element_count() % row != 0)
+    return ffi::Error::InvalidArgument("pkscan.jax: params has the wrong shape");
+  B = static_cast<std::int64_t>(params.element_count() / row);
+  return ffi::Error::Success();
+}
+
+// Runs a handler's body; an exception becomes an Internal error named after the Python function.
+template <class F>
+ffi::Error handle(const char* function, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string(function) + ": " + e.what());
+  } catch (...) {
+    return ffi::Error::Internal(std::string(function) + ": unknown exception");
+  }
 }
 
 // Per-subject log-likelihood: params [B, S, P], sigma [B, K] -> per_subject [B, S],
@@ -171,16 +167,14 @@ ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
                        ffi::Result<ffi::AnyBuffer> sigma_grad, std::int64_t predictor,
                        std::int64_t error_kind, std::int64_t log_scale,
                        std::int64_t with_gradient) {
-  try {
+  return handle("pkscan.jax.log_likelihood", [&] {
     const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
     const ErrorModel error = error_model(error_kind, log_scale);
     const std::int64_t S = p.subjects(), P = p.parameters(), K = error.parameter_count();
-    if (!floating(params.element_type()) || !floating(sigma.element_type()))
+    if (!floating(sigma.element_type()))
       return ffi::Error::InvalidArgument("pkscan.jax: params and sigma must be float32 or float64");
-    const std::size_t row = static_cast<std::size_t>(S * P);
-    if (row == 0 || params.element_count() % row != 0)
-      return ffi::Error::InvalidArgument("pkscan.jax: params has the wrong shape");
-    const std::int64_t B = static_cast<std::int64_t>(params.element_count() / row);
+    std::int64_t B = 0;
+    if (ffi::Error e = batch_of(params, static_cast<std::size_t>(S * P), B); e.failure()) return e;
     if (sigma.element_count() != static_cast<std::size_t>(B * K))
       return ffi::Error::InvalidArgument("pkscan.jax: sigma has the wrong shape");
     for (const auto& [r, n, what] :
@@ -222,11 +216,7 @@ ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
     store(g, grad);
     store(gs, sigma_grad);
     return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return ffi::Error::Internal(std::string("pkscan.jax.log_likelihood: ") + e.what());
-  } catch (...) {
-    return ffi::Error::Internal("pkscan.jax.log_likelihood: unknown exception");
-  }
+  });
 }
 
 // Predictions: params [B, S, P] -> predictions [B, N], jacobian [B, N, P] (row i: d pred[i] /
@@ -234,15 +224,11 @@ ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
 ffi::Error predict_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
                         ffi::Result<ffi::AnyBuffer> jac, std::int64_t predictor,
                         std::int64_t with_gradient) {
-  try {
+  return handle("pkscan.jax.predict", [&] {
     const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
     const std::int64_t S = p.subjects(), P = p.parameters(), N = p.observations();
-    if (!floating(params.element_type()))
-      return ffi::Error::InvalidArgument("pkscan.jax: params must be float32 or float64");
-    const std::size_t row = static_cast<std::size_t>(S * P);
-    if (row == 0 || params.element_count() % row != 0)
-      return ffi::Error::InvalidArgument("pkscan.jax: params has the wrong shape");
-    const std::int64_t B = static_cast<std::int64_t>(params.element_count() / row);
+    std::int64_t B = 0;
+    if (ffi::Error e = batch_of(params, static_cast<std::size_t>(S * P), B); e.failure()) return e;
     if (ffi::Error e = check_result(out, static_cast<std::size_t>(B * N), "predictions");
         e.failure())
       return e;
@@ -276,11 +262,7 @@ ffi::Error predict_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
     store(pred, out);
     store(J, jac);
     return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return ffi::Error::Internal(std::string("pkscan.jax.predict: ") + e.what());
-  } catch (...) {
-    return ffi::Error::Internal("pkscan.jax.predict: unknown exception");
-  }
+  });
 }
 
 // Grid concentrations (GridGradient, euler): params [B, S, P] -> conc [B, S, T, C],
@@ -288,16 +270,14 @@ ffi::Error predict_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
 ffi::Error grid_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
                      ffi::Result<ffi::AnyBuffer> jac, std::int64_t gradient, std::int64_t subjects,
                      std::int64_t with_gradient) {
-  try {
+  return handle("pkscan.jax.Simulator", [&] {
     const auto& g = *reinterpret_cast<const GridGradient*>(static_cast<std::uintptr_t>(gradient));
     const std::int64_t S = subjects, P = g.parameters();
     const std::int64_t M = static_cast<std::int64_t>(g.output_steps().size()) * g.compartments();
-    if (!floating(params.element_type()))
-      return ffi::Error::InvalidArgument("pkscan.jax: params must be float32 or float64");
-    const std::size_t row = static_cast<std::size_t>(S * P);
-    if (S < 1 || params.element_count() % row != 0)
-      return ffi::Error::InvalidArgument("pkscan.jax: params has the wrong shape");
-    const std::int64_t B = static_cast<std::int64_t>(params.element_count() / row);
+    std::int64_t B = 0;
+    if (ffi::Error e = batch_of(params, static_cast<std::size_t>(S < 1 ? 0 : S * P), B);
+        e.failure())
+      return e;
     if (ffi::Error e = check_result(out, static_cast<std::size_t>(B * S * M), "concentrations");
         e.failure())
       return e;
@@ -308,7 +288,10 @@ ffi::Error grid_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
     std::vector<double> conc(static_cast<std::size_t>(B * S * M));
     std::vector<double> J(static_cast<std::size_t>(B * S * M * P), 0.0);
     const bool want = with_gradient != 0;
-    const std::string failure = for_each_index(B * S, [&](std::int64_t i) {
+    // One subject's gradient is some work: a thread for every four subjects at the most.
+    const int threads = static_cast<int>(
+        std::max<std::int64_t>(1, std::min<std::int64_t>(default_threads(), B * S / 4)));
+    const std::string failure = for_each_index(B * S, threads, [&](std::int64_t i, int) {
       const std::size_t o = static_cast<std::size_t>(i * M);
       double* cp = &conc[o];
       double* jp = want ? &J[o * static_cast<std::size_t>(P)] : nullptr;
@@ -324,11 +307,7 @@ ffi::Error grid_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
     store(conc, out);
     store(J, jac);
     return ffi::Error::Success();
-  } catch (const std::exception& e) {
-    return ffi::Error::Internal(std::string("pkscan.jax.Simulator: ") + e.what());
-  } catch (...) {
-    return ffi::Error::Internal("pkscan.jax.Simulator: unknown exception");
-  }
+  });
 }
 
 }  // namespace

@@ -1,0 +1,38 @@
+#pragma once
+// Enumerations and their names, written once as a table: to_string and the parse with its error
+// message both read the same entries (Method, Device, ErrorModelKind).
+#include <cstddef>
+#include <pkscan/error.hpp>
+#include <string>
+#include <string_view>
+
+namespace pkscan::detail {
+
+template <class E>
+struct Named {
+  E value;
+  const char* name;
+};
+
+// The name of `value` (the first entry's when the value is not in the table).
+template <class E, std::size_t K>
+std::string name_of(const Named<E> (&table)[K], E value) {
+  for (const Named<E>& n : table)
+    if (n.value == value) return n.name;
+  return table[0].name;
+}
+
+// The value called `name`; otherwise InvalidArgument "<what> is "x", but must be one of a, b, c".
+template <class E, std::size_t K>
+E value_named(const Named<E> (&table)[K], std::string_view name, const char* what) {
+  std::string all;
+  for (const Named<E>& n : table) {
+    if (name == n.name) return n.value;
+    all += all.empty() ? "" : ", ";
+    all += n.name;
+  }
+  throw InvalidArgument(std::string(what) + " is \"" + std::string(name) +
+                        "\", but must be one of " + all);
+}
+
+}  // namespace pkscan::detail
