@@ -4,6 +4,7 @@
 // InvalidArgument naming what is inconsistent instead of a garbled file.
 
 #include <cstdint>
+#include <memory>
 #include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
 #include <string>
@@ -90,6 +91,47 @@ inline void check_complete(const RunLayout& layout, std::int64_t written,
     throw InvalidArgument(where + ": " + std::to_string(written) +
                           " rows were written, but layout.rows is " + std::to_string(layout.rows) +
                           "; nothing was committed");
+}
+
+// The call order every sink enforces, with the checks above: write() and write_summary() only
+// before commit(), write_summary() at most once, commit() once and only after every announced
+// row. A sink calls begin_*() first (it throws InvalidArgument naming the sink) and end_*() once
+// the call has done its work.
+class SinkProtocol {
+ public:
+  explicit SinkProtocol(const char* where) : where_(where) {}
+  void begin_write(const RunLayout& layout, const Chunk& chunk) const {
+    if (committed_) throw InvalidArgument(where_ + ": write() after commit()");
+    check_chunk(layout, written_, chunk, where_);
+  }
+  void end_write(std::int64_t subjects) noexcept { written_ += subjects; }
+  void begin_summary(const RunLayout& layout, const TimeSummaryTable& t) const {
+    if (committed_) throw InvalidArgument(where_ + ": write_summary() after commit()");
+    if (summary_written_) throw InvalidArgument(where_ + ": write_summary() called twice");
+    check_summary(layout, t, where_);
+  }
+  void end_summary() noexcept { summary_written_ = true; }
+  void begin_commit(const RunLayout& layout) const {
+    if (committed_) throw InvalidArgument(where_ + ": commit() called twice");
+    check_complete(layout, written_, where_);
+  }
+  void end_commit() noexcept { committed_ = true; }
+  bool summary_written() const noexcept { return summary_written_; }
+  std::int64_t written() const noexcept { return written_; }
+
+ private:
+  std::string where_;
+  std::int64_t written_ = 0;  // rows written so far
+  bool summary_written_ = false;
+  bool committed_ = false;
+};
+
+// Checks the layout, then makes the sink.
+template <class Sink>
+std::unique_ptr<ResultSink> make_checked_sink(const std::string& path, const RunLayout& layout,
+                                              const char* where) {
+  check_layout(layout, where);
+  return std::make_unique<Sink>(path, layout);
 }
 
 }  // namespace pkscan::config::detail

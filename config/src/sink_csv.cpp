@@ -77,8 +77,7 @@ class CsvSink final : public ResultSink {
   }
 
   void write(const Chunk& chunk) override {
-    if (committed_) throw InvalidArgument("CSV sink: write() after commit()");
-    detail::check_chunk(layout_, written_, chunk, "CSV sink");
+    protocol_.begin_write(layout_, chunk);
     if (trajectories_) {
       if (layout_.precision == Precision::Float64)
         write_trajectories(chunk, chunk.result->amounts_f64());
@@ -86,13 +85,11 @@ class CsvSink final : public ResultSink {
         write_trajectories(chunk, chunk.result->amounts_f32());
     }
     if (metrics_) write_metrics(chunk);
-    written_ += chunk.result->subjects();
+    protocol_.end_write(chunk.result->subjects());
   }
 
   void write_summary(const TimeSummaryTable& t) override {
-    if (committed_) throw InvalidArgument("CSV sink: write_summary() after commit()");
-    if (summary_written_) throw InvalidArgument("CSV sink: write_summary() called twice");
-    detail::check_summary(layout_, t, "CSV sink");
+    protocol_.begin_summary(layout_, t);
     const std::vector<std::string>& names = layout_.model->compartments;
     std::string header = "time";
     for (const std::string& c : names) header += ",mean_conc_" + c;
@@ -118,18 +115,17 @@ class CsvSink final : public ResultSink {
       *p++ = '\n';
       summary_->write(line.data(), static_cast<std::size_t>(p - line.data()));
     }
-    summary_written_ = true;
+    protocol_.end_summary();
   }
 
   void commit() override {
-    if (committed_) throw InvalidArgument("CSV sink: commit() called twice");
-    detail::check_complete(layout_, written_, "CSV sink");
-    if (!summary_written_) {
+    protocol_.begin_commit(layout_);
+    if (!protocol_.summary_written()) {
       unit_.drop(*summary_);  // removes the unused temporary file and an earlier run's summary
       summary_ = nullptr;
     }
     unit_.commit();
-    committed_ = true;
+    protocol_.end_commit();
   }
 
  private:
@@ -220,16 +216,13 @@ class CsvSink final : public ResultSink {
   AtomicFile* metrics_ = nullptr;           // in unit_; null when there are no metrics
   std::vector<char> line_;                  // one output line
   std::vector<std::vector<char>> buffers_;  // write_metrics: one per thread
-  std::int64_t written_ = 0;                // rows written so far
-  bool summary_written_ = false;
-  bool committed_ = false;
+  detail::SinkProtocol protocol_{"CSV sink"};
 };
 
 }  // namespace
 
 std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayout& layout) {
-  detail::check_layout(layout, "CSV sink");
-  return std::make_unique<CsvSink>(path, layout);
+  return detail::make_checked_sink<CsvSink>(path, layout, "CSV sink");
 }
 
 std::vector<std::string> csv_companions(const std::string& path) {

@@ -308,8 +308,7 @@ class H5Sink final : public ResultSink {
   }
 
   void write(const Chunk& chunk) override {
-    if (committed_) throw InvalidArgument("HDF5 sink: write() after commit()");
-    detail::check_chunk(layout_, written_, chunk, "HDF5 sink");
+    protocol_.begin_write(layout_, chunk);
     if (chunk.result->subjects() > 0 && chunk.parameters == nullptr)
       throw InvalidArgument("HDF5 sink: chunk.parameters is null, but /parameters is written");
     const QuietHdf5 quiet;
@@ -339,13 +338,11 @@ class H5Sink final : public ResultSink {
       write_block(metrics_.get(), H5T_NATIVE_DOUBLE, {first, 0},
                   {n, static_cast<hsize_t>(layout_.metric_names.size())}, chunk.metrics, path_,
                   "dataset metrics");
-    written_ += r.subjects();
+    protocol_.end_write(r.subjects());
   }
 
   void write_summary(const TimeSummaryTable& t) override {
-    if (committed_) throw InvalidArgument("HDF5 sink: write_summary() after commit()");
-    if (summary_written_) throw InvalidArgument("HDF5 sink: write_summary() called twice");
-    detail::check_summary(layout_, t, "HDF5 sink");
+    protocol_.begin_summary(layout_, t);
     const QuietHdf5 quiet;
     Id gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path_, "group summary");
     check(H5Pset_obj_track_times(gcpl.get(), false), path_, "group summary: track times");
@@ -377,12 +374,11 @@ class H5Sink final : public ResultSink {
       const std::int8_t exact = t.exact ? 1 : 0;
       check(H5Awrite(attr.get(), H5T_NATIVE_INT8, &exact), path_, "attribute summary/exact");
     }
-    summary_written_ = true;
+    protocol_.end_summary();
   }
 
   void commit() override {
-    if (committed_) throw InvalidArgument("HDF5 sink: commit() called twice");
-    detail::check_complete(layout_, written_, "HDF5 sink");
+    protocol_.begin_commit(layout_);
     {
       const QuietHdf5 quiet;
       for (Id* d : datasets())
@@ -398,7 +394,7 @@ class H5Sink final : public ResultSink {
     ::close(fd);
     commit_temp_files(path_, {{temp_.path(), path_}}, {});
     temp_.release();
-    committed_ = true;
+    protocol_.end_commit();
   }
 
  private:
@@ -466,16 +462,13 @@ class H5Sink final : public ResultSink {
   bool extendible_;
   Id file_;
   Id amount_, concentration_, id_, extra_, parameters_set_, metrics_;
-  std::int64_t written_ = 0;
-  bool summary_written_ = false;
-  bool committed_ = false;
+  detail::SinkProtocol protocol_{"HDF5 sink"};
 };
 
 }  // namespace
 
 std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayout& layout) {
-  detail::check_layout(layout, "HDF5 sink");
-  return std::make_unique<H5Sink>(path, layout);
+  return detail::make_checked_sink<H5Sink>(path, layout, "HDF5 sink");
 }
 
 }  // namespace pkscan::config

@@ -20,13 +20,13 @@ class Error : public std::runtime_error {
 /// Shapes, sizes, unknown names, inconsistent options: the call itself is malformed.
 class InvalidArgument : public Error {
  public:
-  explicit InvalidArgument(const std::string& what) : Error(what) {}
+  using Error::Error;
 };
 
 /// A value outside its domain: negative dose, NaN time, non-positive volume, a run too large.
 class DomainError : public Error {
  public:
-  explicit DomainError(const std::string& what) : Error(what) {}
+  using Error::Error;
 };
 
 /// A run file that cannot be used. Carries the file and, where known, the 1-based line and
@@ -58,13 +58,13 @@ class ConfigError : public Error {
 /// machine (no CUDA device, driver missing).
 class BackendUnavailable : public Error {
  public:
-  explicit BackendUnavailable(const std::string& what) : Error(what) {}
+  using Error::Error;
 };
 
 /// A CUDA runtime failure (out of device memory, launch failure, driver error).
 class DeviceError : public Error {
  public:
-  explicit DeviceError(const std::string& what) : Error(what) {}
+  using Error::Error;
 };
 
 /// Formats a number for an error message with enough digits to be recognisable ("0.1", "1e+300").
