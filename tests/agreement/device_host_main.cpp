@@ -1,4 +1,4 @@
-// pkscan_device_host_tests: the Gpu/ cases of backend_agreement_test.cpp with device 'cuda'
+// pkscan_device_host_tests: the Gpu/ cases of agreement_test.cpp with device 'cuda'
 // routed to the device backends on Thrust's OpenMP system (engine/device/runtime_host.cpp), the
 // same source nvcc builds for CUDA. The pipeline is made small (chunks of at least 16 subjects,
 // 64 KiB of output per chunk, 4 KiB staging pieces, 64 MiB of "device memory") so that the
@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "grid/device_backend.hpp"
 #include "device/runtime_host.hpp"
+#include "grid/device_backend.hpp"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -1,5 +1,8 @@
 // One agreement suite for every compute path: each (method, device) runs the same scenarios and
-// is compared with the reference scan of the same precision, plus float32 against float64.
+// is compared with the reference scan of the same precision, plus float32 against float64; on
+// the same scenarios, the event engine (the scenario written as a NONMEM dataset: simulate_dataset
+// with every CPU method, and the Predictor) against the exact grid, and the fused summary against
+// summarising the reference.
 //
 // Tolerance table (relative to each value, with an absolute floor relative to the subject's
 // peak amount for values that decayed towards zero):
@@ -12,14 +15,24 @@
 //                 and batched and sparse power give the CPU path's bits in both precisions
 //                 (grid_math.hpp on both sides, no contraction)
 //   any path      float32 within 1e-5 of the float64 reference, relative to the peak
+//   datasets      simulate_dataset (scan, batched, power: the same bits) against the exact grid
+//                 reference: kEventVsGrid (two exact solutions, different arithmetic: the event
+//                 engine's eigendecomposition against the grid's matrix exponential)
+//   Predictor     predict() gives simulate_dataset's predictions bit for bit (0)
+//   fused         Engine::summarize_into (batched cpu, fused) gives the bits of the reference
+//                 run summarised by TimeSummary::add: means, percentiles, metrics, statuses (0)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <pkscan/pkscan.hpp>
+#include <pkscan/predictor.hpp>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "support/expect_close.hpp"
@@ -51,6 +64,10 @@ std::string path_name(const Path& p) {
   d[0] = static_cast<char>(std::toupper(d[0]));
   return m + "_" + d;
 }
+
+// Test names and failure messages show the path and the scenario by name.
+void PrintTo(const Path& p, std::ostream* os) { *os << path_name(p); }
+void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
 std::uint32_t seed() {
   const char* s = std::getenv("PKSCAN_TEST_SEED");
@@ -260,6 +277,134 @@ TEST_P(BackendAgreement, Float32WithinOneInTenToTheFiveOfFloat64) {
   }
 }
 
+// ---- The event engine and the Predictor on the same scenarios ------------------------------
+
+// Two exact solutions of the same system by different arithmetic (measured worst: 5.8e-12).
+constexpr double kEventVsGrid = 1e-10;
+
+// The scenario as a NONMEM dataset: each subject's doses (ADDL/II for repeats, RATE for
+// infusions; CMT 1-based) and an observation record at every output time, after the doses at
+// the same time (the grid's outputs include the doses given at that time).
+std::string dataset_csv(const Problem& p, const SimulationResult& ref) {
+  struct Row {
+    double time;
+    int kind;  // 0 dose, 1 observation
+    std::string text;
+  };
+  std::vector<Row> rows;
+  auto num = [](double v) {
+    std::ostringstream o;
+    o.precision(17);
+    o << v;
+    return o.str();
+  };
+  for (const DoseEvent& d : p.doses)
+    rows.push_back({d.time, 0,
+                    num(d.time) + "," + num(d.amount) + "," + num(d.rate) + "," +
+                        std::to_string(d.compartment + 1) + ",1," + std::to_string(d.repeat) + "," +
+                        num(d.repeat > 0 ? d.every : 0.0)});
+  for (double t : ref.output_times())
+    rows.push_back({t, 1, num(t) + ",.,.," + std::to_string(ref.compartments()) + ",0,.,."});
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return a.time < b.time || (a.time == b.time && a.kind < b.kind);
+  });
+  std::string csv = "ID,TIME,AMT,RATE,CMT,EVID,ADDL,II\n";
+  for (std::int64_t s = 0; s < ref.subjects(); ++s)
+    for (const Row& r : rows) csv += std::to_string(s + 1) + "," + r.text + "\n";
+  return csv;
+}
+
+// The paths that are not grid backends, once per scenario.
+class EngineAgreement : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(EngineAgreement, DatasetsAndThePredictorMatchTheExactGrid) {
+  const Scenario& sc = GetParam();
+  if (sc.disc != Discretization::Exact) GTEST_SKIP() << "the event engine is exact";
+  const Problem p = build(sc);
+  const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, Precision::Float64));
+  const Dataset data = parse_dataset(dataset_csv(p, ref), "agreement.csv", {}, ref.compartments());
+  SimulateOptions o;
+  o.method = Method::Scan;
+  const DatasetResult events = simulate_dataset(data, sc.model, p.parameters, o);
+  ASSERT_EQ(events.rows(), ref.subjects() * ref.times());
+  double worst = 0.0;
+  for (std::int64_t s = 0; s < ref.subjects(); ++s) {
+    double peak = 0.0;
+    for (std::int64_t i = 0; i < ref.times(); ++i)
+      for (int c = 0; c < ref.compartments(); ++c) peak = std::max(peak, ref.amount(s, i, c));
+    for (std::int64_t i = 0; i < ref.times(); ++i)
+      for (int c = 0; c < ref.compartments(); ++c) {
+        const double want = ref.amount(s, i, c);
+        const double got =
+            events
+                .amounts[static_cast<std::size_t>((s * ref.times() + i) * ref.compartments() + c)];
+        worst = std::max(worst, std::fabs(got - want) / std::max(std::fabs(want), 1e-3 * peak));
+        PKSCAN_EXPECT_CLOSE(want, got, kEventVsGrid, kEventVsGrid * 1e-3 * peak,
+                            "subject " << s << " time index " << i << " compartment " << c);
+      }
+  }
+  std::ostringstream w;
+  w << std::scientific << worst;
+  RecordProperty("worst_relative_difference", w.str());
+  // Every CPU method of the event engine gives the same bits.
+  for (Method m : {Method::Batched, Method::Power}) {
+    o.method = m;
+    const DatasetResult other = simulate_dataset(data, sc.model, p.parameters, o);
+    EXPECT_EQ(std::memcmp(other.amounts.data(), events.amounts.data(),
+                          events.amounts.size() * sizeof(double)),
+              0)
+        << to_string(m);
+  }
+  // The Predictor: simulate_dataset's predictions, bit for bit.
+  const Predictor predictor(data, p.parameters.info_ptr());
+  const std::unique_ptr<Predictor::Workspace> ws = predictor.make_workspace();
+  for (std::int64_t s = 0; s < ref.subjects(); ++s) {
+    std::vector<double> pred(static_cast<std::size_t>(predictor.observations(s)));
+    predictor.predict(s, p.parameters.row(s), pred.data(), *ws);
+    EXPECT_EQ(std::memcmp(pred.data(), events.prediction.data() + predictor.observation_offset(s),
+                          pred.size() * sizeof(double)),
+              0)
+        << "subject " << s;
+  }
+}
+
+// ---- The fused summary on the same scenarios ----------------------------------------------
+
+TEST_P(EngineAgreement, FusedSummaryEqualsSummarisingTheReference) {
+  const Scenario& sc = GetParam();
+  const Problem p = build(sc);
+  SimulateOptions o = opts(Method::Scan, Device::Cpu, Precision::Float64);
+  Engine engine;
+  const SimulationResult shape = engine.simulate(p, o);
+  TimeSummaryOptions to;
+  to.exact_values = 0;  // the sketch from the start, as the fused path needs
+  to.percentiles = {0, 5, 50, 95, 100};
+  const int mc = std::min(1, shape.compartments() - 1);
+  const double last = last_dose_time(p.doses);
+  const std::size_t nm = static_cast<std::size_t>(shape.subjects() * kMetricCount);
+
+  TimeSummary want_sum(shape.output_times(), shape.compartments(), to);
+  std::vector<double> want_metrics(nm);
+  want_sum.add(shape, mc, last, want_metrics.data());
+  const TimeSummaryTable want = want_sum.finish();
+
+  o.method = Method::Batched;
+  TimeSummary got_sum(shape.output_times(), shape.compartments(), to);
+  std::vector<double> got_metrics(nm);
+  SimulationResult r;
+  ASSERT_TRUE(engine.summarize_into(p, o, got_sum, mc, last, got_metrics.data(), r))
+      << "the fused path ran";
+  const TimeSummaryTable got = got_sum.finish();
+  auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  };
+  EXPECT_TRUE(same(got.mean, want.mean)) << "means";
+  EXPECT_TRUE(same(got.quantiles, want.quantiles)) << "percentiles";
+  EXPECT_TRUE(same(got_metrics, want_metrics)) << "metrics";
+  EXPECT_EQ(got.count, want.count);
+  EXPECT_EQ(r.status(), shape.status());
+}
+
 std::vector<Path> cpu_paths() {
   return {{Method::Scan, Device::Cpu, 0.0},
           {Method::Batched, Device::Cpu, 0.0},
@@ -283,6 +428,10 @@ INSTANTIATE_TEST_SUITE_P(Cpu, BackendAgreement,
                          ::testing::Combine(::testing::ValuesIn(cpu_paths()),
                                             ::testing::ValuesIn(scenarios())),
                          test_name);
+INSTANTIATE_TEST_SUITE_P(Cpu, EngineAgreement, ::testing::ValuesIn(scenarios()),
+                         [](const ::testing::TestParamInfo<Scenario>& info) {
+                           return info.param.name;
+                         });
 INSTANTIATE_TEST_SUITE_P(Gpu, BackendAgreement,
                          ::testing::Combine(::testing::ValuesIn(gpu_paths()),
                                             ::testing::ValuesIn(scenarios())),
