@@ -1,6 +1,7 @@
 #pragma once
 // Private header of the pkscan Python module: what its files share (module.cpp, convert.cpp,
-// simulate_bindings.cpp, dataset_bindings.cpp, predictor_bindings.cpp, jax_ffi.cpp). Not installed.
+// simulate_bindings.cpp, population_bindings.cpp, dataset_bindings.cpp, predictor_bindings.cpp,
+// jax_ffi.cpp). Not installed.
 //
 // Every function here is called with the GIL held; it reads or makes Python objects. Checks
 // throw pkscan::InvalidArgument (translated to ValueError), as the library does.
@@ -92,6 +93,9 @@ void bind_simulate(py::module_& m);
 
 /// Adds Dataset, read_dataset, parse_dataset and simulate_dataset (dataset_bindings.cpp).
 void bind_datasets(py::module_& m);
+
+/// Adds simulate_population (population_bindings.cpp).
+void bind_population(py::module_& m);
 
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);

@@ -128,5 +128,6 @@ A linear model: compartments in state order; flows as (from, to, rate) tuples or
            [](const PyModel& self) { return "pkscan.Model('" + self.info->name + "')"; });
 
   bind_simulate(m);
+  bind_population(m);
   bind_datasets(m);
 }

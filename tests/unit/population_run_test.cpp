@@ -1,5 +1,6 @@
-// Streamed population and sweep runs (config/src/population_run.cpp): row layout, determinism
-// across thread counts, chunk sizes and CPU methods, summaries against a direct computation.
+// Streamed population and sweep runs (engine/population/run.cpp, through run files and directly):
+// row layout, determinism across thread counts, chunk sizes and CPU methods, summaries against a
+// direct computation.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -333,3 +334,85 @@ doses:
 
 }  // namespace
 }  // namespace pkscan::config
+
+// ---- The library's driver with a sink of the caller's own (no run file, no files) ----------
+
+namespace pkscan {
+namespace {
+
+// Keeps the ids, the extra columns and the metrics, and checks the call order.
+class RecordingSink final : public ResultSink {
+ public:
+  void write(const Chunk& c) override {
+    EXPECT_FALSE(committed);
+    EXPECT_EQ(c.first, static_cast<std::int64_t>(ids.size())) << "chunks in row order";
+    for (std::int64_t s = 0; s < c.result->subjects(); ++s) {
+      ids.push_back(c.ids[s]);
+      extra.push_back(c.extra[s]);
+      auc.push_back(c.metrics[s * kMetricCount + 2]);
+    }
+    ++chunks;
+  }
+  void write_summary(const TimeSummaryTable& t) override { summary = t; }
+  void commit() override { committed = true; }
+  std::vector<std::int64_t> ids;
+  std::vector<double> extra, auc;
+  TimeSummaryTable summary;
+  int chunks = 0;
+  bool committed = false;
+};
+
+TEST(RunPopulation, ASweepIntoTheCallersSinkGivesClosedFormMetrics) {
+  // IV bolus into the central compartment of two_compartment: C = D/V exp(-CL/V t), and the
+  // log-down trapezoid AUC over [0, T] is exact for one exponential: D/CL (1 - exp(-CL/V T)).
+  PopulationRun run;
+  run.problem.grid = {0.5, 48};
+  DoseEvent d;
+  d.compartment = 1;
+  d.amount = 100.0;
+  run.problem.doses = {d};
+  PopulationSpec pop(ModelKind::TwoCompartment, 1500, 9);  // no variability: typical subjects
+  pop.set_typical("cl", 5.0);
+  pop.set_typical("v_central", 20.0);
+  pop.set_typical("ka", 1.0);
+  run.population = pop;
+  run.sweep.columns = {pop.column("cl")};
+  run.sweep.values = {{2.0, 8.0}};
+  run.summaries = true;
+  run.trajectories = false;
+  const RunLayout layout = population_layout(run);
+  EXPECT_EQ(layout.rows, 3000);
+  EXPECT_EQ(layout.extra_columns, std::vector<std::string>{"cl"});
+  RecordingSink sink;
+  PopulationRunOptions options;
+  options.chunk_rows = 1024;
+  const PopulationRunReport report = run_population(run, sink, options);
+  EXPECT_TRUE(sink.committed);
+  EXPECT_EQ(report.rows, 3000);
+  EXPECT_EQ(sink.chunks, 3);
+  ASSERT_EQ(sink.ids.size(), 3000u);
+  for (std::size_t r = 0; r < 3000; ++r) {
+    const double cl = r < 1500 ? 2.0 : 8.0;
+    EXPECT_EQ(sink.ids[r], static_cast<std::int64_t>(r) + 1);
+    EXPECT_EQ(sink.extra[r], cl);
+    EXPECT_NEAR(sink.auc[r], 100.0 / cl * (1.0 - std::exp(-cl / 20.0 * 24.0)), 1e-9 * 100.0 / cl);
+  }
+  EXPECT_EQ(sink.summary.count, 3000);
+}
+
+TEST(RunPopulation, AnInconsistentRunIsInvalidArgument) {
+  PopulationRun run;
+  run.problem.grid = {0.5, 4};
+  run.population = PopulationSpec(ModelKind::TwoCompartment, 10, 1);
+  run.sweep.columns = {99};
+  run.sweep.values = {{1.0}};
+  RecordingSink sink;
+  EXPECT_THROW(run_population(run, sink), InvalidArgument);
+  EXPECT_FALSE(sink.committed);
+  run.sweep = {};
+  run.replicates = 0;
+  EXPECT_THROW(run_population(run, sink), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace pkscan

@@ -12,6 +12,8 @@
 #include <pkscan/models/model_kind.hpp>
 #include <pkscan/models/three_cpt.hpp>
 #include <pkscan/options.hpp>
+#include <pkscan/population.hpp>
+#include <pkscan/population_run.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/threads.hpp>
 #include <pkscan/types.hpp>

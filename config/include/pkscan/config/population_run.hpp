@@ -14,34 +14,28 @@
 #include <cstdint>
 #include <functional>
 #include <pkscan/config/load.hpp>
+#include <pkscan/population_run.hpp>
 #include <pkscan/result.hpp>
 #include <string>
 
 namespace pkscan::config {
 
-/// Progress of a streamed run: rows done so far, of `total`.
-using ProgressFn = std::function<void(std::int64_t done, std::int64_t total)>;
+/// The library's population driver (pkscan/population_run.hpp) under the names of the run-file
+/// API.
+using ProgressFn = pkscan::ProgressFn;
+using StreamOptions = pkscan::PopulationRunOptions;
+using StreamReport = pkscan::PopulationRunReport;
 
-/// Options of run_streaming().
-struct StreamOptions {
-  /// Rows per chunk: 0 picks a chunk of about 64 MiB of results (always a multiple of 1024).
-  std::int64_t chunk_rows = 0;
-  ProgressFn progress;  ///< called after every chunk (may be empty)
-};
-
-/// What a streamed run did.
-struct StreamReport {
-  std::int64_t rows = 0;    ///< rows simulated
-  std::int64_t chunks = 0;  ///< chunks
-  RunSummary summary;       ///< path that ran (of the last chunk), summed timings
-};
+/// The library's description of a streamed run file (its population, sweep and outputs).
+PopulationRun to_population_run(const RunSpec& spec);
 
 /// Total rows of a streamed run: replicates x sweep points x subjects.
 std::int64_t stream_rows(const RunSpec& spec) noexcept;
 
-/// Simulates a streamed run (spec.streaming() or an HDF5 path) and writes it to `path` (.csv or
-/// .h5) as one unit (sink.hpp); when it fails, no partial file is left and the files of an
-/// earlier run at `path` are untouched.
+/// Simulates a streamed run (spec.streaming() or an HDF5 path) with run_population() and writes
+/// it to `path` (.csv or .h5) as one unit (sink.hpp); the sink is made (its files created under
+/// temporary names) before anything is simulated. When it fails, no partial file is left and
+/// the files of an earlier run at `path` are untouched.
 /// @throws DomainError naming the replicate and subject for invalid sampled parameter values;
 ///         everything simulate() and the sinks throw
 StreamReport run_streaming(const RunSpec& spec, const std::string& path,

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <pkscan/models/model_kind.hpp>
+#include <pkscan/population_run.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/summary.hpp>
 #include <pkscan/types.hpp>
@@ -23,71 +24,28 @@
 
 namespace pkscan::config {
 
-/// What a writer knows before the first chunk.
-struct RunLayout {
-  std::shared_ptr<const ModelInfo> model;    ///< compartments and parameter names
-  std::vector<double> times;                 ///< output times, ascending
-  Precision precision = Precision::Float64;  ///< precision of the simulated values
-  /// Total number of simulated subjects (replicates x grid x subjects). When > 0, commit()
-  /// checks that exactly this many rows were written; 0 = not known in advance (the HDF5
-  /// datasets then grow as chunks arrive).
-  std::int64_t rows = 0;
-  /// Names of per-subject columns that describe a row beyond its id: "replicate", then the sweep
-  /// parameters, in that order (may be empty).
-  std::vector<std::string> extra_columns;
-  /// Names of per-subject exposure metrics (see summary), e.g. {"cmax","tmax","auc","cmin"};
-  /// empty when metrics are not written.
-  std::vector<std::string> metric_names;
-  /// Compartment whose concentration the metrics describe (0-based).
-  int metric_compartment = 1;
-  bool trajectories = true;  ///< write amounts/concentrations per subject and time
-  int threads = 0;       ///< threads that format a chunk's text (0 = pkscan's default, threads.hpp)
-  std::string run_text;  ///< the run file's text (stored as an attribute in HDF5)
-  std::string run_file;  ///< the run file's path (HDF5 attribute; file of a ConfigError)
-};
-
-/// One chunk of consecutive subjects, rows [first, first + result.subjects()). The pointers are
-/// borrowed for the duration of ResultSink::write() only.
-struct Chunk {
-  std::int64_t first = 0;  ///< global 0-based row index of the chunk's first subject
-  /// Amounts of the chunk's subjects (model, output times and precision of the RunLayout).
-  /// Concentrations are divided by the writers (amount / volume in the result's precision, as
-  /// write_csv does), so SimulateOptions::concentrations may be false.
-  const SimulationResult* result = nullptr;
-  /// per subject: the `id` column (1-based); null = row number + 1 (first + s + 1)
-  const std::int64_t* ids = nullptr;
-  /// per subject x extra_columns, row-major (replicate number 1-based, sweep values)
-  const double* extra = nullptr;
-  /// per subject x model parameters (ModelInfo::parameters order; NaN = unused), row-major;
-  /// required by the HDF5 writer (/parameters), unused by the CSV writer
-  const double* parameters = nullptr;
-  /// per subject x metric_names, row-major; null when metrics are not written
-  const double* metrics = nullptr;
-};
+/// What a writer knows before the first chunk, one chunk, and the writer interface: the
+/// library's (pkscan/population_run.hpp), which the population driver feeds.
+using RunLayout = pkscan::RunLayout;
+using Chunk = pkscan::Chunk;
+using ResultSink = pkscan::ResultSink;
 
 /// The per-time summary table (engine/include/pkscan/summary.hpp).
 using TimeSummaryTable = pkscan::TimeSummaryTable;
 
-/// A destination for one run's results.
-class ResultSink {
- public:
-  virtual ~ResultSink() = default;
-  /// Writes one chunk; chunks arrive in row order, without gaps.
-  /// @throws InvalidArgument when the chunk does not continue the rows written so far, goes past
-  /// RunLayout::rows, differs from the layout (compartments, output times, precision) or lacks
-  /// an array the layout announces (extra, metrics; parameters for HDF5); Error on I/O failure.
-  virtual void write(const Chunk& chunk) = 0;
-  /// Writes the per-time summary (at most once, after the last chunk). Without this call no
-  /// summary is written (CSV: no `<stem>.summary.csv`; HDF5: no /summary group).
-  /// @throws InvalidArgument when the table does not match the layout (times, compartments,
-  /// sizes) or on a second call; Error on I/O failure.
-  virtual void write_summary(const TimeSummaryTable& table) = 0;
-  /// Completes the file(s) and moves them into place as one unit (CSV: also removes the files
-  /// of the unit this run does not write, so no `<stem>.summary.csv` or `<stem>.metrics.csv`
-  /// of an earlier run stays next to the new files). @throws InvalidArgument when fewer than
-  /// RunLayout::rows rows were written (nothing is moved into place); Error on I/O failure.
-  virtual void commit() = 0;
-};
+// The file sinks' contract beyond ResultSink's:
+// - write() @throws InvalidArgument when the chunk does not continue the rows written so far,
+//   goes past RunLayout::rows, differs from the layout (compartments, output times, precision)
+//   or lacks an array the layout announces (extra, metrics; parameters for HDF5); Error on I/O
+//   failure.
+// - write_summary(): without this call no summary is written (CSV: no `<stem>.summary.csv`;
+//   HDF5: no /summary group). @throws InvalidArgument when the table does not match the layout
+//   (times, compartments, sizes) or on a second call; Error on I/O failure.
+// - commit() completes the file(s) and moves them into place as one unit (CSV: also removes
+//   the files of the unit this run does not write, so no `<stem>.summary.csv` or
+//   `<stem>.metrics.csv` of an earlier run stays next to the new files). @throws
+//   InvalidArgument when fewer than RunLayout::rows rows were written (nothing is moved into
+//   place); Error on I/O failure.
 
 /// A sink for `path`, chosen by its extension (".csv", ".h5" or ".hdf5"; case-sensitive).
 /// CSV: trajectories in `path` (contract columns, then `extra_columns`; only when

@@ -1,0 +1,149 @@
+#pragma once
+/// @file population_run.hpp
+/// Population and sweep runs in the library: the rows (replicates x sweep points x subjects) are
+/// simulated in chunks of consecutive rows and handed to a ResultSink, so memory stays bounded
+/// whatever the number of subjects. The sink decides what happens to them: pkscan::config's CSV
+/// and HDF5 files (config/sink.hpp), or the caller's own (the Python module keeps the summaries
+/// and metrics in memory).
+///
+/// Row order: replicate (slowest), then sweep point (the first swept parameter varying slowest),
+/// then subject. `id` counts rows from 1 within a replicate (sweep point-major), so a replicate
+/// is one NONMEM-style table; the `replicate` column (when replicates > 1) and the swept
+/// parameters are the chunk's extra columns. A population subject's random draws depend only on
+/// (seed, replicate, subject index): the same virtual subject appears at every sweep point
+/// (paired comparison), and results do not depend on the thread count or the chunk size.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <pkscan/models/model_kind.hpp>
+#include <pkscan/options.hpp>
+#include <pkscan/population.hpp>
+#include <pkscan/result.hpp>
+#include <pkscan/summary.hpp>
+#include <pkscan/types.hpp>
+#include <string>
+#include <vector>
+
+namespace pkscan {
+
+/// What a sink knows before the first chunk.
+struct RunLayout {
+  std::shared_ptr<const ModelInfo> model;    ///< compartments and parameter names
+  std::vector<double> times;                 ///< output times, ascending
+  Precision precision = Precision::Float64;  ///< precision of the simulated values
+  /// Total number of simulated subjects (replicates x grid x subjects). When > 0, commit()
+  /// checks that exactly this many rows were written; 0 = not known in advance.
+  std::int64_t rows = 0;
+  /// Names of per-subject columns that describe a row beyond its id: "replicate", then the sweep
+  /// parameters, in that order (may be empty).
+  std::vector<std::string> extra_columns;
+  /// Names of per-subject exposure metrics (metric_names() of summary.hpp); empty when metrics
+  /// are not written.
+  std::vector<std::string> metric_names;
+  /// Compartment whose concentration the metrics describe (0-based).
+  int metric_compartment = 1;
+  bool trajectories = true;  ///< amounts/concentrations per subject and time are written
+  int threads = 0;           ///< threads a sink may use to format a chunk (0 = pkscan's default)
+  std::string run_text;      ///< the run description's text (a run file; stored by the HDF5 sink)
+  std::string run_file;      ///< its path (HDF5 attribute; the file of a ConfigError)
+};
+
+/// One chunk of consecutive subjects, rows [first, first + result.subjects()). The pointers are
+/// borrowed for the duration of ResultSink::write() only.
+struct Chunk {
+  std::int64_t first = 0;  ///< global 0-based row index of the chunk's first subject
+  /// Amounts of the chunk's subjects (model, output times and precision of the RunLayout;
+  /// concentrations are not filled: a sink divides amounts by volumes as it reads). With
+  /// summaries only (no trajectories), the amounts may be absent.
+  const SimulationResult* result = nullptr;
+  /// per subject: the `id` column (1-based); null = row number + 1 (first + s + 1)
+  const std::int64_t* ids = nullptr;
+  /// per subject x extra_columns, row-major (replicate number 1-based, sweep values)
+  const double* extra = nullptr;
+  /// per subject x model parameters (ModelInfo::parameters order; NaN = unused), row-major
+  const double* parameters = nullptr;
+  /// per subject x metric_names, row-major; null when metrics are not written
+  const double* metrics = nullptr;
+};
+
+/// A destination for one run's results. Called from one thread: write() for every chunk in row
+/// order, write_summary() at most once after the last chunk, then commit().
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  /// Takes one chunk; chunks arrive in row order, without gaps.
+  virtual void write(const Chunk& chunk) = 0;
+  /// Takes the per-time summary (at most once, after the last chunk).
+  virtual void write_summary(const TimeSummaryTable& table) = 0;
+  /// The run is complete.
+  virtual void commit() = 0;
+};
+
+/// A parameter grid: the cartesian product of the listed values, the first parameter varying
+/// slowest.
+struct Sweep {
+  std::vector<int> columns;                 ///< swept parameters (ModelInfo::parameters indices)
+  std::vector<std::vector<double>> values;  ///< per swept parameter: its values
+  /// Number of grid points (1 when there is no sweep).
+  std::int64_t points() const noexcept {
+    std::int64_t n = 1;
+    for (const auto& v : values) n *= static_cast<std::int64_t>(v.size());
+    return n;
+  }
+};
+
+/// A population or sweep run.
+struct PopulationRun {
+  /// Grid, doses and output times; problem.parameters holds the subjects (one row each) when
+  /// there is no population, and is unused otherwise.
+  Problem problem;
+  SimulateOptions options;  ///< method, device, precision, threads
+  /// The virtual population (count, seed, typical values, Omega, covariates); when absent the
+  /// subjects are the rows of problem.parameters.
+  std::optional<PopulationSpec> population;
+  std::int64_t replicates = 1;  ///< replicate trials of the population (NONMEM's NSUBPROBLEMS)
+  /// Parameter grid. With a population a swept value is the typical value: individual values
+  /// scale with it (parameter = typical * effects * exp(eta)).
+  Sweep sweep;
+  bool trajectories = true;                       ///< chunks carry the amounts
+  bool summaries = false;                         ///< per-time summaries and subject metrics
+  std::vector<double> percentiles = {5, 50, 95};  ///< summary percentiles, ascending
+  std::string run_text;                           ///< provenance for the sink (RunLayout)
+  std::string run_file;
+};
+
+/// Progress of a run: rows done so far, of `total`.
+using ProgressFn = std::function<void(std::int64_t done, std::int64_t total)>;
+
+/// Options of run_population().
+struct PopulationRunOptions {
+  /// Rows per chunk: 0 picks a chunk of about 64 MiB of results (always a multiple of 1024).
+  std::int64_t chunk_rows = 0;
+  ProgressFn progress;  ///< called after every chunk (may be empty)
+};
+
+/// What a run did.
+struct PopulationRunReport {
+  std::int64_t rows = 0;    ///< rows simulated
+  std::int64_t chunks = 0;  ///< chunks
+  RunSummary summary;       ///< path that ran (of the last chunk), summed timings
+};
+
+/// Total rows: replicates x sweep points x subjects.
+std::int64_t population_rows(const PopulationRun& run) noexcept;
+
+/// The layout the sink of `run` receives (output times, extra columns, metric names, ...).
+RunLayout population_layout(const PopulationRun& run);
+
+/// Simulates the run chunk by chunk into `sink` (write() per chunk, write_summary() when
+/// summaries are asked for, commit()).
+/// @throws InvalidArgument for an inconsistent run (no subjects, a sweep column out of range);
+///         DomainError naming the replicate and subject for invalid parameter values;
+///         everything simulate(), PopulationSampler and the sink throw. On an exception the sink
+///         is not committed.
+PopulationRunReport run_population(const PopulationRun& run, ResultSink& sink,
+                                   const PopulationRunOptions& options = {});
+
+}  // namespace pkscan

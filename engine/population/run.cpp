@@ -1,0 +1,255 @@
+// Population and sweep runs, chunk by chunk into a ResultSink (see pkscan/population_run.hpp).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <pkscan/engine.hpp>
+#include <pkscan/error.hpp>
+#include <pkscan/population.hpp>
+#include <pkscan/population_run.hpp>
+#include <pkscan/summary.hpp>
+#include <pkscan/threads.hpp>
+#include <string>
+#include <vector>
+
+namespace pkscan {
+
+namespace {
+
+// Chunks start at multiples of this many rows (summaries combine fixed blocks of it).
+constexpr std::int64_t kRowBlock = 1024;
+// Target size of one chunk's results.
+constexpr std::uint64_t kChunkBytes = 64ull << 20;
+
+const std::shared_ptr<const ModelInfo>& model_of(const PopulationRun& run) noexcept {
+  return run.population ? run.population->model : run.problem.parameters.info_ptr();
+}
+
+std::int64_t base_subjects(const PopulationRun& run) noexcept {
+  return run.population ? run.population->count : run.problem.parameters.subjects();
+}
+
+void check_run(const PopulationRun& run) {
+  if (!model_of(run))
+    throw InvalidArgument("run_population: the run has no model (population.model is null)");
+  if (run.replicates < 1)
+    throw InvalidArgument("run_population: replicates is " + std::to_string(run.replicates) +
+                          ", but must be >= 1");
+  if (run.sweep.columns.size() != run.sweep.values.size())
+    throw InvalidArgument("run_population: sweep.columns has " +
+                          std::to_string(run.sweep.columns.size()) + " entries, but sweep.values " +
+                          std::to_string(run.sweep.values.size()));
+  const int n = static_cast<int>(model_of(run)->parameters.size());
+  for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
+    if (run.sweep.columns[k] < 0 || run.sweep.columns[k] >= n)
+      throw InvalidArgument("run_population: sweep.columns[" + std::to_string(k) + "] is " +
+                            std::to_string(run.sweep.columns[k]) + ", but must be in [0, " +
+                            std::to_string(n) + ")");
+    if (run.sweep.values[k].empty())
+      throw InvalidArgument("run_population: sweep.values[" + std::to_string(k) +
+                            "] is empty, but must hold at least one value");
+  }
+}
+
+}  // namespace
+
+std::int64_t population_rows(const PopulationRun& run) noexcept {
+  return run.replicates * run.sweep.points() * base_subjects(run);
+}
+
+RunLayout population_layout(const PopulationRun& run) {
+  check_run(run);
+  const Problem& base = run.problem;
+  const ModelInfo& model = *model_of(run);
+  RunLayout layout;
+  layout.model = model_of(run);
+  if (base.output.all) {
+    layout.times.reserve(static_cast<std::size_t>(base.grid.steps + 1));
+    for (std::int64_t i = 0; i <= base.grid.steps; ++i) layout.times.push_back(base.grid.time(i));
+  } else {
+    for (std::int64_t s : base.output.steps) layout.times.push_back(base.grid.time(s));
+  }
+  layout.precision = run.options.precision;
+  layout.threads = run.options.threads;
+  layout.rows = population_rows(run);
+  if (run.replicates > 1) layout.extra_columns.push_back("replicate");
+  for (int c : run.sweep.columns)
+    layout.extra_columns.push_back(model.parameters[static_cast<std::size_t>(c)].name);
+  if (run.summaries) {
+    layout.metric_names = metric_names();
+    layout.metric_compartment = model.default_observation_compartment;
+  }
+  layout.trajectories = run.trajectories;
+  layout.run_text = run.run_text;
+  layout.run_file = run.run_file;
+  return layout;
+}
+
+PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
+                                   const PopulationRunOptions& options) {
+  check_run(spec);
+  const Problem& base = spec.problem;
+  const std::shared_ptr<const ModelInfo>& model_ptr = model_of(spec);
+  const ModelInfo& model = *model_ptr;
+  const int n_params = static_cast<int>(model.parameters.size());
+  const std::int64_t n_base = base_subjects(spec);
+  const std::int64_t points = spec.sweep.points();
+  const std::int64_t per_rep = points * n_base;
+  const std::int64_t total = population_rows(spec);
+  const bool with_replicate = spec.replicates > 1;
+
+  SimulateOptions sim = spec.options;
+  sim.concentrations = false;  // sinks and summaries divide by volumes as they read
+  const RunLayout layout = population_layout(spec);
+  const std::vector<double>& times = layout.times;
+
+  // Chunk size: ~64 MiB of results, a multiple of kRowBlock, at least one block.
+  std::int64_t chunk = options.chunk_rows;
+  if (chunk <= 0) {
+    Problem one = base;
+    one.model = model.kind;  // the run's model decides (a population's, not problem.model)
+    one.parameters = ParameterBatch(model_ptr, 1);
+    const std::uint64_t per_row = std::max<std::uint64_t>(1, result_bytes(one, sim));
+    chunk = static_cast<std::int64_t>(kChunkBytes / per_row);
+    // Summaries only on the batched CPU path: the engine summarises as it simulates and keeps
+    // no trajectories, so a chunk holds only parameters and metrics; give every thread a few
+    // blocks of kRowBlock subjects.
+    one.parameters = ParameterBatch(model_ptr, std::max<std::int64_t>(chunk, kRowBlock));
+    const Path path = resolve_path(one, sim);
+    if (spec.summaries && !spec.trajectories && path.method == Method::Batched &&
+        path.device == Device::Cpu) {
+      const std::int64_t threads = resolve_threads(sim.threads);
+      chunk = std::max<std::int64_t>(chunk, 4 * threads * kRowBlock);
+    }
+  }
+  chunk = std::max<std::int64_t>(kRowBlock, chunk / kRowBlock * kRowBlock);
+  chunk = std::min<std::int64_t>(chunk, (total + kRowBlock - 1) / kRowBlock * kRowBlock);
+
+  const int n_extra = static_cast<int>(layout.extra_columns.size());
+  const int n_metrics = static_cast<int>(layout.metric_names.size());
+
+  std::unique_ptr<PopulationSampler> sampler;
+  if (spec.population) sampler = std::make_unique<PopulationSampler>(*spec.population);
+
+  std::unique_ptr<TimeSummary> summary;
+  if (spec.summaries) {
+    TimeSummaryOptions to;
+    to.percentiles = spec.percentiles;
+    to.threads = sim.threads;
+    summary = std::make_unique<TimeSummary>(times, static_cast<int>(model.compartments.size()), to);
+  }
+  const double last_dose = last_dose_time(base.doses);
+
+  Engine engine;
+  SimulationResult result;
+  Problem problem = base;
+  problem.model = model.kind;
+  std::vector<std::int64_t> ids;
+  std::vector<double> extra;
+  std::vector<double> metrics;
+  PopulationRunReport report;
+  // Sweep index -> value of each swept parameter (first parameter slowest).
+  auto sweep_value = [&](std::int64_t point, std::size_t k) {
+    std::int64_t stride = 1;
+    for (std::size_t j = k + 1; j < spec.sweep.values.size(); ++j)
+      stride *= static_cast<std::int64_t>(spec.sweep.values[j].size());
+    const std::int64_t idx =
+        (point / stride) % static_cast<std::int64_t>(spec.sweep.values[k].size());
+    return spec.sweep.values[k][static_cast<std::size_t>(idx)];
+  };
+
+  for (std::int64_t first = 0; first < total; first += chunk) {
+    const std::int64_t n = std::min(chunk, total - first);
+    // Every value of the chunk is written below (sampled or copied), so a batch of the same size
+    // is reused rather than allocated and faulted in again.
+    if (problem.parameters.subjects() != n || &problem.parameters.info() != model_ptr.get())
+      problem.parameters = ParameterBatch(model_ptr, n);
+    double* rows = problem.parameters.mutable_values();  // n x n_params, filled below
+    ids.resize(static_cast<std::size_t>(n));
+    extra.resize(static_cast<std::size_t>(n * n_extra));
+    // Fill the chunk segment by segment: a segment is a run of rows with the same replicate
+    // and sweep point, i.e. consecutive subjects of the base population.
+    std::int64_t r = first;
+    while (r < first + n) {
+      const std::int64_t rep = r / per_rep;
+      const std::int64_t point = (r % per_rep) / n_base;
+      const std::int64_t subj = r % n_base;
+      const std::int64_t len = std::min(first + n - r, n_base - subj);
+      double* out = rows + (r - first) * n_params;
+      if (sampler) {
+        sampler->sample(rep, subj, len, out);
+      } else {
+        for (std::int64_t i = 0; i < len; ++i)
+          std::copy_n(base.parameters.row(subj + i), n_params, out + i * n_params);
+      }
+      for (std::size_t k = 0; k < spec.sweep.columns.size(); ++k) {
+        const int col = spec.sweep.columns[k];
+        const double v = sweep_value(point, k);
+        // With a population the grid value is the typical value: individual values scale with
+        // it (parameter = typical * effects * exp(eta)).
+        const double typical =
+            sampler ? spec.population->typical[static_cast<std::size_t>(col)] : 0.0;
+        for (std::int64_t i = 0; i < len; ++i) {
+          double& x = out[i * n_params + col];
+          x = (sampler && typical != 0.0 && std::isfinite(typical)) ? x * (v / typical) : v;
+        }
+      }
+      for (std::int64_t i = 0; i < len; ++i) {
+        const std::int64_t row = r - first + i;
+        ids[static_cast<std::size_t>(row)] = point * n_base + subj + i + 1;
+        double* e = extra.data() + row * n_extra;
+        int k = 0;
+        if (with_replicate) e[k++] = static_cast<double>(rep + 1);
+        for (std::size_t j = 0; j < spec.sweep.columns.size(); ++j) e[k++] = sweep_value(point, j);
+      }
+      r += len;
+    }
+    // The chunk's first subject with bad parameters, found in parallel; its message below.
+    for (std::int64_t i = first_rejected_row(model, rows, n, false); i < n; ++i) {
+      const double* row = rows + i * n_params;
+      const std::string msg = check_parameters(model, row);
+      if (!msg.empty()) {
+        const std::int64_t g = first + i;
+        throw DomainError((with_replicate ? "replicate " + std::to_string(g / per_rep + 1) + ", "
+                                          : std::string()) +
+                          "subject " + std::to_string(ids[static_cast<std::size_t>(i)]) + ": " +
+                          msg);
+      }
+    }
+    if (summary) {
+      metrics.resize(static_cast<std::size_t>(n * n_metrics));
+      if (spec.trajectories) {
+        engine.simulate_into(problem, sim, result);
+        summary->add(result, layout.metric_compartment, last_dose, metrics.data());
+      } else {
+        // Summaries only: the engine summarises as it simulates (fused) when it can.
+        engine.summarize_into(problem, sim, *summary, layout.metric_compartment, last_dose,
+                              metrics.data(), result);
+      }
+    } else {
+      engine.simulate_into(problem, sim, result);
+    }
+    Chunk c;
+    c.first = first;
+    c.result = &result;
+    c.ids = ids.data();
+    c.extra = n_extra ? extra.data() : nullptr;
+    c.parameters = rows;
+    c.metrics = summary ? metrics.data() : nullptr;
+    sink.write(c);
+    const RunSummary& s = result.summary();
+    report.summary.method = s.method;
+    report.summary.device = s.device;
+    report.summary.threads = s.threads;
+    report.summary.prepare_seconds += s.prepare_seconds;
+    report.summary.scan_seconds += s.scan_seconds;
+    report.summary.non_finite_subjects += s.non_finite_subjects;
+    report.rows += n;
+    ++report.chunks;
+    if (options.progress) options.progress(report.rows, total);
+  }
+  if (summary) sink.write_summary(summary->finish());
+  sink.commit();
+  return report;
+}
+
+}  // namespace pkscan

@@ -1,0 +1,219 @@
+// pkscan.simulate_population: virtual populations, replicates and parameter sweeps without a run
+// file, through the library's population driver (pkscan::run_population) into a sink that keeps
+// the summaries and the per-subject metrics in memory (and the amounts when asked for).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <pkscan/pkscan.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+
+namespace pkscan::python {
+
+namespace {
+
+// Keeps what the driver hands over: ids, extra columns, parameters, metrics, optionally the
+// amounts (float64), and the summary table.
+class MemorySink final : public ResultSink {
+ public:
+  explicit MemorySink(const RunLayout& layout) : layout_(layout) {}
+
+  void write(const Chunk& c) override {
+    const SimulationResult& r = *c.result;
+    const std::int64_t n = r.subjects();
+    const auto np = static_cast<std::int64_t>(layout_.model->parameters.size());
+    const auto ne = static_cast<std::int64_t>(layout_.extra_columns.size());
+    const auto nm = static_cast<std::int64_t>(layout_.metric_names.size());
+    for (std::int64_t s = 0; s < n; ++s) ids.push_back(c.ids ? c.ids[s] : c.first + s + 1);
+    if (ne) extra.insert(extra.end(), c.extra, c.extra + n * ne);
+    parameters.insert(parameters.end(), c.parameters, c.parameters + n * np);
+    if (nm) metrics.insert(metrics.end(), c.metrics, c.metrics + n * nm);
+    for (SubjectStatus st : r.status()) ok.push_back(st == SubjectStatus::Ok);
+    if (layout_.trajectories) {
+      const std::int64_t values = n * r.times() * r.compartments();
+      if (r.precision() == Precision::Float64)
+        amounts.insert(amounts.end(), r.amounts_f64().data(), r.amounts_f64().data() + values);
+      else
+        amounts.insert(amounts.end(), r.amounts_f32().data(), r.amounts_f32().data() + values);
+    }
+  }
+  void write_summary(const TimeSummaryTable& t) override { summary = t; }
+  void commit() override {}
+
+  const RunLayout& layout_;
+  std::vector<std::int64_t> ids;
+  std::vector<double> extra, parameters, metrics, amounts;
+  std::vector<bool> ok;
+  TimeSummaryTable summary;
+};
+
+template <class T>
+py::array_t<T> array(const std::vector<T>& v, std::vector<py::ssize_t> shape) {
+  py::array_t<T> a(shape);
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+// iiv: {name: variance} (diagonal Omega) or {"block": [names], "omega": [lower triangle]}.
+void read_iiv(py::handle iiv, PopulationSpec& spec) {
+  if (iiv.is_none()) return;
+  if (!py::isinstance<py::dict>(iiv))
+    throw InvalidArgument(
+        "iiv must be None, {name: variance of eta} or {'block': [names], 'omega': [lower "
+        "triangle of the covariance]}");
+  const py::dict d = py::reinterpret_borrow<py::dict>(iiv);
+  if (d.contains("block") || d.contains("omega")) {
+    if (!d.contains("block") || !d.contains("omega"))
+      throw InvalidArgument("iiv: a block needs both 'block' (names) and 'omega'");
+    for (py::handle name : d["block"])
+      spec.iiv.push_back(spec.column(str_of(name, "iiv block entry")));
+    const auto m = static_cast<Eigen::Index>(spec.iiv.size());
+    const std::vector<double> tri = d["omega"].cast<std::vector<double>>();
+    if (static_cast<Eigen::Index>(tri.size()) != m * (m + 1) / 2)
+      throw InvalidArgument("iiv: omega has " + std::to_string(tri.size()) +
+                            " values, but a block of " + std::to_string(m) + " needs " +
+                            std::to_string(m * (m + 1) / 2) + " (the lower triangle, row by row)");
+    spec.omega = Eigen::MatrixXd::Zero(m, m);
+    std::size_t k = 0;
+    for (Eigen::Index r = 0; r < m; ++r)
+      for (Eigen::Index c = 0; c <= r; ++c) spec.omega(r, c) = spec.omega(c, r) = tri[k++];
+    return;
+  }
+  std::vector<double> variances;
+  for (const auto& [name, value] : d) {
+    spec.iiv.push_back(spec.column(str_of(name, "iiv key")));
+    variances.push_back(value.cast<double>());
+  }
+  const auto m = static_cast<Eigen::Index>(variances.size());
+  spec.omega = Eigen::MatrixXd::Zero(m, m);
+  for (Eigen::Index i = 0; i < m; ++i) spec.omega(i, i) = variances[static_cast<std::size_t>(i)];
+}
+
+constexpr const char* kPopulationDoc = R"doc(
+Simulates a virtual population, its replicates and a parameter sweep on the grid
+t_i = i * dt, in chunks (memory does not grow with count): pkscan's population driver, as a
+run file's `population`, `sweep` and `output.summaries` give it, without a run file.
+
+model: as for simulate. typical: {name or alias: typical value} (model defaults elsewhere).
+doses, dt, steps, times, method, device, precision, discretization, threads: as for simulate.
+count: subjects per replicate and sweep point; seed: the random seed (a subject's draws depend
+only on seed, replicate and subject index). iiv: None, {name: variance of eta} (diagonal Omega)
+or {'block': [names], 'omega': [lower triangle]}; parameter = typical * exp(eta).
+replicates: replicate trials. sweep: {name: [values]}, the cartesian product, first name
+slowest; a swept value is the typical value. percentiles: of the per-time summaries.
+trajectories: also return every subject's amounts (memory grows with count).
+
+Rows: replicate (slowest), sweep point, subject. Returns a dict: 'times', 'compartments',
+'percentiles', 'mean' [times, compartments] and 'quantiles' [times, compartments, percentiles]
+(concentrations, over the subjects with finite values), 'count' and 'excluded', 'metric_names'
+and 'metrics' [rows, metrics] (of the model's observed compartment), 'ids' [rows] (1-based within
+a replicate), 'extra_columns' and 'extra' [rows, extra] (replicate, swept values),
+'parameters' [rows, parameters] (the values simulated), 'ok' [rows], 'method', 'device',
+and with trajectories 'amounts' [rows, times, compartments] (float64). The GIL is released
+while the engine runs.
+)doc";
+
+py::dict simulate_population_py(py::handle model, py::handle typical, py::handle doses, double dt,
+                                std::int64_t steps, std::int64_t count, std::uint64_t seed,
+                                py::handle iiv, std::int64_t replicates, py::handle sweep,
+                                std::vector<double> percentiles, bool trajectories,
+                                py::handle times, const std::string& method,
+                                const std::string& device, const std::string& precision,
+                                const std::string& discretization, int threads) {
+  const ModelPtr info = resolve_model(model);
+  PopulationRun run;
+  run.problem.model = info->kind;
+  run.problem.discretization = discretization_from_string(discretization);
+  run.problem.grid = {dt, steps};
+  run.problem.doses = read_doses(*info, doses);
+  if (!times.is_none()) {
+    std::vector<std::int64_t> idx;
+    for (double t : times.cast<std::vector<double>>()) {
+      const std::int64_t k = run.problem.grid.index_of(t);
+      if (k < 0 || k > steps)
+        throw DomainError("simulate_population: output time " + format_value(t) +
+                          " is not a point of the grid t = i * " + format_value(dt) + ", i = 0.." +
+                          std::to_string(steps));
+      idx.push_back(k);
+    }
+    run.problem.output = OutputTimes::at_steps(std::move(idx));
+  }
+  run.options = make_options(method, device, precision, threads);
+  PopulationSpec spec(info, count, seed);
+  std::int64_t subjects = -1;
+  ParameterBatch row(info, 1);
+  const std::vector<ParameterValue> values = read_parameters(*info, typical, subjects);
+  if (subjects >= 0) throw InvalidArgument("typical: give one number per parameter, not arrays");
+  store_parameters(values, row);
+  spec.typical.assign(row.row(0), row.row(0) + row.parameters());
+  read_iiv(iiv, spec);
+  run.population = std::move(spec);
+  run.replicates = replicates;
+  if (!sweep.is_none()) {
+    for (const auto& [name, values] : sweep.cast<py::dict>()) {
+      run.sweep.columns.push_back(run.population->column(str_of(name, "sweep key")));
+      run.sweep.values.push_back(values.cast<std::vector<double>>());
+    }
+  }
+  run.summaries = true;
+  run.percentiles = std::move(percentiles);
+  run.trajectories = trajectories;
+  run.problem.parameters = ParameterBatch(info, 1);
+
+  const RunLayout layout = population_layout(run);
+  MemorySink sink(layout);
+  PopulationRunReport report;
+  {
+    py::gil_scoped_release nogil;
+    report = run_population(run, sink, {});
+  }
+  const auto rows = static_cast<py::ssize_t>(sink.ids.size());
+  const auto nt = static_cast<py::ssize_t>(layout.times.size());
+  const auto nc = static_cast<py::ssize_t>(info->compartments.size());
+  const TimeSummaryTable& t = sink.summary;
+  const auto nq = static_cast<py::ssize_t>(t.percentiles.size());
+  py::dict out;
+  out["times"] = array(layout.times, {nt});
+  out["compartments"] = names_of(info->compartments);
+  out["percentiles"] = array(t.percentiles, {nq});
+  out["mean"] = array(t.mean, {nt, nc});
+  out["quantiles"] = array(t.quantiles, {nt, nc, nq});
+  out["count"] = t.count;
+  out["excluded"] = t.excluded;
+  out["metric_names"] = names_of(layout.metric_names);
+  out["metrics"] =
+      array(sink.metrics, {rows, static_cast<py::ssize_t>(layout.metric_names.size())});
+  out["ids"] = array(sink.ids, {rows});
+  out["extra_columns"] = names_of(layout.extra_columns);
+  out["extra"] = array(sink.extra, {rows, static_cast<py::ssize_t>(layout.extra_columns.size())});
+  out["parameters"] =
+      array(sink.parameters, {rows, static_cast<py::ssize_t>(info->parameters.size())});
+  py::array_t<bool> ok(rows);
+  std::copy(sink.ok.begin(), sink.ok.end(), ok.mutable_data());
+  out["ok"] = ok;
+  if (trajectories) out["amounts"] = array(sink.amounts, {rows, nt, nc});
+  out["method"] = to_string(report.summary.method);
+  out["device"] = to_string(report.summary.device);
+  return out;
+}
+
+}  // namespace
+
+void bind_population(py::module_& m) {
+  m.def("simulate_population", &simulate_population_py, kPopulationDoc, py::arg("model"),
+        py::arg("typical"), py::arg("doses"), py::arg("dt"), py::arg("steps"), py::arg("count"),
+        py::arg("seed") = 0, py::arg("iiv") = py::none(), py::arg("replicates") = 1,
+        py::arg("sweep") = py::none(),
+        py::arg("percentiles") = std::vector<double>{5.0, 50.0, 95.0},
+        py::arg("trajectories") = false, py::arg("times") = py::none(), py::arg("method") = "auto",
+        py::arg("device") = "auto", py::arg("precision") = "float64",
+        py::arg("discretization") = "exact", py::arg("threads") = 0);
+}
+
+}  // namespace pkscan::python

@@ -1,0 +1,129 @@
+"""pkscan.simulate_population (the library's population driver, no run file) against closed
+forms: an IV bolus into the central compartment of `two_compartment` (one-compartment
+disposition) has C(t) = D / V exp(-CL / V t)."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import pkscan
+
+DOSE = [{"compartment": "central", "time": 0, "amount": 100.0}]
+TYPICAL = {"ka": 1.0, "cl": 5.0, "v_central": 20.0}
+
+
+def conc(t, cl, v=20.0, dose=100.0):
+    return dose / v * np.exp(-cl / v * t)
+
+
+def test_percentiles_follow_the_lognormal_clearance():
+    # CL = 5 exp(eta), eta ~ N(0, 0.09): C(t) decreases with CL, so its p-th percentile is
+    # C at CL's (100 - p)-th percentile, 5 exp(z_(1-p) 0.3).
+    r = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.25, steps=96,
+                                   count=20000, seed=3, iiv={"cl": 0.09},
+                                   percentiles=[5, 50, 95])
+    assert r["count"] == 20000 and r["excluded"] == 0
+    assert r["compartments"] == ["depot", "central"]
+    assert r["quantiles"].shape == (97, 2, 3) and r["mean"].shape == (97, 2)
+    z = {5: 1.6448536, 50: 0.0, 95: -1.6448536}
+    for i in (8, 20, 40, 96):  # t = 2, 5, 10, 24
+        t = r["times"][i]
+        for k, p in enumerate((5, 50, 95)):
+            want = conc(t, 5.0 * np.exp(z[p] * 0.3))
+            np.testing.assert_allclose(r["quantiles"][i, 1, k], want, rtol=0.03,
+                                       err_msg=f"p{p} at t={t}")
+    # The mean of D/V exp(-ke t) over lognormal ke, by quadrature over eta.
+    eta = np.linspace(-8, 8, 4001) * 0.3
+    w = np.exp(-0.5 * (eta / 0.3) ** 2)
+    w /= w.sum()
+    t = r["times"][40]
+    np.testing.assert_allclose(r["mean"][40, 1], np.sum(w * conc(t, 5.0 * np.exp(eta))),
+                               rtol=0.01)
+
+
+def test_sweep_without_variability_gives_closed_form_metrics():
+    # No iiv: every subject is the typical one at each sweep point (swept CL = the typical CL).
+    r = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.25, steps=96, count=3,
+                                   sweep={"cl": [2.0, 8.0]})
+    assert r["extra_columns"] == ["cl"]
+    np.testing.assert_array_equal(r["extra"][:, 0], [2, 2, 2, 8, 8, 8])
+    np.testing.assert_array_equal(r["ids"], [1, 2, 3, 4, 5, 6])
+    assert r["metric_names"] == ["cmax", "tmax", "auc", "cmin"]
+    t_end = 24.0
+    for row, cl in enumerate([2, 2, 2, 8, 8, 8]):
+        cmax, tmax, auc, cmin = r["metrics"][row]
+        ke = cl / 20.0
+        assert cmax == pytest.approx(5.0, rel=1e-12) and tmax == 0.0
+        # The log-down trapezoid is exact for a single exponential.
+        assert auc == pytest.approx(5.0 / ke * (1 - np.exp(-ke * t_end)), rel=1e-9)
+        assert cmin == pytest.approx(conc(t_end, cl), rel=1e-9)
+    assert r["ok"].all()
+
+
+def test_replicates_redraw_and_sweep_points_pair_the_subjects():
+    r = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.5, steps=10, count=4,
+                                   seed=11, iiv={"cl": 0.09, "v_central": 0.04}, replicates=2,
+                                   sweep={"ka": [0.5, 2.0]}, trajectories=True)
+    assert r["extra_columns"] == ["replicate", "ka"]
+    rows = 2 * 2 * 4
+    assert r["parameters"].shape[0] == rows and r["amounts"].shape == (rows, 11, 2)
+    names = pkscan.Model("two_compartment").parameters
+    cl, v = names.index("cl"), names.index("v_central")
+    p = r["parameters"]
+    # Rows: replicate, then sweep point, then subject. The same subject at both sweep points has
+    # the same draws (paired); another replicate draws anew.
+    np.testing.assert_array_equal(p[0:4, cl], p[4:8, cl])
+    np.testing.assert_array_equal(p[0:4, v], p[4:8, v])
+    assert not np.array_equal(p[0:4, cl], p[8:12, cl])
+    np.testing.assert_array_equal(r["extra"][:, 0], [1] * 8 + [2] * 8)
+    np.testing.assert_array_equal(r["ids"], list(range(1, 9)) * 2)
+    # Amounts against the closed form with each row's own CL and V.
+    t = 0.5 * np.arange(11)
+    for row in range(rows):
+        np.testing.assert_allclose(r["amounts"][row, :, 1] / p[row, v], conc(t, p[row, cl],
+                                   p[row, v]), rtol=1e-10)
+
+
+def test_the_same_run_as_the_run_file_gives_the_same_summary(tmp_path):
+    cli = os.environ.get("PKSCAN_CLI")
+    if not cli:
+        pytest.skip("PKSCAN_CLI is not set")
+    run = tmp_path / "pop.yaml"
+    run.write_text("""model: two_compartment
+time: {dt: 0.25, steps: 96}
+subjects:
+  population:
+    count: 3000
+    seed: 5
+    typical: {ka: 1.0, cl: 5.0, v_central: 20}
+    iiv: {cl: 0.09}
+doses:
+  - {compartment: central, time: 0, amount: 100}
+output:
+  trajectories: false
+  summaries: {percentiles: [10, 50, 90]}
+""")
+    out = tmp_path / "pop.csv"
+    subprocess.run([cli, "run", str(run), "--output", str(out), "--quiet"], check=True)
+    table = np.genfromtxt(tmp_path / "pop.summary.csv", delimiter=",", names=True)
+    r = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.25, steps=96,
+                                   count=3000, seed=5, iiv={"cl": 0.09},
+                                   percentiles=[10, 50, 90])
+    np.testing.assert_allclose(table["mean_conc_central"], r["mean"][:, 1], rtol=1e-15)
+    np.testing.assert_allclose(table["p50_conc_central"], r["quantiles"][:, 1, 1], rtol=1e-15)
+    metrics = np.genfromtxt(tmp_path / "pop.metrics.csv", delimiter=",", names=True)
+    np.testing.assert_allclose(metrics["auc"], r["metrics"][:, 2], rtol=1e-15)
+
+
+def test_bad_input_is_a_value_error():
+    with pytest.raises(ValueError, match="iiv"):
+        pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.25, steps=8, count=2,
+                                   iiv=[0.1])
+    with pytest.raises(ValueError):
+        pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.25, steps=8, count=2,
+                                   sweep={"no_such_parameter": [1.0]})
+    with pytest.raises(ValueError, match="typical"):
+        pkscan.simulate_population("two_compartment", {"cl": [1.0, 2.0]}, DOSE, dt=0.25,
+                                   steps=8, count=2)
