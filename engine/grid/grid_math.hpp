@@ -207,12 +207,20 @@ PKSCAN_HD inline int power_levels(std::int64_t steps) {
 }
 
 // A subject's power table: P_j = K^(2^j) (element e at data[(j 2N^2 + e) stride]) and
-// Q_j = sum_{i < 2^j} K^i (at data[(j 2N^2 + N^2 + e) stride]), j < levels.
-template <class Real>
+// Q_j = sum_{i < 2^j} K^i (at data[(j 2N^2 + N^2 + e) stride]), j < levels. kStride > 0 fixes
+// the stride at compile time (the host's contiguous tables: 1); 0 takes runtime_stride (a
+// device chunk's structure of arrays).
+template <class Real, int kStride = 0>
 struct PowerTable {
   Real* data = nullptr;
-  std::int64_t stride = 1;
+  std::int64_t runtime_stride = 1;
   int levels = 0;
+  PKSCAN_HD std::int64_t stride() const {
+    if constexpr (kStride > 0)
+      return kStride;
+    else
+      return runtime_stride;
+  }
 };
 
 // N x N row-major product in double, out = a b, in affine_step's order.
@@ -228,19 +236,19 @@ PKSCAN_HD inline void matmul(const double* a, const double* b, double* out) {
 
 // Fills the table from K (double, element e at k[e * k_stride]): P_0 = K, Q_0 = I,
 // P_{j+1} = P_j P_j, Q_{j+1} = Q_j + P_j Q_j, in double, each rounded to Real when stored.
-template <int N, class Real>
-PKSCAN_HD inline void build_power_table(const double* k, std::int64_t k_stride,
-                                        const PowerTable<Real>& t) {
+template <int N, class Real, class Table>
+PKSCAN_HD inline void build_power_table(const double* k, std::int64_t k_stride, const Table& t) {
   double p[N * N], q[N * N];
   for (int e = 0; e < N * N; ++e) {
     p[e] = k[e * k_stride];
     q[e] = e % (N + 1) == 0 ? 1.0 : 0.0;
   }
+  const std::int64_t st = t.stride();
   for (int lv = 0; lv < t.levels; ++lv) {
-    Real* tl = t.data + static_cast<std::int64_t>(lv) * 2 * N * N * t.stride;
+    Real* tl = t.data + static_cast<std::int64_t>(lv) * 2 * N * N * st;
     for (int e = 0; e < N * N; ++e) {
-      tl[e * t.stride] = static_cast<Real>(p[e]);
-      tl[(N * N + e) * t.stride] = static_cast<Real>(q[e]);
+      tl[e * st] = static_cast<Real>(p[e]);
+      tl[(N * N + e) * st] = static_cast<Real>(q[e]);
     }
     if (lv + 1 == t.levels) break;
     double pq[N * N], pp[N * N];
@@ -254,30 +262,33 @@ PKSCAN_HD inline void build_power_table(const double* k, std::int64_t k_stride,
 }
 
 // m steps of x <- K x + c with a constant input c (m < 2^levels): popcount(m) updates
-// x <- P_j x + Q_j c (x <- P_j x when c is zero).
-template <int N, class Real>
-PKSCAN_HD inline void jump(const PowerTable<Real>& t, Real* x, const Real* c, bool zero_input,
-                           std::int64_t m) {
+// x <- P_j x + Q_j c (x <- P_j x when c is zero). Forced inline: it is the power path's
+// innermost loop, called from advance() and apply_run().
+template <int N, class Real, class Table>
+PKSCAN_HD_FORCEINLINE void jump(const Table& t, Real* x, const Real* c, bool zero_input,
+                                std::int64_t m) {
+  const std::int64_t st = t.stride();
   for (int lv = 0; m > 0 && lv < t.levels; ++lv, m >>= 1) {
     if (!(m & 1)) continue;
-    const Real* tl = t.data + static_cast<std::int64_t>(lv) * 2 * N * N * t.stride;
-    Real p[N * N];
-    for (int e = 0; e < N * N; ++e) p[e] = tl[e * t.stride];
+    const Real* tl = t.data + static_cast<std::int64_t>(lv) * 2 * N * N * st;
+    auto P = [&](int e) { return tl[e * st]; };
+    auto Q = [&](int e) { return tl[(N * N + e) * st]; };
     Real y[N];
     if (zero_input) {
       for (int r = 0; r < N; ++r) {
-        Real acc = p[r * N] * x[0];
-        for (int i = 1; i < N; ++i) acc += p[r * N + i] * x[i];
+        Real acc = P(r * N) * x[0];
+        for (int i = 1; i < N; ++i) acc += P(r * N + i) * x[i];
         y[r] = acc;
       }
     } else {
-      Real qc[N];
+      // y = P x + (Q c), affine_step's order.
       for (int r = 0; r < N; ++r) {
-        Real acc = tl[(N * N + r * N) * t.stride] * c[0];
-        for (int i = 1; i < N; ++i) acc += tl[(N * N + r * N + i) * t.stride] * c[i];
-        qc[r] = acc;
+        Real qc = Q(r * N) * c[0];
+        for (int i = 1; i < N; ++i) qc += Q(r * N + i) * c[i];
+        Real acc = P(r * N) * x[0];
+        for (int i = 1; i < N; ++i) acc += P(r * N + i) * x[i];
+        y[r] = acc + qc;
       }
-      affine_step<N, Real>(p, x, qc, y);
     }
     for (int r = 0; r < N; ++r) x[r] = y[r];
   }
@@ -285,11 +296,11 @@ PKSCAN_HD inline void jump(const PowerTable<Real>& t, Real* x, const Real* c, bo
 
 // One subject as the power path sees it: its transition (for the breakpoint inputs), K rounded
 // to Real and its power table.
-template <int N, class Real>
+template <int N, class Real, class Table = PowerTable<Real>>
 struct PowerSubjectView {
   TransitionView tr;
   const Real* k;  // N*N, row-major, contiguous
-  PowerTable<Real> table;
+  Table table;
 };
 
 template <int N, class Real>
@@ -302,8 +313,8 @@ PKSCAN_HD inline bool all_zero(const Real* v) {
 // Applies `count` repetitions of breakpoint k (a run of identical breakpoints, each `len` steps
 // long) to x. One repetition is the affine map F(x) = M x + v with M = K^len and
 // v = the (len - 1)-step jump of f with input c; F^count is applied by squaring F.
-template <int N, class Real>
-PKSCAN_HD inline void apply_run(const ScheduleView& s, const PowerSubjectView<N, Real>& ps,
+template <int N, class Real, class Table>
+PKSCAN_HD inline void apply_run(const ScheduleView& s, const PowerSubjectView<N, Real, Table>& ps,
                                 std::int64_t k, std::int64_t len, std::int64_t count, Real* x) {
   Real c[N], f[N];
   breakpoint_inputs<N, Real>(s, ps.tr, k, c, f);
@@ -331,9 +342,9 @@ PKSCAN_HD inline void apply_run(const ScheduleView& s, const PowerSubjectView<N,
 
 // Advances x from the state at step `from` to the state at step `to` (to >= from), by jumps
 // within breakpoints and by powers over runs of identical breakpoints.
-template <int N, class Real>
-PKSCAN_HD inline void advance(const ScheduleView& s, const PowerSubjectView<N, Real>& ps, Real* x,
-                              std::int64_t from, std::int64_t to) {
+template <int N, class Real, class Table>
+PKSCAN_HD inline void advance(const ScheduleView& s, const PowerSubjectView<N, Real, Table>& ps,
+                              Real* x, std::int64_t from, std::int64_t to) {
   if (to <= from) return;
   std::int64_t k = s.breakpoint_of(from + 1);
   while (k < s.breakpoints) {

@@ -38,8 +38,9 @@ template <int N, class Real>
 struct PowerSubject {
   Transition<N> tr;
   Real k[N * N];
-  std::vector<Real> table;           // levels * 2 N^2, contiguous (stride 1)
-  PowerSubjectView<N, Real> view{};  // points into this object: never copied or moved
+  std::vector<Real> table;  // levels * 2 N^2, contiguous (stride 1)
+  PowerSubjectView<N, Real, PowerTable<Real, 1>>
+      view{};  // points into this object: never copied or moved
 
   PowerSubject() = default;
   PowerSubject(const PowerSubject&) = delete;
