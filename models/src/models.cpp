@@ -268,24 +268,48 @@ int compartment_index(const ModelInfo& model, std::string_view name) noexcept {
   return -1;
 }
 
+namespace {
+
+// rate_matrix for N compartments (fixed-size loops: it runs once per subject and simulation).
+template <int N>
+void rate_matrix_n(const ModelInfo& model, const double* p, double* a) noexcept {
+  double m[N * N] = {};
+  unsigned outflow = 0;  // bit i: compartment i has an outflow
+  for (const Flow& f : model.flows) {
+    const int from = f.from;
+    const double k =
+        f.clearance >= 0 && !given(p[f.parameter])
+            ? p[f.clearance] / p[model.volume_parameter[static_cast<std::size_t>(from)]]
+            : p[f.parameter];
+    m[from * N + from] += k;
+    outflow |= 1u << from;
+    if (f.to >= 0) m[f.to * N + from] += k;
+  }
+  for (int i = 0; i < N; ++i)
+    if ((outflow >> i) & 1u) m[i * N + i] = -m[i * N + i];
+  for (int e = 0; e < N * N; ++e) a[e] = m[e];
+}
+
+}  // namespace
+
 void rate_matrix(const ModelInfo& model, const double* p, double* a) noexcept {
   // Each flow's rate: its micro constant when given, else clearance / source volume. A diagonal
   // entry is minus the sum of its compartment's outflows in flow order, -((k1 + k2) + k3) (0
   // for a compartment without outflow).
-  const std::size_t n = model.compartments.size();
-  for (std::size_t i = 0; i < n * n; ++i) a[i] = 0.0;
-  std::uint64_t outflow = 0;  // bit i: compartment i has an outflow (n <= 6)
-  for (const Flow& f : model.flows) {
-    const std::size_t from = static_cast<std::size_t>(f.from);
-    const double k = f.clearance >= 0 && !given(p[f.parameter])
-                         ? p[f.clearance] / p[model.volume_parameter[from]]
-                         : p[f.parameter];
-    a[from * n + from] += k;
-    outflow |= std::uint64_t{1} << from;
-    if (f.to >= 0) a[static_cast<std::size_t>(f.to) * n + from] += k;
+  switch (model.compartments.size()) {
+    case 1:
+      return rate_matrix_n<1>(model, p, a);
+    case 2:
+      return rate_matrix_n<2>(model, p, a);
+    case 3:
+      return rate_matrix_n<3>(model, p, a);
+    case 4:
+      return rate_matrix_n<4>(model, p, a);
+    case 5:
+      return rate_matrix_n<5>(model, p, a);
+    default:
+      return rate_matrix_n<kMaxLinearCompartments>(model, p, a);  // no model has more
   }
-  for (std::size_t i = 0; i < n; ++i)
-    if ((outflow >> i) & 1u) a[i * n + i] = -a[i * n + i];
 }
 
 void rate_matrix(ModelKind kind, const double* p, double* a) noexcept {
