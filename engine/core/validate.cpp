@@ -160,11 +160,12 @@ namespace pkscan {
 EulerViolation first_euler_violation(const ParameterBatch& parameters, double dt) {
   const ModelInfo& m = parameters.info();
   const int n = static_cast<int>(m.compartments.size());
-  std::vector<double> a(static_cast<std::size_t>(n * n));
+  std::vector<double> out(static_cast<std::size_t>(n));
   for (std::int64_t s = 0; s < parameters.subjects(); ++s) {
-    rate_matrix(m, parameters.row(s), a.data());
+    outflow_rates(m, parameters.row(s), out.data());
     for (int r = 0; r < n; ++r) {
-      const double k = 1.0 + a[static_cast<std::size_t>(r * n + r)] * dt;
+      // 1 + A(r, r) dt, A(r, r) = -outflow: the same bits as from rate_matrix().
+      const double k = 1.0 + -out[static_cast<std::size_t>(r)] * dt;
       if (k < 0.0) return EulerViolation{s, r, k};
     }
   }

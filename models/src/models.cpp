@@ -270,6 +270,13 @@ int compartment_index(const ModelInfo& model, std::string_view name) noexcept {
 
 namespace {
 
+// A flow's rate: its micro constant when given, else clearance / source volume.
+inline double flow_rate(const ModelInfo& model, const Flow& f, const double* p) noexcept {
+  return f.clearance >= 0 && !given(p[f.parameter])
+             ? p[f.clearance] / p[model.volume_parameter[static_cast<std::size_t>(f.from)]]
+             : p[f.parameter];
+}
+
 // rate_matrix for N compartments (fixed-size loops: it runs once per subject and simulation).
 template <int N>
 void rate_matrix_n(const ModelInfo& model, const double* p, double* a) noexcept {
@@ -277,10 +284,7 @@ void rate_matrix_n(const ModelInfo& model, const double* p, double* a) noexcept 
   unsigned outflow = 0;  // bit i: compartment i has an outflow
   for (const Flow& f : model.flows) {
     const int from = f.from;
-    const double k =
-        f.clearance >= 0 && !given(p[f.parameter])
-            ? p[f.clearance] / p[model.volume_parameter[static_cast<std::size_t>(from)]]
-            : p[f.parameter];
+    const double k = flow_rate(model, f, p);
     m[from * N + from] += k;
     outflow |= 1u << from;
     if (f.to >= 0) m[f.to * N + from] += k;
@@ -310,6 +314,13 @@ void rate_matrix(const ModelInfo& model, const double* p, double* a) noexcept {
     default:
       return rate_matrix_n<kMaxLinearCompartments>(model, p, a);  // no model has more
   }
+}
+
+void outflow_rates(const ModelInfo& model, const double* p, double* out) noexcept {
+  const std::size_t n = model.compartments.size();
+  for (std::size_t i = 0; i < n; ++i) out[i] = 0.0;
+  for (const Flow& f : model.flows)  // in flow order, as rate_matrix sums the diagonal
+    out[static_cast<std::size_t>(f.from)] += flow_rate(model, f, p);
 }
 
 void rate_matrix(ModelKind kind, const double* p, double* a) noexcept {

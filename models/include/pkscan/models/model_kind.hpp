@@ -100,6 +100,10 @@ const ModelInfo& model_info(ModelKind kind) noexcept;
 /// Fills the row-major n x n rate matrix of any model (built-in or linear).
 void rate_matrix(const ModelInfo& model, const double* params, double* a) noexcept;
 
+/// Each compartment's total outflow rate, -A(i, i) of rate_matrix() with the same bits (n values;
+/// 0 for a compartment without outflow), without building the matrix.
+void outflow_rates(const ModelInfo& model, const double* params, double* out) noexcept;
+
 /// Run-file name of a model ("three_compartment").
 std::string to_string(ModelKind kind);
 
