@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <pkscan/predictor.hpp>
 #include <pkscan/threads.hpp>
 #include <random>
 #include <sstream>
@@ -183,7 +184,8 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
     sum = r.summary;
     rows = r.rows();
   } else {
-    throw InvalidArgument("--dataset is " + o.dataset + ", but must be irregular, regular or grid");
+    throw InvalidArgument("--dataset is " + o.dataset +
+                          ", but must be irregular, regular, grid or likelihood");
   }
   const double best = *std::min_element(times.begin(), times.end());
   std::ostringstream s;
@@ -198,13 +200,68 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
 }
 }  // namespace
 
+// The fitting workload: Predictor::log_likelihood_all with gradients on the regular dataset
+// (DV 1, additive error), `repeat` calls, beside its arithmetic measured in the same run: the
+// same subjects through Predictor::log_likelihood one after another on this thread with one
+// reused workspace. The difference is the call's overhead (workspaces, threads, copies).
+void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
+  ParameterBatch params;
+  Dataset d = bench_dataset(o, false, params);
+  for (DatasetSubject& subj : d.subjects)
+    for (DatasetRecord& r : subj.records)
+      if (r.evid == 0) r.dv = 1.0, r.mdv = false;
+  const Predictor pred(std::move(d), ModelKind::ThreeCompartment);
+  const ErrorModel error{ErrorModelKind::Additive};
+  const double sigma = 0.5;
+  const std::size_t np = static_cast<std::size_t>(pred.parameters());
+  std::vector<double> gradient(static_cast<std::size_t>(pred.subjects()) * np), sg(1);
+  auto all = [&] {
+    return pred.log_likelihood_all(params.row(0), error, &sigma, nullptr, gradient.data(),
+                                   sg.data(), o.threads);
+  };
+  const std::unique_ptr<Predictor::Workspace> ws = pred.make_workspace();
+  auto loop = [&] {
+    double total = 0.0;
+    for (std::int64_t s = 0; s < pred.subjects(); ++s)
+      total += pred.log_likelihood(s, params.row(s), error, &sigma, gradient.data() + s * np,
+                                   sg.data(), *ws);
+    return total;
+  };
+  auto time = [&](auto&& f) {
+    f();  // warm-up
+    std::vector<double> t;
+    for (int i = 0; i < o.repeat; ++i) {
+      const double t0 = now();
+      volatile double v = f();
+      (void)v;
+      t.push_back(now() - t0);
+    }
+    return t;
+  };
+  const std::vector<double> t_all = time(all), t_loop = time(loop);
+  const double best = *std::min_element(t_all.begin(), t_all.end());
+  const double arithmetic = *std::min_element(t_loop.begin(), t_loop.end());
+  std::ostringstream s;
+  s.precision(6);
+  s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all+gradient\",\"n\":" << o.n
+    << ",\"doses\":" << o.doses << ",\"observations\":" << o.observations
+    << ",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
+    << ",\"best_s\":" << best << ",\"median_s\":" << median(t_all)
+    << ",\"arithmetic_best_s\":" << arithmetic << ",\"overhead_us\":" << (best - arithmetic) * 1e6
+    << "}\n";
+  out << s.str();
+}
+
 void run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
   if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
   if (!o.dataset.empty()) {
     if (o.doses < 1 || o.observations < 1)
       throw InvalidArgument("--doses and --observations must be >= 1");
-    run_dataset_bench(o, out);
+    if (o.dataset == "likelihood")
+      run_likelihood_bench(o, out);
+    else
+      run_dataset_bench(o, out);
     return;
   }
   const Problem p = bench_problem(o);

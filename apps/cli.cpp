@@ -200,8 +200,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bench->add_option("--seed", bo.seed, "Seed of the between-subject variability");
   bench
       ->add_option("--dataset", bo.dataset,
-                   "Dosing-records workload instead: irregular, regular (event engine) or grid")
-      ->check(CLI::IsMember({"irregular", "regular", "grid"}));
+                   "Dosing-records workload instead: irregular, regular (event engine), grid, or "
+                   "likelihood (Predictor::log_likelihood_all with gradients)")
+      ->check(CLI::IsMember({"irregular", "regular", "grid", "likelihood"}));
   bench->add_option("--doses", bo.doses, "Doses per subject (--dataset)")
       ->check(CLI::Range(1, 100000));
   bench->add_option("--observations", bo.observations, "Observations per subject (--dataset)")
