@@ -343,7 +343,7 @@ class DeviceBackend final : public Backend {
                       sched_bytes + 2 * slot_bytes(p, 1), usable);
     const std::size_t per =
         p.in_per_subject + p.out_per_subject + 1 + p.table_per_subject;  // bytes per subject
-    const std::size_t slack = 2 * 4 * kAlign;  // alignment of both slots' buffers
+    const std::size_t slack = std::size_t{8} * kAlign;  // alignment of both slots' buffers (2 x 4)
     const std::size_t room = usable - sched_bytes;
     std::int64_t fit = room > slack ? static_cast<std::int64_t>((room - slack) / (2 * per)) : 0;
     fit = std::max<std::int64_t>(fit, 1);  // one subject per slot fits (checked above)
@@ -363,8 +363,8 @@ class DeviceBackend final : public Backend {
     const Schedule& s = b.schedule;
     const std::size_t np = s.partial_lengths.size();
     auto* k = static_cast<double*>(slot.in_stage.ptr());
-    double* g = k + N * N * m;
-    double* part = g + N * N * m;
+    double* g = k + std::int64_t{N} * N * m;
+    double* part = g + std::int64_t{N} * N * m;
     const int threads =
         static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(b.threads, m)));
     std::vector<Transition<N>>& trs = transitions<N>();
