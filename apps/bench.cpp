@@ -1,10 +1,12 @@
 #include "bench.hpp"
 
+#include <emmintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <pkscan/predictor.hpp>
@@ -47,6 +49,47 @@ std::pair<double, double> fill_seconds(std::size_t bytes, int threads, int repea
   volatile double sink = buf[n / 2];
   (void)sink;
   return {*std::min_element(times.begin(), times.end()), median(times)};
+}
+
+// Best seconds of a non-temporal parallel write of `bytes` (streaming stores that bypass the
+// caches: what the machine can write at most), on the same threads, after a first pass that
+// faults the pages in. The memory ceiling of a cell.
+double stream_fill_seconds(std::size_t bytes, int threads, int repeat) {
+  const std::size_t n = bytes / sizeof(double);
+  std::unique_ptr<double[]> buf(new double[std::max<std::size_t>(n, 2) + 2]);
+  double* const base = reinterpret_cast<double*>(
+      (reinterpret_cast<std::uintptr_t>(buf.get()) + 15) / 16 * 16);  // 16-byte aligned
+  std::vector<double> times;
+  for (int r = 0; r <= repeat; ++r) {
+    const double t0 = now();
+#pragma omp parallel num_threads(threads)
+    {
+      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      const std::size_t lo =
+          n * static_cast<std::size_t>(id) / static_cast<std::size_t>(nt) / 2 * 2;
+      const std::size_t hi = id + 1 == nt ? n
+                                          : n * static_cast<std::size_t>(id + 1) /
+                                                static_cast<std::size_t>(nt) / 2 * 2;
+      const __m128d v = _mm_set1_pd(static_cast<double>(r + 1));
+      std::size_t i = lo;
+      for (; i + 2 <= hi; i += 2) _mm_stream_pd(base + i, v);
+      for (; i < hi; ++i) base[i] = static_cast<double>(r + 1);
+      _mm_sfence();
+    }
+    if (r > 0) times.push_back(now() - t0);
+  }
+  volatile double sink = base[n / 2];
+  (void)sink;
+  return *std::min_element(times.begin(), times.end());
+}
+
+// The regime of a cell: the ceiling that takes longest is what bounds it. memory: writing the
+// output with streaming stores; compute: the same recurrence with no output but the final state
+// (same method, threads and subjects); overhead: the same entry point on one subject and one
+// step.
+const char* regime_of(double memory_s, double compute_s, double overhead_s) {
+  if (overhead_s >= memory_s && overhead_s >= compute_s) return "overhead";
+  return memory_s >= compute_s ? "memory" : "compute";
 }
 
 }  // namespace
@@ -290,6 +333,37 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
       static_cast<std::size_t>(r.subjects()) * static_cast<std::size_t>(r.times()) * 3 * scalar;
   const int threads = r.summary().threads;
   const auto fill = fill_seconds(out_bytes, pkscan::resolve_threads(o.threads), o.repeat);
+  const double stream_s =
+      stream_fill_seconds(out_bytes, pkscan::resolve_threads(o.threads), o.repeat);
+  // The compute ceiling: the same problem reporting only the final state (best of `repeat`).
+  auto best_of = [&](const Problem& q, const SimulateOptions& qo) {
+    Engine e;
+    SimulationResult qr;
+    e.simulate_into(q, qo, qr);
+    double b = 1e300;
+    for (int i = 0; i < o.repeat; ++i) {
+      const double t0 = now();
+      e.simulate_into(q, qo, qr);
+      b = std::min(b, now() - t0);
+    }
+    return b;
+  };
+  Problem final_only = p;
+  final_only.output = OutputTimes::at_steps({o.t});
+  SimulateOptions compute_options = so;
+  compute_options.method = r.summary().method;  // the path that ran, not auto's choice again
+  compute_options.device = r.summary().device;
+  const double compute_s = best_of(final_only, compute_options);
+  // The overhead ceiling: one subject, one step, through the same entry point.
+  BenchOptions tiny = o;
+  tiny.n = 1;
+  tiny.t = 1;
+  tiny.output = "dense";
+  const double overhead_s = best_of(bench_problem(tiny), compute_options);
+  const char* regime = regime_of(stream_s, compute_s, overhead_s);
+  const double ceiling_s = std::string(regime) == "memory"    ? stream_s
+                           : std::string(regime) == "compute" ? compute_s
+                                                              : overhead_s;
   std::ostringstream s;
   s.precision(6);
   s << "{\"method\":\"" << to_string(r.summary().method) << "\",\"device\":\""
@@ -306,6 +380,9 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
     << ",\"fill_best_s\":" << fill.first
     << ",\"fill_gb_per_s\":" << static_cast<double>(out_bytes) / fill.first / 1e9
     << ",\"output_over_fill\":" << fill.first / best
+    << ",\"stream_fill_gb_per_s\":" << static_cast<double>(out_bytes) / stream_s / 1e9
+    << ",\"compute_s\":" << compute_s << ",\"overhead_s\":" << overhead_s << ",\"regime\":\""
+    << regime << "\",\"ceiling_over_time\":" << ceiling_s / best
     << ",\"non_finite_subjects\":" << r.summary().non_finite_subjects << "}\n";
   out << s.str();
 }
