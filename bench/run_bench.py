@@ -62,6 +62,7 @@ def main():
     t_long = 100_000 if args.quick else 1_000_000
     exe = args.pkscan
     rows = []
+    sources = []  # per row: the pkscan cell whose regime and ceiling ratio the row shows
     raw = {"date": datetime.date.today().isoformat(), "cpu": cpu_model(), "cores": os.cpu_count(), "cells": []}
 
     def record(name, res):
@@ -85,13 +86,16 @@ def main():
                  f"{dense['best_s']:.4f} s ({dense['ns_per_subject_step']:.2f} ns/subject-step)",
                  f"NumPy best variant `{best_name}`: {best_np:.3f} s",
                  f"**{best_np / dense['best_s']:.1f}x** faster", ">= 10x"))
+    sources.append(dense)
     rows.append((f"batched cpu, dense f64 output bandwidth, N={n_big:g}, T=1e3",
                  f"{dense['output_gb_per_s']:.2f} GB/s",
                  f"write-only fill of the same {dense['output_bytes'] / 1e9:.2f} GB: {dense['fill_gb_per_s']:.2f} GB/s",
                  f"**{100 * dense['output_over_fill']:.0f}%** of fill", ">= 60%"))
+    sources.append(dense)
     rows.append((f"batched cpu vs reference scan, dense f64, N={n_big:g}, T=1e3",
                  f"{dense['best_s']:.4f} s", f"scan: {scan['best_s']:.3f} s",
                  f"{scan['best_s'] / dense['best_s']:.1f}x faster", "-"))
+    sources.append(dense)
 
     # 2. Final state only: 2 threads against 1.
     one = record("batched final 1 thread", pk(["--n", n_big, "--t", 1000, "--method", "batched", "--device", "cpu",
@@ -101,6 +105,7 @@ def main():
     rows.append((f"batched cpu, final state only, N={n_big:g}, T=1e3: 2 threads vs 1",
                  f"{two['best_s']:.4f} s", f"1 thread: {one['best_s']:.4f} s",
                  f"**{one['best_s'] / two['best_s']:.2f}x**", ">= 1.7x"))
+    sources.append(two)
 
     # 3. Power, one subject, a long horizon, 16 sparse outputs, against the reference scan.
     pw = record("power sparse:16", pk(["--n", 1, "--t", t_long, "--method", "power", "--device", "cpu",
@@ -110,9 +115,11 @@ def main():
     rows.append((f"power cpu, N=1, T={t_long:g}, 16 sparse outputs (warm engine)",
                  f"{pw['best_s'] * 1e6:.1f} us", f"reference scan: {sc['best_s'] * 1e3:.2f} ms",
                  f"**{sc['best_s'] / pw['best_s']:.0f}x** faster", ">= 100x"))
+    sources.append(pw)
     rows.append((f"power cpu, N=1, T={t_long:g}, 16 sparse outputs, first call (schedule compile included)",
                  f"{pw['first_call_s'] * 1e3:.2f} ms", f"reference scan first call: {sc['first_call_s'] * 1e3:.2f} ms",
                  f"{sc['first_call_s'] / pw['first_call_s']:.1f}x", "-"))
+    sources.append(pw)
 
     # 4. float32 dense, for reference.
     f32 = record("batched dense f32", pk(["--n", n_big, "--t", 1000, "--method", "batched", "--device", "cpu",
@@ -120,14 +127,20 @@ def main():
     rows.append((f"batched cpu, dense f32, N={n_big:g}, T=1e3",
                  f"{f32['best_s']:.4f} s ({f32['output_gb_per_s']:.2f} GB/s)",
                  f"fill: {f32['fill_gb_per_s']:.2f} GB/s", f"{100 * f32['output_over_fill']:.0f}% of fill", "-"))
+    sources.append(f32)
 
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     raw_path = os.path.join(ROOT, "bench", "results", f"cpu-{raw['date']}{'-quick' if args.quick else ''}.json")
     with open(raw_path, "w") as f:
         json.dump(raw, f, indent=1)
 
-    table = ["| cell | pkscan | compared with | ratio | target |", "| --- | --- | --- | --- | --- |"]
-    table += ["| " + " | ".join(r) + " |" for r in rows]
+    # The regime of the pkscan cell behind each row and its time against that regime's ceiling,
+    # measured by `pkscan bench` in the same process (docs/performance.md).
+    def regime(cell):
+        return f"{cell['regime']} ({cell['ceiling_over_time']:.2f} of its ceiling)"
+    table = ["| cell | pkscan | compared with | ratio | target | regime |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    table += ["| " + " | ".join(r) + " | " + regime(c) + " |" for r, c in zip(rows, sources)]
     block = "\n".join([
         f"Measured {raw['date']} on {raw['cpu']} ({raw['cores']} cores), by `bench/run_bench.py`"
         f"{' --quick' if args.quick else ''}; raw JSON in `{os.path.relpath(raw_path, ROOT)}`.",
@@ -166,8 +179,13 @@ def dataset_table(args):
         (f"regular-time dataset, N={n:g} (event engine)", f"{reg['best_s']:.3f} s",
          f"grid engine: {grid['best_s']:.3f} s", f"{reg['best_s'] / grid['best_s']:.2f}x", "-"),
     ]
-    table = ["| cell | pkscan | compared with | ratio | target |", "| --- | --- | --- | --- | --- |"]
-    table += ["| " + " | ".join(r) + " |" for r in rows]
+    # The regime of the pkscan cell behind each row and its time against that regime's ceiling,
+    # measured by `pkscan bench` in the same process (docs/performance.md).
+    def regime(cell):
+        return f"{cell['regime']} ({cell['ceiling_over_time']:.2f} of its ceiling)"
+    table = ["| cell | pkscan | compared with | ratio | target | regime |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    table += ["| " + " | ".join(r) + " | " + regime(c) + " |" for r, c in zip(rows, sources)]
     block = "\n".join([f"Measured {date} on {cpu_model()} ({os.cpu_count()} cores), by `bench/run_bench.py "
                        f"--cells dataset`; raw JSON in `{os.path.relpath(raw_path, ROOT)}`.", "", *table, ""])
     begin, end = "<!-- dataset-table:begin -->", "<!-- dataset-table:end -->"
