@@ -29,26 +29,47 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+// The seconds of one warm-up call of f (it compiles schedules, allocates and faults pages in)
+// and of `repeat` timed calls after it.
+struct Timings {
+  double first_call = 0.0;
+  std::vector<double> times;
+  double best() const { return *std::min_element(times.begin(), times.end()); }
+};
+
+template <class F>
+Timings time_calls(int repeat, F&& f) {
+  Timings t;
+  double t0 = now();
+  f();
+  t.first_call = now() - t0;
+  for (int i = 0; i < repeat; ++i) {
+    t0 = now();
+    f();
+    t.times.push_back(now() - t0);
+  }
+  return t;
+}
+
 // Best and median seconds of a write-only parallel fill of `bytes` (the memory bandwidth the
 // output could reach at best), on the same threads, into a buffer touched beforehand.
 std::pair<double, double> fill_seconds(std::size_t bytes, int threads, int repeat) {
   const std::size_t n = bytes / sizeof(double);
   std::unique_ptr<double[]> buf(new double[std::max<std::size_t>(n, 1)]);
-  std::vector<double> times;
-  for (int r = 0; r <= repeat; ++r) {
-    const double t0 = now();
+  double value = 0.0;
+  const Timings t = time_calls(repeat, [&] {  // the warm-up pass faults the pages in
+    value += 1.0;
 #pragma omp parallel num_threads(threads)
     {
       const int nt = omp_get_num_threads(), id = omp_get_thread_num();
       const std::size_t lo = n * static_cast<std::size_t>(id) / static_cast<std::size_t>(nt);
       const std::size_t hi = n * static_cast<std::size_t>(id + 1) / static_cast<std::size_t>(nt);
-      std::fill(buf.get() + lo, buf.get() + hi, static_cast<double>(r + 1));
+      std::fill(buf.get() + lo, buf.get() + hi, value);
     }
-    if (r > 0) times.push_back(now() - t0);  // the first pass faults the pages in
-  }
+  });
   volatile double sink = buf[n / 2];
   (void)sink;
-  return {*std::min_element(times.begin(), times.end()), median(times)};
+  return {t.best(), median(t.times)};
 }
 
 // Best seconds of a non-temporal parallel write of `bytes` (streaming stores that bypass the
@@ -59,9 +80,9 @@ double stream_fill_seconds(std::size_t bytes, int threads, int repeat) {
   std::unique_ptr<double[]> buf(new double[std::max<std::size_t>(n, 2) + 2]);
   double* const base = reinterpret_cast<double*>(
       (reinterpret_cast<std::uintptr_t>(buf.get()) + 15) / 16 * 16);  // 16-byte aligned
-  std::vector<double> times;
-  for (int r = 0; r <= repeat; ++r) {
-    const double t0 = now();
+  double value = 0.0;
+  const Timings t = time_calls(repeat, [&] {
+    value += 1.0;
 #pragma omp parallel num_threads(threads)
     {
       const int nt = omp_get_num_threads(), id = omp_get_thread_num();
@@ -70,17 +91,16 @@ double stream_fill_seconds(std::size_t bytes, int threads, int repeat) {
       const std::size_t hi = id + 1 == nt ? n
                                           : n * static_cast<std::size_t>(id + 1) /
                                                 static_cast<std::size_t>(nt) / 2 * 2;
-      const __m128d v = _mm_set1_pd(static_cast<double>(r + 1));
+      const __m128d v = _mm_set1_pd(value);
       std::size_t i = lo;
       for (; i + 2 <= hi; i += 2) _mm_stream_pd(base + i, v);
-      for (; i < hi; ++i) base[i] = static_cast<double>(r + 1);
+      for (; i < hi; ++i) base[i] = value;
       _mm_sfence();
     }
-    if (r > 0) times.push_back(now() - t0);
-  }
+  });
   volatile double sink = base[n / 2];
   (void)sink;
-  return *std::min_element(times.begin(), times.end());
+  return t.best();
 }
 
 // The regime of a cell: the ceiling that takes longest is what bounds it (memory: writing the
@@ -186,10 +206,9 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
   so.method = o.method;
   so.device = o.device;
   so.threads = o.threads;
-  std::vector<double> times;
+  Timings t;
   RunSummary sum;
   std::int64_t rows = 0;
-  double first_call = 0.0;
   if (o.dataset == "grid") {
     // The same work on a regular grid: doses every 6 h, outputs every 4 h, dt = 1 h.
     Problem p;
@@ -207,42 +226,29 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
     p.output = OutputTimes::at_steps(steps);
     Engine engine;
     SimulationResult r;
-    const double t0 = now();
-    engine.simulate_into(p, so, r);
-    first_call = now() - t0;
-    for (int i = 0; i < o.repeat; ++i) {
-      const double t1 = now();
-      engine.simulate_into(p, so, r);
-      times.push_back(now() - t1);
-    }
+    t = time_calls(o.repeat, [&] { engine.simulate_into(p, so, r); });
     sum = r.summary();
     rows = r.subjects() * r.times();
   } else if (o.dataset == "irregular" || o.dataset == "regular") {
     ParameterBatch params;
     const Dataset d = bench_dataset(o, o.dataset == "irregular", params);
     DatasetResult r;  // reused across calls, as the grid workload reuses its result
-    const double t0 = now();
-    simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r);
-    first_call = now() - t0;
-    for (int i = 0; i < o.repeat; ++i) {
-      const double t1 = now();
-      simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r);
-      times.push_back(now() - t1);
-    }
+    t = time_calls(o.repeat,
+                   [&] { simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r); });
     sum = r.summary;
     rows = r.rows();
   } else {
     throw InvalidArgument("--dataset is " + o.dataset +
                           ", but must be irregular, regular, grid or likelihood");
   }
-  const double best = *std::min_element(times.begin(), times.end());
+  const double best = t.best();
   std::ostringstream s;
   s.precision(6);
   s << "{\"workload\":\"" << o.dataset << "\",\"method\":\"" << to_string(sum.method)
     << "\",\"device\":\"" << to_string(sum.device) << "\",\"n\":" << o.n << ",\"doses\":" << o.doses
     << ",\"observations\":" << o.observations << ",\"rows\":" << rows
     << ",\"threads\":" << sum.threads << ",\"repeat\":" << o.repeat << ",\"best_s\":" << best
-    << ",\"median_s\":" << median(times) << ",\"first_call_s\":" << first_call
+    << ",\"median_s\":" << median(t.times) << ",\"first_call_s\":" << t.first_call
     << ",\"us_per_subject\":" << best * 1e6 / static_cast<double>(o.n) << "}\n";
   out << s.str();
 }
@@ -275,26 +281,15 @@ void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
                                    sg.data(), *ws);
     return total;
   };
-  auto time = [&](auto&& f) {
-    f();  // warm-up
-    std::vector<double> t;
-    for (int i = 0; i < o.repeat; ++i) {
-      const double t0 = now();
-      volatile double v = f();
-      (void)v;
-      t.push_back(now() - t0);
-    }
-    return t;
-  };
-  const std::vector<double> t_all = time(all), t_loop = time(loop);
-  const double best = *std::min_element(t_all.begin(), t_all.end());
-  const double arithmetic = *std::min_element(t_loop.begin(), t_loop.end());
+  const Timings t_all = time_calls(o.repeat, all), t_loop = time_calls(o.repeat, loop);
+  const double best = t_all.best();
+  const double arithmetic = t_loop.best();
   std::ostringstream s;
   s.precision(6);
   s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all+gradient\",\"n\":" << o.n
     << ",\"doses\":" << o.doses << ",\"observations\":" << o.observations
     << ",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
-    << ",\"best_s\":" << best << ",\"median_s\":" << median(t_all)
+    << ",\"best_s\":" << best << ",\"median_s\":" << median(t_all.times)
     << ",\"arithmetic_best_s\":" << arithmetic << ",\"overhead_us\":" << (best - arithmetic) * 1e6
     << "}\n";
   out << s.str();
@@ -323,16 +318,8 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   // result storage are reused; the warm-up call compiles, allocates and faults the pages in.
   Engine engine;
   SimulationResult r;
-  const double first0 = now();
-  engine.simulate_into(p, so, r);
-  const double first_call = now() - first0;
-  std::vector<double> times;
-  for (int i = 0; i < o.repeat; ++i) {
-    const double t0 = now();
-    engine.simulate_into(p, so, r);
-    times.push_back(now() - t0);
-  }
-  const double best = *std::min_element(times.begin(), times.end());
+  const Timings t = time_calls(o.repeat, [&] { engine.simulate_into(p, so, r); });
+  const double best = t.best();
   const std::size_t scalar = o.precision == Precision::Float64 ? 8 : 4;
   const std::size_t out_bytes =
       static_cast<std::size_t>(r.subjects()) * static_cast<std::size_t>(r.times()) * 3 * scalar;
@@ -344,14 +331,7 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   auto best_of = [&](const Problem& q, const SimulateOptions& qo) {
     Engine e;
     SimulationResult qr;
-    e.simulate_into(q, qo, qr);
-    double b = 1e300;
-    for (int i = 0; i < o.repeat; ++i) {
-      const double t0 = now();
-      e.simulate_into(q, qo, qr);
-      b = std::min(b, now() - t0);
-    }
-    return b;
+    return time_calls(o.repeat, [&] { e.simulate_into(q, qo, qr); }).best();
   };
   Problem final_only = p;
   final_only.output = OutputTimes::at_steps({o.t});
@@ -374,7 +354,7 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
     << (o.precision == Precision::Float64 ? "float64" : "float32") << "\",\"n\":" << o.n
     << ",\"t\":" << o.t << ",\"output\":\"" << o.output << "\",\"output_times\":" << r.times()
     << ",\"threads\":" << threads << ",\"repeat\":" << o.repeat << ",\"best_s\":" << best
-    << ",\"median_s\":" << median(times) << ",\"first_call_s\":" << first_call
+    << ",\"median_s\":" << median(t.times) << ",\"first_call_s\":" << t.first_call
     << ",\"ns_per_subject_step\":"
     << best * 1e9 / (static_cast<double>(o.n) * static_cast<double>(o.t))
     << ",\"last_prepare_s\":" << r.summary().prepare_seconds

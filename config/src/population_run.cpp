@@ -1,17 +1,10 @@
 // Streamed run files: the run file mapped to the library's PopulationRun and run into the file
 // sink of its output path (see population_run.hpp).
-#include <algorithm>
-#include <cmath>
 #include <memory>
 #include <pkscan/config/population_run.hpp>
 #include <pkscan/config/sink.hpp>
-#include <pkscan/engine.hpp>
-#include <pkscan/error.hpp>
 #include <pkscan/population.hpp>
-#include <pkscan/summary.hpp>
-#include <pkscan/threads.hpp>
 #include <string>
-#include <vector>
 
 namespace pkscan::config {
 
@@ -51,21 +44,13 @@ PopulationRun to_population_run(const RunSpec& spec) {
     run.population = to_population_spec(*spec.population, spec.problem.parameters.info_ptr());
     run.replicates = spec.population->replicates;
   }
-  run.sweep.columns = spec.sweep.columns;
-  run.sweep.values = spec.sweep.values;
+  run.sweep = spec.sweep;
   run.trajectories = spec.stream.trajectories;
   run.summaries = spec.stream.summaries;
   run.percentiles = spec.stream.percentiles;
   run.run_text = spec.text;
   run.run_file = spec.file;
   return run;
-}
-
-std::int64_t stream_rows(const RunSpec& spec) noexcept {
-  const std::int64_t subjects =
-      spec.population ? spec.population->count : spec.problem.parameters.subjects();
-  const std::int64_t replicates = spec.population ? spec.population->replicates : 1;
-  return replicates * spec.sweep.points() * subjects;
 }
 
 StreamReport run_streaming(const RunSpec& spec, const std::string& path,

@@ -86,7 +86,7 @@ RunLayout population_layout(const PopulationRun& run) {
 
 PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
                                    const PopulationRunOptions& options) {
-  check_run(spec);
+  const RunLayout layout = population_layout(spec);  // checks the run first
   const Problem& base = spec.problem;
   const std::shared_ptr<const ModelInfo>& model_ptr = model_of(spec);
   const ModelInfo& model = *model_ptr;
@@ -99,7 +99,6 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
 
   SimulateOptions sim = spec.options;
   sim.concentrations = false;  // sinks and summaries divide by volumes as they read
-  const RunLayout layout = population_layout(spec);
   const std::vector<double>& times = layout.times;
 
   // Chunk size: ~64 MiB of results, a multiple of kRowBlock, at least one block.

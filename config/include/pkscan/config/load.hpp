@@ -7,6 +7,7 @@
 #include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/engine.hpp>
+#include <pkscan/population_run.hpp>
 #include <string>
 #include <vector>
 
@@ -38,18 +39,8 @@ struct PopulationInput {
   std::vector<Effect> effects;  ///< covariate effects, applied in order
 };
 
-/// A parameter grid (`sweep`): the cartesian product of the listed values, the first parameter
-/// varying slowest.
-struct SweepInput {
-  std::vector<int> columns;                 ///< swept parameters
-  std::vector<std::vector<double>> values;  ///< per swept parameter: its values
-  /// Number of grid points (1 when there is no sweep).
-  std::int64_t points() const noexcept {
-    std::int64_t n = 1;
-    for (const auto& v : values) n *= static_cast<std::int64_t>(v.size());
-    return n;
-  }
-};
+/// A parameter grid (`sweep`): the library's Sweep (pkscan/population_run.hpp).
+using SweepInput = pkscan::Sweep;
 
 /// What a population or sweep run writes (`output.trajectories`, `output.summaries`).
 struct StreamOutput {

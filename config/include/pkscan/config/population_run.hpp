@@ -29,9 +29,6 @@ using StreamReport = pkscan::PopulationRunReport;
 /// The library's description of a streamed run file (its population, sweep and outputs).
 PopulationRun to_population_run(const RunSpec& spec);
 
-/// Total rows of a streamed run: replicates x sweep points x subjects.
-std::int64_t stream_rows(const RunSpec& spec) noexcept;
-
 /// Simulates a streamed run (spec.streaming() or an HDF5 path) with run_population() and writes
 /// it to `path` (.csv or .h5) as one unit (sink.hpp); the sink is made (its files created under
 /// temporary names) before anything is simulated. When it fails, no partial file is left and
