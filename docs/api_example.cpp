@@ -49,6 +49,16 @@ int main() {
     const int ke = pkscan::parameter_index(problem.parameters.info(), "ke");
     std::printf("euler at 24 h: subject 1 central concentration %7.4f, d/d ke %8.4f\n", conc[last],
                 jac[last * g.parameters() + ke]);
+    // Bad input names the value it is about (docs/api.md, "Errors"): a dose off the grid.
+    pkscan::Problem bad = problem;
+    bad.doses[1].time = 2.1;  // dt is 0.25
+    try {
+      pkscan::check(bad);
+      return 1;  // not reached: check() rejects it
+    } catch (const pkscan::DomainError& e) {
+      std::printf("%s\nfield %s, rule: %s\n", e.what(), e.field().c_str(), e.rule().c_str());
+      if (e.field() != "doses[1].time") return 1;
+    }
     std::printf("ran %s on %s\n", pkscan::to_string(r.summary().method).c_str(),
                 pkscan::to_string(r.summary().device).c_str());
     return r.summary().non_finite_subjects == 0 ? 0 : 1;

@@ -13,9 +13,11 @@
 #include <fstream>
 #include <memory>
 #include <pkscan/backend.hpp>
+#include <pkscan/checks.hpp>
 #include <pkscan/config/load.hpp>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/population_run.hpp>
 #include <string>
 #include <vector>
 
@@ -61,15 +63,21 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
     return spec;
   }
 
+  // Each part is checked by the library's rules as soon as it is read (pkscan/checks.hpp,
+  // check_population_run), and each error reported at its value's node (Loader::checked).
   const TimeNodes time = parse_time(L, top, root, p);
-  const GridSubjects subjects = parse_subjects(L, top, root, spec, *model_ptr);
-  parse_output(L, top, spec);  // before the size check: output.times decides the size
+  FieldTable population_fields;  // where the values check_population_run checks are
+  const GridSubjects subjects = parse_subjects(L, top, root, spec, *model_ptr, population_fields);
+  parse_output(L, top, spec, population_fields);  // before the size check (output.times)
   if (auto it = top.find("sweep"); it != top.end())
-    spec.sweep = parse_sweep(L, it->second.value, *model_ptr);
+    spec.sweep = parse_sweep(L, it->second.value, *model_ptr, population_fields);
   check_run_size(L, spec, subjects, model_ptr, time.steps);
   fill_parameters(L, spec, subjects, model_ptr);
+  if (spec.streaming())
+    L.checked(locate_in(population_fields), [&] { check_population_run(population_parts(spec)); });
   parse_doses(L, top, p);
-  check_euler_step(L, p, time.dt);
+  if (p.discretization == Discretization::Euler)
+    L.checked(locate_time(time), [&] { check_euler_step(p.parameters, p.grid.dt); });
 
   // Availability of the requested path: exit status 3, not 2.
   if (std::string why; !is_backend_available(spec.options.method, spec.options.device, &why))

@@ -2,6 +2,7 @@
 // and the output times; parameters come from its columns and subjects.parameters.
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/error.hpp>
@@ -56,6 +57,7 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
     if (col < 0) L.fail(dnode, "dataset column " + c + " does not name a parameter of the model");
     given[static_cast<std::size_t>(col)] = 1;
   }
+  std::map<int, Loader::Entry> from_file;  // parameters given in the run file, by column
   if (auto it = subj.find("parameters"); it != subj.end()) {
     std::vector<std::string> plain;
     for (const ParameterInfo& pi : model.parameters) {
@@ -79,14 +81,8 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
                       std::to_string(count) +
                       " subjects (IDs); give one value per subject, in dataset order");
       store_parameter(L, v, what, pi, p.parameters);
+      from_file.emplace(col, kv.second);
     }
-  }
-  for (std::size_t c = 0; c < model.parameters.size(); ++c) {
-    if (!given[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
-      L.fail(dnode,
-             "missing parameter '" + model.parameters[c].name +
-                 "': give it in subjects.parameters or as a dataset column (required by model " +
-                 model.name + ")");
   }
   if (auto it = top.find("output"); it != top.end()) {
     auto out = L.entries(it->second.value, "output", {"path", "times"});
@@ -111,10 +107,29 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
         L.where(engine_mark) +
         ": engine.device: device 'cuda' has no path for datasets yet; use cpu or auto");
   }
-  // Per-record parameter checks (values from the dataset): reported at the dataset's line.
+  // Per-record parameter checks, the library's: a value from the dataset is reported at the
+  // dataset's line, one from the run file (Error::field() "parameters[s].NAME") at its node.
   try {
     check_dataset(*data, p.model, p.parameters, spec.options);
   } catch (const DomainError& e) {
+    const Locate run_file = [&](const std::string& field) -> std::optional<Located> {
+      std::size_t s = 0;
+      std::string rest;
+      if (!field_index(field, "parameters", &s, &rest) || rest.size() < 2) return std::nullopt;
+      const std::string name = rest.substr(1);
+      auto it = from_file.find(parameter_index(model, name));
+      if (it == from_file.end())
+        return Located{dnode, "subjects.parameters." + name + " (or a dataset column " + name + ")",
+                       true, true};
+      const std::string what = "subjects.parameters." + it->second.key.Scalar();
+      if (it->second.value.IsSequence() && s < it->second.value.size())
+        return Located{it->second.value[s], what + "[" + std::to_string(s + 1) + "]"};
+      return Located{it->second.value, what};
+    };
+    // An error without a rule (micro constants and clearances mixed up) already names the
+    // dataset's line; it stays there.
+    if (!e.field().empty() && !e.rule().empty())
+      L.checked(run_file, [] { std::rethrow_exception(std::current_exception()); });
     std::string msg = e.what();
     if (msg.rfind("simulate_dataset: ", 0) == 0) msg = msg.substr(18);
     throw ConfigError("", 0, 0, msg);

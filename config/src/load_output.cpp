@@ -1,6 +1,7 @@
 // output of a run on a time grid: the result path, the output times, and what a streamed run
 // writes (trajectories, summaries with their percentiles).
 #include <cstdint>
+#include <pkscan/checks.hpp>
 #include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
 #include <string>
@@ -13,8 +14,9 @@ namespace pkscan::config::detail {
 
 namespace {
 
-// output.summaries: true | false | {percentiles: [..]}
-void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so) {
+// output.summaries: true | false | {percentiles: [..]}; the percentiles' rules are the
+// library's (check_population_run), `fields` says where each one is.
+void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, FieldTable& fields) {
   if (v.IsScalar() && v.Tag() != "!" && (v.Scalar() == "true" || v.Scalar() == "false")) {
     so.summaries = v.Scalar() == "true";
     return;
@@ -30,19 +32,15 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so) {
     so.percentiles.clear();
     for (std::size_t i = 0; i < pl.size(); ++i) {
       const std::string what = "output.summaries.percentiles[" + std::to_string(i + 1) + "]";
-      const double q = L.number(pl[i], what);
-      if (!(q >= 0 && q <= 100))
-        L.fail(pl[i], what + " is " + pl[i].Scalar() + ", but must be in [0, 100]");
-      if (!so.percentiles.empty() && q <= so.percentiles.back())
-        L.fail(pl[i], what + " is " + pl[i].Scalar() + ", but the percentiles must increase");
-      so.percentiles.push_back(q);
+      so.percentiles.push_back(L.number(pl[i], what));
+      fields.emplace("percentiles[" + std::to_string(i) + "]", Located{pl[i], what});
     }
   }
 }
 
 }  // namespace
 
-void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec) {
+void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields) {
   Problem& p = spec.problem;
   const double t_end = p.grid.time(p.grid.steps);
   // `output` may be left out when the path comes from --output (times then default to all).
@@ -83,12 +81,19 @@ void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec) {
         if (t > t_end * (1 + 1e-12) + 1e-12)
           L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but must be <= the last grid time " +
                             format_value(t_end));
-        if (!steps.empty() && s <= steps.back())
-          L.fail(tv[i],
-                 what + " is " + tv[i].Scalar() + ", but output.times must be strictly increasing");
         steps.push_back(s);
       }
       p.output = OutputTimes::at_steps(std::move(steps));
+      // The library's rules on output steps (increasing), at the time that breaks them.
+      L.checked(
+          [&](const std::string& field) -> std::optional<Located> {
+            std::size_t i = 0;
+            std::string rest;
+            if (!field_index(field, "output.steps", &i, &rest) || !rest.empty() || i >= tv.size())
+              return std::nullopt;
+            return Located{tv[i], "output.times[" + std::to_string(i + 1) + "]"};
+          },
+          [&] { check_output_times(p.output, p.grid); });
     } else {
       L.fail(tv, "output.times must be all or a list of grid times");
     }
@@ -102,7 +107,7 @@ void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec) {
     if (!spec.stream.trajectories) spec.stream.summaries = true;  // something must be written
   }
   if (auto it = out.find("summaries"); it != out.end()) {
-    parse_summaries(L, it->second.value, spec.stream);
+    parse_summaries(L, it->second.value, spec.stream, fields);
     if (!spec.stream.summaries && !spec.stream.trajectories)
       L.fail(it->second.value,
              "output.summaries is false and output.trajectories is false: nothing to write");

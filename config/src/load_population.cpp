@@ -1,6 +1,5 @@
 // subjects.population (typical values, between-subject variability, covariates from a CSV
 // file) and sweep (a parameter grid): the subjects of streamed runs.
-#include <Eigen/Core>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -8,7 +7,6 @@
 #include <fstream>
 #include <memory>
 #include <pkscan/error.hpp>
-#include <pkscan/population.hpp>
 #include <string>
 #include <vector>
 
@@ -92,7 +90,8 @@ void read_covariates(const std::string& path, PopulationInput& pop, std::int64_t
 }  // namespace
 
 std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const YAML::Node& node,
-                                                        const ModelInfo& model) {
+                                                        const ModelInfo& model,
+                                                        FieldTable& fields) {
   auto pop_keys = L.entries(node, "subjects.population",
                             {"count", "seed", "replicates", "typical", "iiv", "covariates"});
   auto out = std::make_shared<PopulationInput>();
@@ -118,6 +117,12 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
   }
   auto typ = L.entries(tn, ctx + ".typical", names);
   pop.typical.resize(model.parameters.size());
+  // Where the library's errors about typical values point (given or not).
+  for (std::size_t c = 0; c < model.parameters.size(); ++c) {
+    const Located at{tn, ctx + ".typical." + model.parameters[c].name, true, true};
+    fields.emplace("typical[" + std::to_string(c) + "]", at);
+    fields.emplace("population.typical[" + std::to_string(c) + "]", at);
+  }
   std::vector<char> given(model.parameters.size(), 0);
   for (std::size_t c = 0; c < model.parameters.size(); ++c)
     pop.typical[c] = model.parameters[c].default_value;
@@ -130,17 +135,12 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
                             " and as its alias " + pi.alias + "); give one of them");
     given[static_cast<std::size_t>(col)] = 1;
     if (!it->second.IsScalar()) L.fail(it->second, what + " must be a number (the typical value)");
-    pop.typical[static_cast<std::size_t>(col)] = parameter_value(L, it->second, what, pi);
-    if (pop.typical[static_cast<std::size_t>(col)] != pi.default_value)
-      reject_dose_parameter(L, it->second, pi, what);
-  }
-  for (std::size_t c = 0; c < model.parameters.size(); ++c)
-    if (!given[c] && std::isnan(model.parameters[c].default_value) && !model.in_alternative[c])
-      L.fail(tn, "missing parameter '" + model.parameters[c].name + "' in " + ctx +
-                     ".typical (required by model " + model.name + ")");
-  {
-    const std::string msg = check_parameters(model, pop.typical.data());
-    if (!msg.empty()) L.fail(tn, ctx + ".typical: " + msg);
+    pop.typical[static_cast<std::size_t>(col)] = L.number(it->second, what);
+    for (const char* prefix : {"typical[", "population.typical["}) {
+      const std::string field = prefix + std::to_string(col) + "]";
+      fields.erase(field);  // never assign a Located: its node would be rewritten (yaml_reader.hpp)
+      fields.emplace(field, Located{it->second, what});
+    }
   }
 
   // iiv: {name: variance, ...} (diagonal) or {block: [names], omega: [lower triangle]}
@@ -167,6 +167,9 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         const int col = named_parameter(L, model, bn[i], ctx + ".iiv.block");
         for (int c : pop.eta_columns)
           if (c == col) L.fail(bn[i], ctx + ".iiv.block names " + bn[i].Scalar() + " twice");
+        const Located at{bn[i], ctx + ".iiv.block[" + std::to_string(i + 1) + "]"};
+        fields.emplace("iiv[" + std::to_string(i) + "]", at);
+        fields.emplace("population.iiv[" + std::to_string(i) + "]", at);
         pop.eta_columns.push_back(col);
       }
       const std::size_t m = pop.eta_columns.size();
@@ -182,35 +185,12 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         for (std::size_t c = 0; c <= r; ++c, ++k) {
           const std::string what = ctx + ".iiv.omega[" + std::to_string(k + 1) + "]";
           const double v = L.number(on[k], what);
-          if (!std::isfinite(v) || (r == c && v < 0))
-            L.fail(on[k], what + " is " + on[k].Scalar() + ", but must be finite" +
-                              (r == c ? " and >= 0 (a variance)" : ""));
+          fields.emplace("omega[" + std::to_string(r) + "][" + std::to_string(c) + "]",
+                         Located{on[k], what});
           pop.omega[r * m + c] = pop.omega[c * m + r] = v;
         }
       }
-      // Positive definite: the library's rule (omega_cholesky, as PopulationSampler applies it)
-      // on the block of non-zero variances; a covariance needs both variances.
-      std::vector<std::size_t> nz;
-      for (std::size_t r = 0; r < m; ++r)
-        if (pop.omega[r * m + r] > 0) nz.push_back(r);
-      for (std::size_t r = 0; r < m; ++r)
-        for (std::size_t c = 0; c < m; ++c)
-          if (r != c && pop.omega[r * m + c] != 0 &&
-              (pop.omega[r * m + r] == 0 || pop.omega[c * m + c] == 0))
-            L.fail(on, ctx + ".iiv.omega has a covariance with a zero-variance parameter");
-      const auto nnz = static_cast<Eigen::Index>(nz.size());
-      Eigen::MatrixXd block(nnz, nnz);
-      for (Eigen::Index i = 0; i < nnz; ++i)
-        for (Eigen::Index j = 0; j < nnz; ++j)
-          block(i, j) =
-              pop.omega[nz[static_cast<std::size_t>(i)] * m + nz[static_cast<std::size_t>(j)]];
-      if (const Eigen::Index bad = omega_cholesky(block); bad >= 0) {
-        const int col = pop.eta_columns[nz[static_cast<std::size_t>(bad)]];
-        L.fail(on, ctx +
-                       ".iiv.omega is not positive definite (the correlations are "
-                       "impossible): check the covariances of " +
-                       model.parameters[static_cast<std::size_t>(col)].name);
-      }
+      fields.emplace("omega", Located{on, ctx + ".iiv.omega"});
     } else {
       std::vector<YAML::Node> values;
       for (const auto& kv : iv) {
@@ -219,22 +199,20 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         const int col = named_parameter(L, model, k, ctx + ".iiv");
         for (int c : pop.eta_columns)
           if (c == col) L.fail(k, ctx + ".iiv names " + k.Scalar() + " twice");
+        const std::string a = std::to_string(pop.eta_columns.size());
+        fields.emplace("iiv[" + a + "]", Located{k, ctx + ".iiv." + k.Scalar()});
+        fields.emplace("population.iiv[" + a + "]", Located{k, ctx + ".iiv." + k.Scalar()});
+        fields.emplace("omega[" + a + "][" + a + "]",
+                       Located{kv.second, ctx + ".iiv." + k.Scalar()});
         pop.eta_columns.push_back(col);
       }
       const std::size_t m = pop.eta_columns.size();
       pop.omega.assign(m * m, 0.0);
       for (std::size_t k = 0; k < m; ++k)
-        pop.omega[k * m + k] = L.finite(
+        pop.omega[k * m + k] = L.number(
             values[k],
-            ctx + ".iiv." + model.parameters[static_cast<std::size_t>(pop.eta_columns[k])].name,
-            "finite and >= 0 (the variance of eta, omega^2)", false);
-    }
-    for (std::size_t i = 0; i < pop.eta_columns.size(); ++i) {
-      const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(pop.eta_columns[i])];
-      reject_dose_parameter(L, iv, pi, ctx + ".iiv");
-      if (std::isnan(pop.typical[static_cast<std::size_t>(pop.eta_columns[i])]))
-        L.fail(iv, ctx + ".iiv gives variability to " + pi.name +
-                       ", which has no typical value in " + ctx + ".typical");
+            ctx + ".iiv." + model.parameters[static_cast<std::size_t>(pop.eta_columns[k])].name);
+      fields.emplace("omega", Located{iv, ctx + ".iiv"});
     }
   }
 
@@ -248,6 +226,7 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         L.resolve(L.scalar_string(fi->second.value, ctx + ".covariates.file",
                                   "the path of a CSV file with one row per subject"));
     pop.covariate_file = path;
+    fields.emplace("covariates", Located{fi->second.value, ctx + ".covariates.file", false});
     if (!std::ifstream(path, std::ios::binary))
       L.fail(fi->second.value,
              ctx + ".covariates.file: cannot read \"" + path + "\": " + std::strerror(errno));
@@ -273,11 +252,12 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
             L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
         PopulationInput::Effect eff;
         eff.column = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
-        const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(eff.column)];
-        reject_dose_parameter(L, e.at("parameter").value, pi, ectx);
-        if (std::isnan(pop.typical[static_cast<std::size_t>(eff.column)]))
-          L.fail(e.at("parameter").value,
-                 ectx + " acts on " + pi.name + ", which has no typical value");
+        const std::string f = "effects[" + std::to_string(i) + "].";
+        for (const char* key : {"parameter", "covariate", "reference"})
+          fields.emplace(f + key, Located{e.at(key).value, ectx + "." + key});
+        fields.emplace("population." + f + "parameter",
+                       Located{e.at("parameter").value, ectx + ".parameter"});
+        fields.emplace(f + "theta", Located{e.at("coefficient").value, ectx + ".coefficient"});
         const std::string cov =
             L.scalar_string(e.at("covariate").value, ectx + ".covariate", "a covariate column");
         const auto ci = std::find(pop.covariate_names.begin(), pop.covariate_names.end(), cov);
@@ -293,24 +273,7 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
                  ectx + ".type is \"" + type + "\", but must be power or exponential");
         eff.power = type == "power";
         eff.coefficient = L.number(e.at("coefficient").value, ectx + ".coefficient");
-        if (!std::isfinite(eff.coefficient))
-          L.fail(e.at("coefficient").value, ectx + ".coefficient must be finite");
         eff.reference = L.number(e.at("reference").value, ectx + ".reference");
-        if (!std::isfinite(eff.reference) || (eff.power && !(eff.reference > 0)))
-          L.fail(e.at("reference").value,
-                 ectx + ".reference is " + e.at("reference").value.Scalar() +
-                     ", but must be finite" + (eff.power ? " and > 0 (power effect)" : ""));
-        if (eff.power) {
-          const std::size_t k = pop.covariate_names.size();
-          for (std::int64_t r = 0; r < pop.count; ++r) {
-            const double v = pop.covariates[static_cast<std::size_t>(r) * k +
-                                            static_cast<std::size_t>(eff.covariate)];
-            if (!(v > 0))
-              L.fail(e.at("covariate").value, ectx + ": covariate " + cov + " of subject " +
-                                                  std::to_string(r + 1) + " is " + format_value(v) +
-                                                  ", but a power effect needs values > 0");
-          }
-        }
         pop.effects.push_back(eff);
       }
     }
@@ -318,7 +281,8 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
   return out;
 }
 
-SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model) {
+SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
+                       FieldTable& fields) {
   SweepInput sw;
   if (!node.IsMap() || node.size() == 0)
     L.fail(node, "sweep must be a mapping of parameter names to lists of values");
@@ -331,12 +295,16 @@ SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo&
     const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
     for (int c : sw.columns)
       if (c == col) L.fail(k, "sweep names " + pi.name + " twice");
-    reject_dose_parameter(L, k, pi, "sweep");
     const std::string what = "sweep." + k.Scalar();
+    const std::string field = "sweep.values[" + std::to_string(sw.columns.size()) + "][";
+    fields.emplace("sweep.columns[" + std::to_string(sw.columns.size()) + "]", Located{k, what});
     if (!v.IsSequence() || v.size() == 0) L.fail(v, what + " must be a non-empty list of values");
     std::vector<double> vals;
-    for (std::size_t i = 0; i < v.size(); ++i)
-      vals.push_back(parameter_value(L, v[i], what + "[" + std::to_string(i + 1) + "]", pi));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string item = what + "[" + std::to_string(i + 1) + "]";
+      vals.push_back(L.number(v[i], item));
+      fields.emplace(field + std::to_string(i) + "]", Located{v[i], item});
+    }
     points *= static_cast<std::int64_t>(vals.size());
     if (points > 1'000'000'000) L.fail(v, "sweep has more than 10^9 grid points");
     sw.columns.push_back(col);

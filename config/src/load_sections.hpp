@@ -18,21 +18,13 @@ namespace pkscan::config::detail {
 // ---- Parameter values (load_subjects.cpp) --------------------------------------------------
 
 // Stores a parameter given as one number (every subject) or a list (one per subject; its length
-// is checked by the caller), each value under the parameter role's rule.
+// is checked by the caller); the values' rules are the library's (check_parameter_rows).
 void store_parameter(const Loader& L, const YAML::Node& v, const std::string& what,
                      const ParameterInfo& pi, ParameterBatch& batch);
 
 // Parameter column by name for population and sweep keys, or an error listing the names.
 int named_parameter(const Loader& L, const ModelInfo& model, const YAML::Node& key,
                     const std::string& what);
-
-// A value of a parameter under its role's rule.
-double parameter_value(const Loader& L, const YAML::Node& v, const std::string& what,
-                       const ParameterInfo& pi);
-
-// f_* and lag_* keep their defaults in runs on a time grid (every subject gets the same doses).
-void reject_dose_parameter(const Loader& L, const YAML::Node& where, const ParameterInfo& pi,
-                           const std::string& what);
 
 // ---- Model and options (load_model.cpp) ----------------------------------------------------
 
@@ -67,10 +59,8 @@ TimeNodes parse_time(const Loader& L, const Loader::Entries& top, const YAML::No
 // `doses` into p.doses (the grid is read).
 void parse_doses(const Loader& L, const Loader::Entries& top, Problem& p);
 
-// With discretization euler, the library's rule on K = I + A dt (first_euler_violation),
-// reported at time.dt.
-void check_euler_step(const Loader& L, const Problem& p, const YAML::Node& dt_node);
-
+// Where the library's errors about grid.dt and grid.steps point (time.dt, time.steps).
+Locate locate_time(const TimeNodes& time);
 // ---- Subjects of a grid run (load_subjects.cpp) --------------------------------------------
 
 // subjects.parameters (one key of it).
@@ -87,11 +77,13 @@ struct GridSubjects {
   Loader::Entry parameters;          // subjects.parameters (an empty mapping with a population)
   std::vector<ParamSource> sources;  // subjects.parameters in document order
   std::int64_t count = 1;            // subjects (rows of the parameter table)
+  YAML::Node population;             // subjects.population (a null node without one)
 };
 
 // `subjects`: parameters (numbers or lists), count, or a population (spec.population).
+// Where the population's values are goes into `fields` (parse_population).
 GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const YAML::Node& root,
-                            RunSpec& spec, const ModelInfo& model);
+                            RunSpec& spec, const ModelInfo& model, FieldTable& fields);
 
 // The run fits in memory (and a streamed run has at most 10^12 subjects); checked before
 // anything per subject is allocated.
@@ -100,22 +92,31 @@ void check_run_size(const Loader& L, const RunSpec& spec, const GridSubjects& su
                     const YAML::Node& steps_node);
 
 // spec.problem.parameters: one row per subject (the typical values of a population), each
-// checked against the model's rules.
+// checked by the library's rules (check_parameter_rows), errors at the value's node.
 void fill_parameters(const Loader& L, RunSpec& spec, const GridSubjects& subjects,
                      const std::shared_ptr<const ModelInfo>& model_ptr);
 
 // ---- Output (load_output.cpp) --------------------------------------------------------------
 
 // `output: {path, times, trajectories, summaries}` of a grid run (the grid is read).
-void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec);
+// `fields` gets where the summary percentiles are (percentiles[i]).
+void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields);
 
 // ---- Population and sweep (load_population.cpp) --------------------------------------------
 
-// subjects.population, with its covariates file read (relative to the run file's folder).
-std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const YAML::Node& node,
-                                                        const ModelInfo& model);
+// The run's PopulationRun without its base problem (population_run.cpp): what
+// check_population_run checks (model, replicates, sweep, population, percentiles), without a copy
+// of the parameter table.
+PopulationRun population_parts(const RunSpec& spec);
 
-// `sweep: {parameter: [values], ...}`.
-SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model);
+// subjects.population, with its covariates file read (relative to the run file's folder). Its
+// values' rules are the library's (check_population_run); `fields` gets where each value is,
+// under the library's field paths (typical[c], iiv[a], omega[i][j], effects[e].reference, ...).
+std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const YAML::Node& node,
+                                                        const ModelInfo& model, FieldTable& fields);
+
+// `sweep: {parameter: [values], ...}`; `fields` gets sweep.columns[k] and sweep.values[k][j].
+SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
+                       FieldTable& fields);
 
 }  // namespace pkscan::config::detail

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <pkscan/checks.hpp>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
 #include <string>
@@ -14,19 +15,17 @@
 namespace pkscan::config::detail {
 
 // Stores a parameter given as one number (every subject) or a list (one per subject; its length
-// is checked by the caller), each value under the parameter role's rule.
+// is checked by the caller). The values' rules are the library's (check_parameter_rows).
 void store_parameter(const Loader& L, const YAML::Node& v, const std::string& what,
                      const ParameterInfo& pi, ParameterBatch& batch) {
-  const bool volume = pi.role == ParameterRole::Volume;
-  const char* rule = volume ? "finite and > 0" : "finite and >= 0";
   if (!v.IsSequence()) {
-    batch.set_all(pi.name, L.finite(v, what, rule, volume));
+    batch.set_all(pi.name, L.number(v, what));
     return;
   }
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::string item = what + "[" + std::to_string(i + 1) + "]";
     if (!v[i].IsScalar()) L.fail(v[i], item + " must be a number");
-    batch.set(pi.name, static_cast<std::int64_t>(i), L.finite(v[i], item, rule, volume));
+    batch.set(pi.name, static_cast<std::int64_t>(i), L.number(v[i], item));
   }
 }
 
@@ -44,24 +43,8 @@ int named_parameter(const Loader& L, const ModelInfo& model, const YAML::Node& k
   return col;
 }
 
-// A value of a parameter under its role's rule.
-double parameter_value(const Loader& L, const YAML::Node& v, const std::string& what,
-                       const ParameterInfo& pi) {
-  const bool volume = pi.role == ParameterRole::Volume;
-  return L.finite(v, what, volume ? "finite and > 0" : "finite and >= 0", volume);
-}
-
-// f_* and lag_* keep their defaults in runs on a time grid (every subject gets the same doses).
-void reject_dose_parameter(const Loader& L, const YAML::Node& where, const ParameterInfo& pi,
-                           const std::string& what) {
-  if (pi.role == ParameterRole::Bioavailability || pi.role == ParameterRole::Lag)
-    L.fail(where, what + ": " + pi.name +
-                      " cannot vary in a run on a time grid (every subject gets the same doses "
-                      "there); use subjects.dataset for per-subject bioavailability and lag");
-}
-
 GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const YAML::Node& root,
-                            RunSpec& spec, const ModelInfo& model) {
+                            RunSpec& spec, const ModelInfo& model, FieldTable& fields) {
   const Loader::Entry& subj_e = L.require(top, "subjects", root, "the run file");
   auto subj = L.entries(subj_e.value, "subjects", {"count", "parameters", "population"});
   if (auto pit = subj.find("population"); pit != subj.end()) {
@@ -70,7 +53,7 @@ GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const Y
         L.fail(it->second.key, "subjects." + std::string(k) +
                                    " cannot be given with subjects.population (the population's "
                                    "count and typical values say it); remove it");
-    spec.population = parse_population(L, pit->second.value, model);
+    spec.population = parse_population(L, pit->second.value, model, fields);
   }
   // With a population, subjects.parameters is absent: an empty mapping stands in for it.
   // Initialised once, never assigned (yaml_reader.hpp).
@@ -126,12 +109,6 @@ GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const Y
     }
     sources.push_back({col, kv.second.key, v});
   }
-  for (std::size_t c = 0; c < model.parameters.size(); ++c) {
-    if (!spec.population && !seen[c] && std::isnan(model.parameters[c].default_value) &&
-        !model.in_alternative[c])
-      L.fail(params_e.value, "missing parameter '" + model.parameters[c].name +
-                                 "' in subjects.parameters (required by model " + model.name + ")");
-  }
   std::int64_t count = list_len > 0 ? list_len : 1;
   if (auto it = subj.find("count"); it != subj.end()) {
     count = L.integer(it->second.value, "subjects.count", 1, 1'000'000'000'000);
@@ -140,7 +117,9 @@ GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const Y
                                    ", but the parameter lists have " + std::to_string(list_len) +
                                    " values; they must agree");
   }
-  return GridSubjects{subj_e, std::move(subj), params_e, std::move(sources), count};
+  const YAML::Node population =
+      spec.population ? subj.at("population").value : YAML::Node(YAML::NodeType::Null);
+  return GridSubjects{subj_e, std::move(subj), params_e, std::move(sources), count, population};
 }
 
 void check_run_size(const Loader& L, const RunSpec& spec, const GridSubjects& subjects,
@@ -226,32 +205,37 @@ void fill_parameters(const Loader& L, RunSpec& spec, const GridSubjects& subject
   }
   for (const ParamSource& src : subjects.sources) {
     const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(src.column)];
-    const std::string what = "subjects.parameters." + src.key.Scalar();
-    if (pi.role == ParameterRole::Bioavailability || pi.role == ParameterRole::Lag) {
-      // A grid run gives every subject the same doses: only the defaults make sense here.
-      auto is_default = [&](const YAML::Node& v) {
-        return v.IsScalar() && v.Tag() != "!" && L.number(v, what) == pi.default_value;
-      };
-      bool ok = src.value.IsSequence() ? true : is_default(src.value);
-      for (std::size_t i = 0; src.value.IsSequence() && i < src.value.size(); ++i)
-        ok = ok && is_default(src.value[i]);
-      if (!ok)
-        L.fail(src.value, what + " must be " + format_value(pi.default_value) +
-                              " in a run on a time grid (every subject gets the same doses there); "
-                              "use subjects.dataset for per-subject bioavailability and lag");
-    }
-    store_parameter(L, src.value, what, pi, p.parameters);
+    store_parameter(L, src.value, "subjects.parameters." + src.key.Scalar(), pi, p.parameters);
   }
-  // Micro constants or clearances, per subject (the first subject that breaks a rule is named).
-  for (std::int64_t s = 0; s < p.parameters.subjects(); ++s) {
-    const std::string msg = check_parameters(model, p.parameters.row(s));
-    if (!msg.empty())
-      L.fail(subjects.parameters.value,
-             "subjects.parameters: " +
-                 (p.parameters.subjects() > 1 ? "subject " + std::to_string(s + 1) + ": "
-                                              : std::string()) +
-                 msg);
-  }
+  // Every row under the library's rules (a run on a time grid: bioavailability 1, lag 0), each
+  // error at the value it names: "parameters[s].NAME" is subjects.parameters.KEY (or its item
+  // s), or subjects.population.typical.KEY.
+  const YAML::Node typical =
+      spec.population ? subjects.population["typical"] : YAML::Node(YAML::NodeType::Null);
+  L.checked(
+      [&](const std::string& field) -> std::optional<Located> {
+        std::size_t s = 0;
+        std::string rest;
+        if (!field_index(field, "parameters", &s, &rest) || rest.size() < 2) return std::nullopt;
+        const int col = parameter_index(model, rest.substr(1));
+        if (col < 0) return std::nullopt;
+        if (spec.population) {
+          for (auto it = typical.begin(); it != typical.end(); ++it)
+            if (parameter_index(model, it->first.Scalar()) == col)
+              return Located{it->second, "subjects.population.typical." + it->first.Scalar()};
+          return Located{typical, "subjects.population.typical." + rest.substr(1), true, true};
+        }
+        for (const ParamSource& src : subjects.sources) {
+          if (src.column != col) continue;
+          const std::string name = "subjects.parameters." + src.key.Scalar();
+          if (src.value.IsSequence() && s < src.value.size())
+            return Located{src.value[s], name + "[" + std::to_string(s + 1) + "]"};
+          return Located{src.value, name};
+        }
+        return Located{subjects.parameters.value, "subjects.parameters." + rest.substr(1), true,
+                       true};
+      },
+      [&] { check_parameter_rows(p.parameters, true); });
 }
 
 }  // namespace pkscan::config::detail

@@ -6,6 +6,8 @@
 #include <pkscan/population.hpp>
 #include <string>
 
+#include "load_sections.hpp"
+
 namespace pkscan::config {
 
 namespace {
@@ -36,9 +38,12 @@ PopulationSpec to_population_spec(const PopulationInput& in,
 
 }  // namespace
 
-PopulationRun to_population_run(const RunSpec& spec) {
+namespace detail {
+
+PopulationRun population_parts(const RunSpec& spec) {
   PopulationRun run;
-  run.problem = spec.problem;
+  run.problem.model = spec.problem.model;
+  run.problem.parameters = ParameterBatch(spec.problem.parameters.info_ptr(), 1);
   run.options = spec.options;
   if (spec.population) {
     run.population = to_population_spec(*spec.population, spec.problem.parameters.info_ptr());
@@ -50,6 +55,14 @@ PopulationRun to_population_run(const RunSpec& spec) {
   run.percentiles = spec.stream.percentiles;
   run.run_text = spec.text;
   run.run_file = spec.file;
+  return run;
+}
+
+}  // namespace detail
+
+PopulationRun to_population_run(const RunSpec& spec) {
+  PopulationRun run = detail::population_parts(spec);
+  run.problem = spec.problem;
   return run;
 }
 

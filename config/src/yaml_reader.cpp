@@ -25,6 +25,38 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+Locate locate_in(const FieldTable& table) {
+  return [&table](const std::string& field) -> std::optional<Located> {
+    // The field, else its nearest ancestor ("omega[1][0]" -> "omega"), which keeps the library's
+    // message (its rule is about the field, not the ancestor's text).
+    for (std::string f = field; !f.empty();) {
+      if (auto it = table.find(f); it != table.end()) {
+        Located at = it->second;
+        at.reword = at.reword && f == field;
+        return at;
+      }
+      const std::size_t cut = f.find_last_of(".[");
+      f.resize(cut == std::string::npos ? 0 : cut);
+    }
+    return std::nullopt;
+  };
+}
+
+bool field_index(const std::string& field, const std::string& prefix, std::size_t* index,
+                 std::string* rest) {
+  if (field.size() < prefix.size() + 3 || field.compare(0, prefix.size(), prefix) != 0 ||
+      field[prefix.size()] != '[')
+    return false;
+  std::size_t i = prefix.size() + 1, value = 0;
+  const std::size_t first = i;
+  while (i < field.size() && field[i] >= '0' && field[i] <= '9' && i - first < 18)
+    value = value * 10 + static_cast<std::size_t>(field[i++] - '0');
+  if (i == first || i >= field.size() || field[i] != ']') return false;
+  *index = value;
+  *rest = field.substr(i + 1);
+  return true;
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
@@ -136,6 +168,41 @@ std::int64_t Loader::integer(const YAML::Node& v, const std::string& what, std::
     fail(v, what + " is " + v.Scalar() + ", but must be in [" + std::to_string(lo) + ", " +
                 std::to_string(hi) + "]");
   return static_cast<std::int64_t>(d);
+}
+
+std::int64_t Loader::whole(const YAML::Node& v, const std::string& what) const {
+  const double d = number(v, what);
+  if (std::isnan(d) || (std::isfinite(d) && d != std::floor(d)))
+    fail(v, what + " is " + v.Scalar() + ", but must be a whole number");
+  constexpr double kClamp = 4611686018427387904.0;  // 2^62
+  return static_cast<std::int64_t>(std::clamp(d, -kClamp, kClamp));
+}
+
+void Loader::checked(const Locate& locate, const std::function<void()>& check) const {
+  try {
+    check();
+  } catch (const BackendUnavailable&) {
+    throw;
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    std::string message = e.what();
+    // The library's "<where>: " prefix ("simulate: ", "population: ").
+    if (const std::size_t colon = message.find(": ");
+        colon != std::string::npos && message.find(' ') > colon)
+      message = message.substr(colon + 2);
+    const std::optional<Located> at =
+        e.field().empty() || !locate ? std::nullopt : locate(e.field());
+    if (!at) throw ConfigError(file_, 0, 0, message);
+    if (at->reword && !e.rule().empty()) {
+      const std::string text = at->absent ? "not given"
+                               : at->node.IsScalar() && !at->node.Scalar().empty()
+                                   ? at->node.Scalar()
+                                   : e.value();
+      fail(at->node, at->name + " is " + text + ", but must be " + e.rule());
+    }
+    fail(at->node, message);
+  }
 }
 
 }  // namespace pkscan::config::detail

@@ -10,7 +10,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,24 @@ namespace pkscan::config::detail {
 
 // "a, b, c"
 std::string join(const std::vector<std::string>& v);
+
+// Where a value of a library object came from (docs/run-files.md, "Where errors are reported").
+struct Located {
+  YAML::Node node;      // the value's node (or its parent mapping when the key is absent)
+  std::string name;     // its run-file name, lists counted from 1: "doses[2].time"
+  bool reword = true;   // "NAME is TEXT, but must be RULE"; false: the library's message as it is
+  bool absent = false;  // the key is not in the file (node is its parent): TEXT is "not given"
+};
+// The node of a library field path (pkscan::Error::field(), 0-based: "doses[1].time"), or none.
+using Locate = std::function<std::optional<Located>(const std::string& field)>;
+// Locate by a table of field paths: the field, else its nearest ancestor in the table.
+using FieldTable = std::map<std::string, Located>;
+Locate locate_in(const FieldTable& table);
+
+// The index and the rest of a field path under `prefix`: "doses[1].time" under "doses" gives 1
+// and ".time". False when the path is not of that shape.
+bool field_index(const std::string& field, const std::string& prefix, std::size_t* index,
+                 std::string* rest);
 
 class Loader {
  public:
@@ -54,6 +74,17 @@ class Loader {
   // A whole number in [lo, hi].
   std::int64_t integer(const YAML::Node& v, const std::string& what, std::int64_t lo,
                        std::int64_t hi) const;
+  // A whole number whose range the library checks (beyond +-2^62 it is clamped to +-2^62, which
+  // every library range rejects).
+  std::int64_t whole(const YAML::Node& v, const std::string& what) const;
+
+  // Runs a library check (pkscan/checks.hpp and the like): the library writes each rule once and
+  // the loader says where the value is. An error about one value whose field `locate` finds
+  // becomes a ConfigError at its node, "NAME is TEXT, but must be RULE" with the user's own TEXT
+  // (or the library's message without its "simulate: " prefix when the error has no rule or the
+  // Located says so); any other library error becomes a ConfigError without a position.
+  // BackendUnavailable passes through.
+  void checked(const Locate& locate, const std::function<void()>& check) const;
 
  private:
   std::string file_;

@@ -5,6 +5,7 @@
 #include <pkscan/options.hpp>
 #include <pkscan/types.hpp>
 #include <string>
+#include <vector>
 
 namespace pkscan::detail {
 
@@ -23,6 +24,21 @@ std::uint64_t result_limit(const SimulateOptions& o) noexcept;
 [[noreturn]] void throw_domain(const std::string& where, const std::string& what,
                                const std::string& value, const std::string& rule);
 [[noreturn]] void throw_invalid(const std::string& where, const std::string& what,
+                                const std::string& value, const std::string& rule);
+
+// The field path of the value an error is about (Error::field(), error.hpp).
+struct At {
+  std::string field;
+};
+// The same errors about the value at `at.field`.
+[[noreturn]] void throw_domain(const At& at, const std::string& where, const std::string& what,
+                               const std::string& value, const std::string& rule);
+// Summary percentiles: each in [0, 100] and, with `increasing`, each greater than the one before
+// (field percentiles[i]). TimeSummary and run_population apply it.
+void check_percentiles(const std::string& where, const std::vector<double>& percentiles,
+                       bool increasing);
+
+[[noreturn]] void throw_invalid(const At& at, const std::string& where, const std::string& what,
                                 const std::string& value, const std::string& rule);
 
 }  // namespace pkscan::detail

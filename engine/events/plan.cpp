@@ -81,8 +81,17 @@ void DatasetSetup::fill_rows(const SubjectPlan& plan, std::int64_t s, const doub
     double* row = rows.data() + t * width;
     std::copy(params, params + width, row);
     for (const auto& [col, v] : plan.rows[t].overrides) row[col] = v;
-    const std::string msg = check_parameters(*model, row);
-    if (!msg.empty()) fail_record(s, plan.rows[t].first_record, msg);
+    const ParameterViolation v = parameter_violation(*model, row);
+    if (!v) continue;
+    // A value from the parameter batch, not from a dataset column, also names its field (the
+    // run-file loader reports it at the value's node).
+    bool from_dataset = false;
+    for (const auto& o : plan.rows[t].overrides) from_dataset = from_dataset || o.first == v.column;
+    if (from_dataset) fail_record(s, plan.rows[t].first_record, v.message);
+    throw DomainError(locate(s, plan.rows[t].first_record, v.message),
+                      "parameters[" + std::to_string(s) + "]." +
+                          model->parameters[static_cast<std::size_t>(v.column)].name,
+                      v.value, v.rule);
   }
 }
 

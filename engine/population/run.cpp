@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/validate.hpp"
+
 namespace pkscan {
 
 namespace {
@@ -48,9 +50,72 @@ void check_run(const PopulationRun& run) {
       throw InvalidArgument("run_population: sweep.values[" + std::to_string(k) +
                             "] is empty, but must hold at least one value");
   }
+  if (run.summaries) detail::check_percentiles("run_population", run.percentiles, true);
+  // Values: each under its parameter's rule. A population run is a run on a time grid, where
+  // every subject gets the same doses: bioavailability and lag cannot vary between subjects.
+  const ModelInfo& model = *model_of(run);
+  auto grid_dose_parameter = [&](int column) {
+    const ParameterRole r = model.parameters[static_cast<std::size_t>(column)].role;
+    return r == ParameterRole::Bioavailability || r == ParameterRole::Lag;
+  };
+  const std::string fixed =
+      ": bioavailability and lag cannot vary between subjects in a run on a time grid (every "
+      "subject gets the same doses there); use a dataset run (subjects.dataset) for per-subject "
+      "bioavailability and lag";
+  for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
+    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(run.sweep.columns[k])];
+    const std::string field = "sweep.columns[" + std::to_string(k) + "]";
+    if (grid_dose_parameter(run.sweep.columns[k]))
+      throw DomainError("run_population: a sweep over " + pi.name + fixed, field, pi.name, "");
+    for (std::size_t j = 0; j < run.sweep.values[k].size(); ++j) {
+      const double v = run.sweep.values[k][j];
+      if (!parameter_value_ok(pi.role, v))
+        throw DomainError("run_population: sweep value " + std::to_string(j + 1) + " of " +
+                              pi.name + " is " + format_value(v) + ", but must be " +
+                              parameter_rule(pi.role),
+                          "sweep.values[" + std::to_string(k) + "][" + std::to_string(j) + "]",
+                          format_value(v), parameter_rule(pi.role));
+    }
+  }
+  if (run.population) {
+    const PopulationSpec& pop = *run.population;
+    if (pop.typical.size() == model.parameters.size() &&
+        !default_bioavailability_and_lag(model, pop.typical.data()))
+      for (std::size_t c = 0; c < pop.typical.size(); ++c)
+        if (grid_dose_parameter(static_cast<int>(c)) &&
+            pop.typical[c] != model.parameters[c].default_value) {
+          const std::string rule = format_value(model.parameters[c].default_value) +
+                                   " in a run on a time grid (every subject gets the same doses "
+                                   "there); use a dataset run (subjects.dataset) for per-subject "
+                                   "bioavailability and lag";
+          throw DomainError("run_population: the typical value of " + model.parameters[c].name +
+                                " is " + format_value(pop.typical[c]) + ", but must be " + rule,
+                            "population.typical[" + std::to_string(c) + "]",
+                            format_value(pop.typical[c]), rule);
+        }
+    for (std::size_t a = 0; a < pop.iiv.size(); ++a)
+      if (pop.iiv[a] >= 0 && pop.iiv[a] < n && grid_dose_parameter(pop.iiv[a]))
+        throw DomainError("run_population: iiv on " +
+                              model.parameters[static_cast<std::size_t>(pop.iiv[a])].name + fixed,
+                          "population.iiv[" + std::to_string(a) + "]",
+                          model.parameters[static_cast<std::size_t>(pop.iiv[a])].name, "");
+    for (std::size_t e = 0; e < pop.effects.size(); ++e) {
+      const int c = pop.effects[e].parameter;
+      if (c >= 0 && c < n && grid_dose_parameter(c))
+        throw DomainError("run_population: covariate effect " + std::to_string(e + 1) + " on " +
+                              model.parameters[static_cast<std::size_t>(c)].name + fixed,
+                          "population.effects[" + std::to_string(e) + "].parameter",
+                          model.parameters[static_cast<std::size_t>(c)].name, "");
+    }
+  }
 }
 
 }  // namespace
+
+void check_population_run(const PopulationRun& run) {
+  check_run(run);
+  if (run.population) (void)PopulationSampler(*run.population);  // checks in its constructor
+}
 
 std::int64_t population_rows(const PopulationRun& run) noexcept {
   return run.replicates * run.sweep.points() * base_subjects(run);

@@ -4,6 +4,7 @@
 // (seed, replicate, subject) alone, and its row is computed by the same sequence of operations
 // whatever the thread count or the split into calls; rows are bit-identical on one platform.
 #include <Eigen/Cholesky>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -221,29 +222,36 @@ PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec
                             "a parameter not already listed");
     eta_of_column_[static_cast<std::size_t>(c)] = static_cast<int>(a);
     if (!std::isfinite(spec_.typical[static_cast<std::size_t>(c)]))
-      detail::throw_domain(kWhere, "typical value of " + name_of(model, c) + " (which has iiv)",
-                           format_value(spec_.typical[static_cast<std::size_t>(c)]), "finite");
+      detail::throw_domain(detail::At{"typical[" + std::to_string(c) + "]"}, kWhere,
+                           "typical value of " + name_of(model, c),
+                           format_value(spec_.typical[static_cast<std::size_t>(c)]),
+                           "finite (it has iiv)");
   }
   const Eigen::MatrixXd& om = spec_.omega;
   if (static_cast<std::size_t>(om.rows()) != m || static_cast<std::size_t>(om.cols()) != m)
     detail::throw_invalid(kWhere, "omega size",
                           std::to_string(om.rows()) + " x " + std::to_string(om.cols()),
                           std::to_string(m) + " x " + std::to_string(m) + " (one row per iiv)");
+  auto omega_at = [](std::size_t i, std::size_t j) {
+    return detail::At{"omega[" + std::to_string(i) + "][" + std::to_string(j) + "]"};
+  };
   auto label = [&](std::size_t i, std::size_t j) {
     return "omega(" + name_of(model, spec_.iiv[i]) + ", " + name_of(model, spec_.iiv[j]) + ")";
   };
   for (std::size_t i = 0; i < m; ++i) {
     const auto ii = static_cast<Eigen::Index>(i);
     if (!(std::isfinite(om(ii, ii)) && om(ii, ii) >= 0.0))
-      detail::throw_domain(kWhere, label(i, i), format_value(om(ii, ii)), "a finite variance >= 0");
+      detail::throw_domain(omega_at(i, i), kWhere, label(i, i), format_value(om(ii, ii)),
+                           "a finite variance >= 0");
     for (std::size_t j = 0; j < i; ++j) {
       const auto jj = static_cast<Eigen::Index>(j);
       if (!std::isfinite(om(ii, jj)) || !std::isfinite(om(jj, ii)))
-        detail::throw_domain(kWhere, label(i, j), format_value(om(ii, jj)), "finite");
+        detail::throw_domain(omega_at(i, j), kWhere, label(i, j), format_value(om(ii, jj)),
+                             "finite");
       const double scale = std::sqrt(om(ii, ii) * om(jj, jj));
       if (std::fabs(om(ii, jj) - om(jj, ii)) > 1e-12 * scale)
         detail::throw_domain(
-            kWhere, label(i, j), format_value(om(ii, jj)),
+            omega_at(i, j), kWhere, label(i, j), format_value(om(ii, jj)),
             "equal to " + label(j, i) + " = " + format_value(om(jj, ii)) + " (omega is symmetric)");
     }
   }
@@ -255,7 +263,7 @@ PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec
     }
     for (std::size_t j = 0; j < m; ++j)
       if (j != i && om(ii, static_cast<Eigen::Index>(j)) != 0.0)
-        detail::throw_domain(kWhere, label(i, j),
+        detail::throw_domain(omega_at(std::max(i, j), std::min(i, j)), kWhere, label(i, j),
                              format_value(om(ii, static_cast<Eigen::Index>(j))),
                              "0 because the variance of " + name_of(model, spec_.iiv[i]) + " is 0");
   }
@@ -275,15 +283,16 @@ PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec
       names += (a ? ", " : "") +
                name_of(model,
                        spec_.iiv[static_cast<std::size_t>(nonzero_[static_cast<std::size_t>(a)])]);
-    detail::throw_domain(
-        kWhere, "the omega block of " + names,
+    const std::string value =
         "not positive definite (its factorisation fails at " +
-            name_of(
-                model,
+        name_of(model,
                 spec_.iiv[static_cast<std::size_t>(nonzero_[static_cast<std::size_t>(bad - 1)])]) +
-            ")",
-        "positive definite (correlations strictly inside (-1, 1), no parameter "
-        "a combination of the others)");
+        ")";
+    // About the whole block, not one value: no rule for a front end to reword.
+    throw DomainError(std::string(kWhere) + ": the omega block of " + names + " is " + value +
+                          ", but must be positive definite (correlations strictly inside (-1, "
+                          "1), no parameter a combination of the others)",
+                      "omega", value, "");
   }
   chol_ = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(m));
   for (Eigen::Index a = 0; a < k; ++a)
@@ -298,46 +307,54 @@ PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec
              spec_.covariates.size(), static_cast<std::size_t>(spec_.count) * ncov);
   for (std::size_t i = 0; i < spec_.covariates.size(); ++i)
     if (!std::isfinite(spec_.covariates[i]))
-      detail::throw_domain(kWhere,
+      detail::throw_domain(detail::At{"covariates[" + std::to_string(i / ncov) + "][" +
+                                      std::to_string(i % ncov) + "]"},
+                           kWhere,
                            "covariate " + spec_.covariate_names[i % ncov] + " of subject " +
-                               std::to_string(i / ncov) + " (0-based)",
+                               std::to_string(i / ncov + 1),
                            format_value(spec_.covariates[i]), "finite");
   effects_of_column_.assign(static_cast<std::size_t>(columns_), {});
   for (std::size_t e = 0; e < spec_.effects.size(); ++e) {
     const CovariateEffect& f = spec_.effects[e];
     const std::string at = "effect " + std::to_string(e);
+    const std::string field = "effects[" + std::to_string(e) + "].";
     if (f.parameter < 0 || f.parameter >= columns_)
-      detail::throw_invalid(kWhere, at + " parameter column", std::to_string(f.parameter),
+      detail::throw_invalid(detail::At{field + "parameter"}, kWhere, at + " parameter column",
+                            std::to_string(f.parameter),
                             "in [0, " + std::to_string(columns_) + ")");
     if (f.covariate < 0 || static_cast<std::size_t>(f.covariate) >= ncov)
-      detail::throw_invalid(kWhere, at + " covariate column", std::to_string(f.covariate),
-                            "in [0, " + std::to_string(ncov) + ")");
+      detail::throw_invalid(detail::At{field + "covariate"}, kWhere, at + " covariate column",
+                            std::to_string(f.covariate), "in [0, " + std::to_string(ncov) + ")");
     const std::string on = at + " (" +
                            spec_.covariate_names[static_cast<std::size_t>(f.covariate)] + " on " +
                            name_of(model, f.parameter) + ")";
     if (!std::isfinite(f.theta))
-      detail::throw_domain(kWhere, on + " theta", format_value(f.theta), "finite");
+      detail::throw_domain(detail::At{field + "theta"}, kWhere, on + " theta",
+                           format_value(f.theta), "finite");
     if (!std::isfinite(spec_.typical[static_cast<std::size_t>(f.parameter)]))
-      detail::throw_domain(
-          kWhere,
-          "typical value of " + name_of(model, f.parameter) + " (which has a covariate effect)",
-          format_value(spec_.typical[static_cast<std::size_t>(f.parameter)]), "finite");
+      detail::throw_domain(detail::At{"typical[" + std::to_string(f.parameter) + "]"}, kWhere,
+                           "typical value of " + name_of(model, f.parameter),
+                           format_value(spec_.typical[static_cast<std::size_t>(f.parameter)]),
+                           "finite (it has a covariate effect)");
     if (f.model == CovariateModel::Power) {
       if (!(std::isfinite(f.reference) && f.reference > 0.0))
-        detail::throw_domain(kWhere, on + " reference", format_value(f.reference),
-                             "finite and > 0 for a power effect");
+        detail::throw_domain(detail::At{field + "reference"}, kWhere, on + " reference",
+                             format_value(f.reference), "finite and > 0 for a power effect");
       for (std::int64_t i = 0; i < spec_.count; ++i) {
         const double v = spec_.covariates[static_cast<std::size_t>(i) * ncov +
                                           static_cast<std::size_t>(f.covariate)];
         if (!(v > 0.0))
-          detail::throw_domain(kWhere,
+          detail::throw_domain(detail::At{"covariates[" + std::to_string(i) + "][" +
+                                          std::to_string(f.covariate) + "]"},
+                               kWhere,
                                "covariate " +
                                    spec_.covariate_names[static_cast<std::size_t>(f.covariate)] +
-                                   " of subject " + std::to_string(i) + " (0-based)",
+                                   " of subject " + std::to_string(i + 1),
                                format_value(v), "> 0 (it has a power effect)");
       }
     } else if (!std::isfinite(f.reference)) {
-      detail::throw_domain(kWhere, on + " reference", format_value(f.reference), "finite");
+      detail::throw_domain(detail::At{field + "reference"}, kWhere, on + " reference",
+                           format_value(f.reference), "finite");
     }
     effects_of_column_[static_cast<std::size_t>(f.parameter)].push_back(static_cast<int>(e));
   }

@@ -10,8 +10,8 @@
 #include <pkscan/summary.hpp>
 
 #include "core/parallel.hpp"
-#include "summary/summary_state.hpp"
 #include "core/validate.hpp"
+#include "summary/summary_state.hpp"
 
 namespace pkscan {
 
@@ -159,10 +159,7 @@ TimeSummary::TimeSummary(std::vector<double> times, int compartments, TimeSummar
   if (times.empty()) detail::throw_invalid(where, "number of output times", "0", ">= 1");
   if (compartments < 1 || compartments > 64)
     detail::throw_invalid(where, "compartments", std::to_string(compartments), "in [1, 64]");
-  for (std::size_t i = 0; i < options.percentiles.size(); ++i)
-    if (!(options.percentiles[i] >= 0.0 && options.percentiles[i] <= 100.0))
-      detail::throw_invalid(where, "percentiles[" + std::to_string(i) + "]",
-                            format_value(options.percentiles[i]), "in [0, 100]");
+  detail::check_percentiles(where, options.percentiles, false);
   if (options.exact_values < 0)
     detail::throw_invalid(where, "exact_values", std::to_string(options.exact_values), ">= 0");
   if (options.window_binades < 1 || options.window_binades > 1024)

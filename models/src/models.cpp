@@ -123,10 +123,6 @@ ModelInfo make_builtin(const BuiltinModel& b) {
   return m;
 }
 
-const char* role_rule(ParameterRole role) {
-  return role == ParameterRole::Volume ? "finite and > 0" : "finite and >= 0";
-}
-
 bool given(double v) { return !std::isnan(v); }
 
 std::string lower_case(std::string s) {
@@ -327,19 +323,29 @@ void rate_matrix(ModelKind kind, const double* p, double* a) noexcept {
   rate_matrix(model_info(kind), p, a);
 }
 
-std::string check_parameters(const ModelInfo& model, const double* p) {
+const char* parameter_rule(ParameterRole role) noexcept {
+  return role == ParameterRole::Volume ? "finite and > 0" : "finite and >= 0";
+}
+
+bool parameter_value_ok(ParameterRole role, double value) noexcept {
+  return std::isfinite(value) && (role == ParameterRole::Volume ? value > 0.0 : value >= 0.0);
+}
+
+ParameterViolation parameter_violation(const ModelInfo& model, const double* p) {
   const std::vector<char>& in_group = model.in_alternative;
   for (std::size_t c = 0; c < model.parameters.size(); ++c) {
     const ParameterInfo& info = model.parameters[c];
     const double v = p[c];
     if (std::isnan(v)) {
       if (in_group[c]) continue;
-      return "parameter " + info.name + " is missing, but must be given (it has no default)";
+      const char* rule = "given (it has no default)";
+      return {static_cast<int>(c), "missing", rule,
+              "parameter " + info.name + " is missing, but must be " + rule};
     }
-    const bool ok = std::isfinite(v) && (info.role == ParameterRole::Volume ? v > 0.0 : v >= 0.0);
-    if (!ok)
-      return "parameter " + info.name + " is " + format_value(v) + ", but must be " +
-             role_rule(info.role);
+    if (!parameter_value_ok(info.role, v))
+      return {static_cast<int>(c), format_value(v), parameter_rule(info.role),
+              "parameter " + info.name + " is " + format_value(v) + ", but must be " +
+                  parameter_rule(info.role)};
   }
   auto names = [&](const std::vector<int>& cols) {
     std::string s;
@@ -354,16 +360,37 @@ std::string check_parameters(const ModelInfo& model, const double* p) {
     for (int c : alt.clearance) clear += given(p[c]);
     const bool all_micro = micro == static_cast<int>(alt.micro.size());
     const bool all_clear = clear == static_cast<int>(alt.clearance.size());
-    if (micro > 0 && clear > 0)
-      return "parameters " + names(alt.micro) + " and " + names(alt.clearance) +
-             " are both given, but must be one or the other (micro constants or clearances)";
-    if (!(all_micro && clear == 0) && !(all_clear && micro == 0))
-      return "parameter " +
-             (micro > 0 ? names(alt.micro)
-                        : names(alt.micro) + " (or " + names(alt.clearance) + ")") +
-             " is missing, but must be given" + (micro > 0 ? " together" : " (it has no default)");
+    if (micro > 0 && clear > 0) {
+      int first = alt.micro.front();  // the first micro constant given
+      for (int c : alt.micro)
+        if (given(p[c])) {
+          first = c;
+          break;
+        }
+      return {first, "given", "",
+              "parameters " + names(alt.micro) + " and " + names(alt.clearance) +
+                  " are both given, but must be one or the other (micro constants or clearances)"};
+    }
+    if (!(all_micro && clear == 0) && !(all_clear && micro == 0)) {
+      int first = alt.micro.front();  // the first micro constant missing
+      for (int c : alt.micro)
+        if (!given(p[c])) {
+          first = c;
+          break;
+        }
+      return {first, "missing", "",
+              "parameter " +
+                  (micro > 0 ? names(alt.micro)
+                             : names(alt.micro) + " (or " + names(alt.clearance) + ")") +
+                  " is missing, but must be given" +
+                  (micro > 0 ? " together" : " (it has no default)")};
+    }
   }
   return {};
+}
+
+std::string check_parameters(const ModelInfo& model, const double* p) {
+  return parameter_violation(model, p).message;
 }
 
 std::int64_t first_rejected_row(const ModelInfo& model, const double* rows, std::int64_t n,

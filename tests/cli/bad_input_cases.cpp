@@ -108,7 +108,7 @@ const std::vector<BadInput>& cases() {
        {},
        2,
        "3:15",
-       {"missing", "'v_central'", "subjects.parameters"}},
+       {"subjects.parameters.v_central is not given, but must be given (it has no default)"}},
       {"UnknownParameterName",
        L1_TIME L2_SUBJECTS "  parameters: {ka: 1.2, k12: 0.4, k21: 0.11, kel: 0.25, v_central: 20, "
                            "v_peripheral: 70}\n" L4_DOSES L5_DOSE L6_OUTPUT,
@@ -365,7 +365,7 @@ const std::vector<BadInput>& cases() {
        {},
        2,
        "8:14",
-       {"output.times[2]", "increasing"}},
+       {"output.times[2] is 0.5, but must be greater than the one before"}},
       {"OutputTimesEmptyList",
        BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  times: []\n",
        {},

@@ -147,6 +147,15 @@ INSTANTIATE_TEST_SUITE_P(
             kCsv,
             2,
             {"d.csv:2", "ke (or cl) is missing"}},
+        // A value from the run file is reported at its node in the run file (the library's
+        // rule, Error::field() mapped by the loader), one from the dataset at its line.
+        Bad{"NegativeParameterInRunFile",
+            "subjects:\n  dataset: d.csv\n  parameters: {ka: 1, ke: [0.2, -0.2], k12: 0.3, k21: "
+            "0.1, "
+            "v_central: 10, v_peripheral: 20}\n",
+            kCsv,
+            2,
+            {"run.yaml:3:33: subjects.parameters.ke[2] is -0.2, but must be finite and >= 0"}},
         Bad{"NegativeParameterInDatasetColumn",
             "subjects:\n  dataset: d.csv\n" + std::string(kParams),
             "ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,0.2\n1,2,.,2,0,-1\n",

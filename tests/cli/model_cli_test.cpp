@@ -94,7 +94,8 @@ INSTANTIATE_TEST_SUITE_P(
             "0.1, v_central: 10, "
             "v_peripheral: 20, f_depot: 0.7}\noutput: {path: o.csv}\n",
             "3:94",
-            {"f_depot must be 1", "subjects.dataset"}},
+            {"subjects.parameters.f_depot is 0.7, but must be 1 on a time grid",
+             "subjects.dataset"}},
         Bad{"DoseIntoUndeclaredCompartment",
             "model:\n  linear:\n    compartments: [a, b]\n    flows:\n      - {from: a, to: b, "
             "rate: k}\n" +

@@ -45,7 +45,7 @@ class PopulationBadInput : public ::testing::TestWithParam<Bad> {};
 TEST_P(PopulationBadInput, OneLineErrorAtTheNode) {
   const Bad& b = GetParam();
   TempDir dir;
-  write_text(dir.file("cov.csv"), "wt,age\n70,30\n80,40\n");
+  write_text(dir.file("cov.csv"), "wt,age,zero\n70,30,0\n80,40,1\n");
   write_text(dir.file("run.yaml"), b.yaml);
   const CliResult r = run_pkscan({"run", dir.file("run.yaml"), "--output", dir.file("o.csv")});
   EXPECT_EQ(r.status, 2) << describe(r);
@@ -79,7 +79,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"TypicalMissingRequired",
             pop("    count: 2\n    seed: 1\n    typical: {ka: 1, cl: 5, v_central: 20}\n"),
             "run.yaml:6:14",
-            {"missing parameter", "typical"}},
+            {"subjects.population.typical.v_peripheral is not given, but must be given"}},
         Bad{"TypicalNegative",
             pop("    count: 2\n    seed: 1\n    typical: {ka: -1, cl: 5, v_central: 20, q: 8, "
                 "v_peripheral: 70}\n"),
@@ -95,8 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
             {"iiv.cl", ">= 0"}},
         Bad{"IivNoTypical",
             pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {ke: 0.1}\n"),
-            "run.yaml:7:10",
-            {"ke", "no typical value"}},
+            "run.yaml:6:14",
+            {"subjects.population.typical.ke is not given, but must be finite (it has iiv)"}},
         Bad{"OmegaWrongLength",
             pop("    count: 2\n    seed: 1\n" + kTypical +
                 "    iiv: {block: [cl, v_central], omega: [0.1, 0.2]}\n"),
@@ -114,6 +114,46 @@ INSTANTIATE_TEST_SUITE_P(
                 "    iiv: {block: [cl, v_central], omega: [1.0, 0.9999999999999, 1.0]}\n"),
             "run.yaml:7:42",
             {"not positive definite", "v_central"}},
+        // The rules below are the library's (PopulationSampler, check_population_run); the
+        // loader only says where the value is (Error::field() mapped to the node).
+        Bad{"OmegaNotFinite",
+            pop("    count: 2\n    seed: 1\n" + kTypical +
+                "    iiv: {block: [cl, v_central], omega: [0.1, .nan, 0.1]}\n"),
+            "run.yaml:7:48",
+            {"subjects.population.iiv.omega[2] is .nan, but must be finite"}},
+        Bad{"OmegaCovarianceWithZeroVariance",
+            pop("    count: 2\n    seed: 1\n" + kTypical +
+                "    iiv: {block: [cl, v_central], omega: [0, 0.01, 0.1]}\n"),
+            "run.yaml:7:46",
+            {"subjects.population.iiv.omega[2] is 0.01, but must be 0 because the variance of cl "
+             "is 0"}},
+        Bad{"IivOnBioavailability",
+            pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {f_depot: 0.1}\n"),
+            "run.yaml:7:11",
+            {"iiv on f_depot", "subjects.dataset"}},
+        Bad{"TypicalLag",
+            pop("    count: 2\n    seed: 1\n    typical: {ka: 1, cl: 5, v_central: 20, q: 8, "
+                "lag_depot: 0.5, v_peripheral: 70}\n"),
+            "run.yaml:6:61",
+            {"subjects.population.typical.lag_depot is 0.5, but must be 0 on a time grid"}},
+        Bad{"CovariatePowerZeroValue",
+            pop("    count: 2\n    seed: 1\n" + kTypical +
+                "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: cl, "
+                "covariate: zero, type: power, coefficient: 0.75, reference: 1}\n"),
+            "run.yaml:8:13",
+            {"covariate zero of subject 1 is 0, but must be > 0 (it has a power effect)"}},
+        Bad{"EffectCoefficientInfinite",
+            pop("    count: 2\n    seed: 1\n" + kTypical +
+                "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: cl, "
+                "covariate: wt, type: exponential, coefficient: .inf, reference: 70}\n"),
+            "run.yaml:10:74",
+            {"subjects.population.covariates.effects[1].coefficient is .inf, but must be finite"}},
+        Bad{"EffectOnBioavailability",
+            pop("    count: 2\n    seed: 1\n" + kTypical +
+                "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: "
+                "f_depot, covariate: wt, type: exponential, coefficient: 1, reference: 70}\n"),
+            "run.yaml:10:23",
+            {"covariate effect 1 on f_depot", "subjects.dataset"}},
         Bad{"BlockWithoutOmega",
             pop("    count: 2\n    seed: 1\n" + kTypical + "    iiv: {block: [cl]}\n"),
             "run.yaml:7:10",
@@ -136,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: cl, "
                 "covariate: weight, type: power, coefficient: 0.75, reference: 70}\n"),
             "run.yaml:10:38",
-            {"weight", "wt, age"}},
+            {"weight", "wt, age, zero"}},
         Bad{"CovariateBadType",
             pop("    count: 2\n    seed: 1\n" + kTypical +
                 "    covariates:\n      file: cov.csv\n      effects:\n        - {parameter: cl, "
@@ -178,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\noutput: {summaries: {percentiles: [50, 5]}}\n",
             "run.yaml:4:40",
-            {"must increase"}},
+            {"percentiles[2] is 5, but must be greater than the one before"}},
         Bad{"NothingToWrite",
             kTime + "subjects:\n  parameters: {ka: 1, cl: 5, v_central: 20, q: 8, v_peripheral: "
                     "70}\noutput: {trajectories: false, summaries: false}\n",

@@ -95,7 +95,9 @@ TEST(Api, ValidationMessagesNameTheSubjectTheValueAndTheRule) {
 
   p = small_problem();
   p.output = OutputTimes::at_steps({3, 2});
-  EXPECT_NE(message_of<InvalidArgument>(p).find("strictly increasing"), std::string::npos);
+  EXPECT_NE(
+      message_of<InvalidArgument>(p).find("greater than the one before (output times increase)"),
+      std::string::npos);
 
   p = small_problem();
   p.discretization = Discretization::Euler;

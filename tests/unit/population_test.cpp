@@ -345,7 +345,7 @@ TEST(Population, BadSpecsAreRejectedWithTheirReason) {
     s.covariates = {70, 0.0, 80};
     s.effects = {{s.column("cl"), 0, CovariateModel::Power, 0.75, 70.0}};
     const std::string m = message_of<DomainError>([&] { build(s); });
-    EXPECT_NE(m.find("covariate wt of subject 1 (0-based) is 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("covariate wt of subject 2 is 0"), std::string::npos) << m;
     s.effects[0].model = CovariateModel::Exponential;  // zero is fine for an exponential effect
     EXPECT_NO_THROW(build(s));
     s.effects[0].model = CovariateModel::Power;

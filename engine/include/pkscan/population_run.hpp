@@ -134,6 +134,17 @@ struct PopulationRunReport {
 /// Total rows: replicates x sweep points x subjects.
 std::int64_t population_rows(const PopulationRun& run) noexcept;
 
+/// Checks the parts of `run` that run_population adds to a Problem, before anything runs: the
+/// model, replicates, the sweep (columns, each value under its parameter's rule), the population
+/// (PopulationSampler's rules on typical values, iiv, omega, covariates and effects), and that
+/// bioavailability and lag stay fixed (a population run is a run on a time grid). Errors carry
+/// field paths (Error::field(): `sweep.values[0][2]`, `population.iiv[1]`, `omega[1][0]`,
+/// `effects[0].reference`; the population's own rules name PopulationSpec's members).
+/// run_population checks the same. The base problem is checked as simulate() checks it, per
+/// chunk.
+/// @throws InvalidArgument, DomainError
+void check_population_run(const PopulationRun& run);
+
 /// The layout the sink of `run` receives (output times, extra columns, metric names, ...).
 RunLayout population_layout(const PopulationRun& run);
 

@@ -125,9 +125,31 @@ int compartment_index(const ModelInfo& model, std::string_view name) noexcept;
 /// @param a output, n*n doubles, row-major
 void rate_matrix(ModelKind kind, const double* params, double* a) noexcept;
 
-/// Checks one subject's parameters against the model's rules (ranges by role; exactly one of
-/// micro constants or clearances). Returns an empty string when valid, else what is wrong
-/// ("parameter ke is -1, but must be finite and >= 0"; "give ke or cl, not both").
+/// The rule every value of a parameter of this role must meet: "finite and > 0" for a volume,
+/// "finite and >= 0" otherwise.
+const char* parameter_rule(ParameterRole role) noexcept;
+
+/// True when `value` meets parameter_rule(role).
+bool parameter_value_ok(ParameterRole role, double value) noexcept;
+
+/// The first rule of the model that one subject's parameters break (ranges by role; exactly one
+/// of micro constants or clearances), as parameter_violation() finds it.
+struct ParameterViolation {
+  int column = -1;      ///< the parameter the message names first; -1 when the row is valid
+  std::string value;    ///< its value as the message shows it ("-1", "missing", "given")
+  std::string rule;     ///< what it must be ("finite and >= 0"); "" when the message says more
+  std::string message;  ///< "parameter ke is -1, but must be finite and >= 0"
+  /// True when a rule is broken.
+  explicit operator bool() const noexcept { return column >= 0; }
+};
+
+/// Checks one subject's parameters against the model's rules; an empty ParameterViolation when
+/// they hold. Allocates nothing when they hold.
+ParameterViolation parameter_violation(const ModelInfo& model, const double* params);
+
+/// parameter_violation(model, params).message: an empty string when valid, else what is wrong
+/// ("parameter ke is -1, but must be finite and >= 0"; "parameters k12 and Q are both given, but
+/// must be one or the other (micro constants or clearances)").
 std::string check_parameters(const ModelInfo& model, const double* params);
 
 /// True when every f_* is 1 and every lag_* is 0 (doses enter as given).
