@@ -24,6 +24,9 @@ struct BenchOptions {
   std::string dataset;
   int doses = 20;         ///< doses per subject (dataset workloads), every 6 h
   int observations = 30;  ///< observations per subject (dataset workloads)
+  /// The output-bound workload when not empty: the problem streamed by run_population into an
+  /// HDF5 file in this folder, beside a plain write of the file's size there (the disk's speed).
+  std::string write_dir;
 };
 
 /// The dataset workload: N subjects, `doses` oral doses every 6 h (jittered by up to +-1 h when

@@ -203,6 +203,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                    "Dosing-records workload instead: irregular, regular (event engine), grid, or "
                    "likelihood (Predictor::log_likelihood_all with gradients)")
       ->check(CLI::IsMember({"irregular", "regular", "grid", "likelihood"}));
+  bench
+      ->add_option("--write", bo.write_dir,
+                   "Output-bound workload instead: stream the problem into an HDF5 file in this "
+                   "folder, beside a plain write of its size there")
+      ->check(CLI::ExistingDirectory);
   bench->add_option("--doses", bo.doses, "Doses per subject (--dataset)")
       ->check(CLI::Range(1, 100000));
   bench->add_option("--observations", bo.observations, "Observations per subject (--dataset)")

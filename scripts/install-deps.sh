@@ -28,6 +28,8 @@ packages=(
   python3-scipy      # differential tests: the independent reference (expm, solve_ivp)
   python3-yaml       # differential tests: the documented YAML examples
   libhdf5-dev        # HDF5 output
+  libdeflate-dev     # HDF5 output: chunks compressed on all threads
+  pkg-config         # finds libdeflate
   libceres-dev       # maximum-likelihood fitting example (pkscan fit)
   gnuplot-nox        # pkscan plot
   clang              # fuzz targets (scripts/fuzz.sh; clang 14 on Debian 12)

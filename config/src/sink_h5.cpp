@@ -6,9 +6,11 @@
 // the same bytes.
 // Every dataset indexed by row (subject) is chunked along the rows, shuffled and
 // gzip-compressed, created at its final size when layout.rows is known (extended as chunks
-// arrive when it is 0) and written chunk by chunk with hyperslab selections, so memory stays
-// bounded: the HDF5 chunk caches (kCacheBytes per dataset) plus one block of concentrations
-// (kConcBlockBytes) whatever the number of subjects.
+// arrive when it is 0) and written chunk by chunk, so memory stays bounded whatever the number
+// of subjects. The trajectories (amount, concentration: most of the file) go through ChunkWriter
+// (h5_chunk_writer.hpp), which runs the shuffle and the compression on all threads and writes
+// whole chunks directly; the small datasets go through HDF5's own filters with hyperslab
+// selections and the chunk caches (kCacheBytes per dataset).
 //
 // Errors: every HDF5 call is checked; a failure becomes pkscan::Error("cannot write HDF5 file
 // PATH: what: HDF5's innermost message"). HDF5's automatic error printing is switched off while
@@ -26,10 +28,12 @@
 #include <pkscan/config/sink.hpp>
 #include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "h5_chunk_writer.hpp"
 #include "hdf5_handle.hpp"
 #include "sink_common.hpp"
 
@@ -43,6 +47,16 @@
 namespace pkscan::config {
 
 namespace {
+std::string hdf5_message();
+}  // namespace
+
+[[noreturn]] __attribute__((cold, noinline)) void detail::h5_fail(const std::string& path,
+                                                                  const std::string& what) {
+  const std::string msg = hdf5_message();
+  throw Error("cannot write HDF5 file " + path + ": " + what + (msg.empty() ? "" : ": " + msg));
+}
+
+namespace {
 
 // Target size of one HDF5 chunk: large enough for gzip to work well and for few chunk-index
 // entries, small enough that reading one subject's trajectory decompresses little.
@@ -52,8 +66,6 @@ constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
 constexpr std::size_t kCacheBytes = std::size_t{2} << 20;
 // Largest size of HDF5's metadata cache (chunk index nodes, object headers) for one file.
 constexpr std::size_t kMetadataCacheBytes = std::size_t{4} << 20;
-// Concentrations are divided and written in blocks of at most this many bytes.
-constexpr std::size_t kConcBlockBytes = std::size_t{4} << 20;
 // gzip level: 1 compresses shuffled PK trajectories nearly as well as 4, at a fraction of the
 // time (docs/output.md).
 constexpr unsigned kDeflateLevel = 1;
@@ -75,10 +87,8 @@ std::string hdf5_message() {
   return msg;
 }
 
-[[noreturn]] __attribute__((cold, noinline)) void fail(const std::string& path,
-                                                       const std::string& what) {
-  const std::string msg = hdf5_message();
-  throw Error("cannot write HDF5 file " + path + ": " + what + (msg.empty() ? "" : ": " + msg));
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  detail::h5_fail(path, what);
 }
 
 using hdf5::Id;
@@ -271,10 +281,18 @@ class H5Sink final : public ResultSink {
     const bool f32 = layout_.precision == Precision::Float32;
     const hid_t real_type = f32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
     if (layout_.trajectories) {
-      amount_ = create_dataset(root, "amount", real_type, {rows_, times_, compartments_},
-                               extendible_, path_);
-      concentration_ = create_dataset(root, "concentration", real_type,
-                                      {rows_, times_, compartments_}, extendible_, path_);
+      const std::vector<hsize_t> dims = {rows_, times_, compartments_};
+      amount_ = create_dataset(root, "amount", real_type, dims, extendible_, path_);
+      concentration_ = create_dataset(root, "concentration", real_type, dims, extendible_, path_);
+      const std::size_t elem = f32 ? 4 : 8;
+      const int threads = resolve_threads(layout_.threads);
+      const auto row = static_cast<std::int64_t>(times_ * compartments_);
+      amount_writer_ = std::make_unique<detail::ChunkWriter>(
+          amount_.get(), chunk_shape(dims, elem), elem, row, static_cast<int>(kDeflateLevel),
+          threads, path_, "dataset amount");
+      concentration_writer_ = std::make_unique<detail::ChunkWriter>(
+          concentration_.get(), chunk_shape(dims, elem), elem, row, static_cast<int>(kDeflateLevel),
+          threads, path_, "dataset concentration");
     }
     id_ = create_dataset(root, "id", H5T_STD_I64LE, {rows_}, extendible_, path_);
     if (!layout_.extra_columns.empty()) {
@@ -381,6 +399,8 @@ class H5Sink final : public ResultSink {
     protocol_.begin_commit(layout_);
     {
       const QuietHdf5 quiet;
+      for (detail::ChunkWriter* w : {amount_writer_.get(), concentration_writer_.get()})
+        if (w != nullptr) w->finish();
       for (Id* d : datasets())
         if (d->close() < 0) fail(path_, "close");
       if (file_.close() < 0) fail(path_, "close");
@@ -421,35 +441,36 @@ class H5Sink final : public ResultSink {
   }
 
   // Amounts straight from the result; concentrations divided here (amount / volume in the
-  // result's precision, as write_csv does) and written in blocks of consecutive subjects.
+  // result's precision, as write_csv does), each chunk on the thread that compresses it.
   template <class Real>
   void write_trajectories(const SimulationResult& r, hsize_t first, const Array<Real>& amounts,
-                          hid_t mem_type) {
-    const hsize_t n = static_cast<hsize_t>(r.subjects());
-    write_block(amount_.get(), mem_type, {first, 0, 0}, {n, times_, compartments_}, amounts.data(),
-                path_, "dataset amount");
-    const std::size_t per_subject = static_cast<std::size_t>(times_ * compartments_);
-    const std::size_t block = std::max<std::size_t>(
-        1, std::min<std::size_t>(static_cast<std::size_t>(n),
-                                 kConcBlockBytes / (per_subject * sizeof(Real))));
-    std::vector<Real> conc(block * per_subject);
-    std::vector<Real> volume(static_cast<std::size_t>(compartments_));
-    const int nc = static_cast<int>(compartments_);
-    for (std::size_t s0 = 0; s0 < n; s0 += block) {
-      const std::size_t count = std::min<std::size_t>(block, static_cast<std::size_t>(n) - s0);
-      for (std::size_t s = 0; s < count; ++s) {
-        const std::int64_t subject = static_cast<std::int64_t>(s0 + s);
-        for (int c = 0; c < nc; ++c)
-          volume[static_cast<std::size_t>(c)] = static_cast<Real>(r.volume(subject, c));
-        const Real* a = amounts.data() + (s0 + s) * per_subject;
-        Real* out = conc.data() + s * per_subject;
-        for (std::size_t i = 0; i < per_subject; ++i)
-          out[i] = static_cast<Real>(a[i] / volume[i % static_cast<std::size_t>(nc)]);
-      }
-      write_block(concentration_.get(), mem_type, {first + s0, 0, 0},
-                  {static_cast<hsize_t>(count), times_, compartments_}, conc.data(), path_,
-                  "dataset concentration");
-    }
+                          hid_t /*mem_type*/) {
+    const auto n = static_cast<std::int64_t>(r.subjects());
+    const auto total = static_cast<std::int64_t>(extendible_ ? 0 : rows_);
+    const auto f = static_cast<std::int64_t>(first);
+    const auto per_subject = static_cast<std::int64_t>(times_ * compartments_);
+    const auto nc = static_cast<std::int64_t>(compartments_);
+    amount_writer_->write(
+        f, n, total,
+        [&](std::int64_t row, std::int64_t rows, std::int64_t e0, std::int64_t count, void* out) {
+          Real* o = static_cast<Real*>(out);
+          for (std::int64_t s = 0; s < rows; ++s)
+            std::copy_n(amounts.data() + (row - f + s) * per_subject + e0, count, o + s * count);
+        });
+    concentration_writer_->write(
+        f, n, total,
+        [&](std::int64_t row, std::int64_t rows, std::int64_t e0, std::int64_t count, void* out) {
+          Real* o = static_cast<Real*>(out);
+          Real volume[64];  // compartments (a model has at most kMaxLinearCompartments)
+          for (std::int64_t s = 0; s < rows; ++s) {
+            const std::int64_t subject = row - f + s;
+            for (std::int64_t c = 0; c < nc; ++c)
+              volume[c] = static_cast<Real>(r.volume(subject, static_cast<int>(c)));
+            const Real* a = amounts.data() + subject * per_subject + e0;
+            for (std::int64_t i = 0; i < count; ++i)
+              o[s * count + i] = static_cast<Real>(a[i] / volume[(e0 + i) % nc]);
+          }
+        });
   }
 
   std::string path_;
@@ -462,6 +483,8 @@ class H5Sink final : public ResultSink {
   bool extendible_;
   Id file_;
   Id amount_, concentration_, id_, extra_, parameters_set_, metrics_;
+  // The trajectories' writers (declared after the datasets they write: destroyed first).
+  std::unique_ptr<detail::ChunkWriter> amount_writer_, concentration_writer_;
   detail::SinkProtocol protocol_{"HDF5 sink"};
 };
 

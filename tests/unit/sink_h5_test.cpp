@@ -300,6 +300,81 @@ TEST(SinkH5Layout, LongTrajectoriesAreChunkedAlongTime) {
   expect_trajectories<double>(file, run, H5T_NATIVE_DOUBLE);
 }
 
+// Many HDF5 chunks, written by the caller in parts that do not line up with them, compressed on
+// two threads (config/src/h5_chunk_writer.cpp): more chunks than one round of compression takes,
+// a chunk assembled over four write() calls, the edge chunk, rows known or not in advance. Read
+// back with the HDF5 library's own filters, every value is the simulated one.
+TEST(SinkH5Layout, ChunksCompressedInParallelReadBackExactly) {
+  constexpr std::int64_t n = 300;
+  // 1001 x 3 x 8 = 24024 bytes a row: 10 rows a chunk (20 in float32), 30 chunks (15)
+  constexpr std::int64_t steps = 1000;
+  Problem full = problem(steps);
+  full.parameters = ParameterBatch(ModelKind::ThreeCompartment, n);
+  for (std::int64_t s = 0; s < n; ++s) {
+    full.parameters.set("ka", s, 0.5 + 0.01 * static_cast<double>(s));
+    full.parameters.set("ke", s, 0.1 + 0.001 * static_cast<double>(s));
+  }
+  full.parameters.set_all("k12", 0.3);
+  full.parameters.set_all("k21", 0.1);
+  full.parameters.set_all("v_central", kVCentral);
+  full.parameters.set_all("v_peripheral", kVPeripheral);
+  for (const Precision precision : {Precision::Float64, Precision::Float32}) {
+    for (const bool known : {true, false}) {
+      SCOPED_TRACE(std::string(precision == Precision::Float64 ? "float64" : "float32") +
+                   (known ? ", rows known" : ", rows not known"));
+      const SimulationResult whole = simulate(full, options(precision));
+      TempDir dir;
+      RunLayout layout;
+      layout.model = full.parameters.info_ptr();
+      for (std::int64_t i = 0; i <= steps; ++i) layout.times.push_back(full.grid.time(i));
+      layout.precision = precision;
+      layout.rows = known ? n : 0;
+      layout.threads = 2;
+      {
+        const std::unique_ptr<ResultSink> sink = make_h5_sink(dir.file("many.h5"), layout);
+        std::int64_t first = 0;
+        // Sums to 300; rows 70-79 arrive in four calls.
+        for (const std::int64_t count : {40, 33, 5, 1, 1, 150, 70}) {
+          const SimulationResult part = simulate(part_of(full, first, count), options(precision));
+          Chunk c;
+          c.first = first;
+          c.result = &part;
+          c.parameters = full.parameters.values().data() + first * full.parameters.parameters();
+          sink->write(c);
+          first += count;
+        }
+        sink->commit();
+      }
+      const hid_t file = H5Fopen(dir.file("many.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      ASSERT_GE(file, 0);
+      H5Closer fc{file, H5Fclose};
+      for (const char* name : {"amount", "concentration"}) {
+        const Storage st = h5_storage(file, name);
+        ASSERT_EQ(st.chunk.size(), 3u);
+        EXPECT_EQ(st.chunk[0], precision == Precision::Float64 ? 10u : 21u) << name;
+        EXPECT_TRUE(st.shuffle && st.deflate) << name;
+        EXPECT_EQ(h5_dims(file, name), (std::vector<hsize_t>{n, steps + 1, 3}));
+      }
+      const bool f64 = precision == Precision::Float64;
+      const std::vector<double> amount =
+          h5_read<double>(file, "amount", H5T_NATIVE_DOUBLE);  // float32 widened exactly
+      const std::vector<double> conc = h5_read<double>(file, "concentration", H5T_NATIVE_DOUBLE);
+      std::size_t bad = 0;
+      for (std::int64_t s = 0; s < n; ++s)
+        for (std::int64_t t = 0; t <= steps; ++t)
+          for (int c = 0; c < 3; ++c) {
+            const std::size_t k = static_cast<std::size_t>((s * (steps + 1) + t) * 3 + c);
+            const double a = whole.amount(s, t, c);
+            const double want_conc =
+                f64 ? a / kVolume[c]
+                    : static_cast<double>(static_cast<float>(a) / static_cast<float>(kVolume[c]));
+            if (amount[k] != a || conc[k] != want_conc) ++bad;
+          }
+      EXPECT_EQ(bad, 0u);
+    }
+  }
+}
+
 TEST(SinkH5Errors, HdfFailureIsOneLineErrorAndPrintsNothing) {
   const ChunkedRun run(Precision::Float64);
   TempDir dir;
