@@ -20,7 +20,7 @@ namespace pkscan::config::detail {
 
 // Produces rows [row, row + rows) of a dataset, elements [element, element + count) of each row,
 // row after row, into `out` (elements of the dataset's element size). Called from several
-// threads at once, for disjoint blocks.
+// threads at once, for disjoint blocks; must not throw.
 using FillRows = std::function<void(std::int64_t row, std::int64_t rows, std::int64_t element,
                                     std::int64_t count, void* out)>;
 
@@ -32,8 +32,11 @@ class ChunkWriter {
   // `dset` is chunked with `chunk` (rows first: either several whole rows, or one row and a
   // block of the second axis with whole remaining axes), shuffled and deflated at `level`, and
   // has `row_elements` elements of `element_size` bytes per row. `threads` compress.
+  // `fd` is the file's descriptor (HDF5's sec2 driver), or -1: after each round of writes the
+  // kernel is asked to start writing those pages to the disk, so that the commit's fsync does
+  // not find the whole file still in memory.
   ChunkWriter(hid_t dset, std::vector<hsize_t> chunk, std::size_t element_size,
-              std::int64_t row_elements, int level, int threads, std::string path,
+              std::int64_t row_elements, int level, int threads, int fd, std::string path,
               std::string what);
 
   // Rows [first, first + rows) in order (first = the rows written so far); `total` is the
@@ -63,6 +66,7 @@ class ChunkWriter {
   std::int64_t chunk_elements_;  // elements of a row per chunk (row_elements_ unless split)
   int level_;
   int threads_;
+  int fd_;
   std::string path_;
   std::string what_;
   std::vector<unsigned char> pending_;  // rows [pending_row_, pending_row_ + pending_rows_)

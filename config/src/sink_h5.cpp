@@ -286,13 +286,17 @@ class H5Sink final : public ResultSink {
       concentration_ = create_dataset(root, "concentration", real_type, dims, extendible_, path_);
       const std::size_t elem = f32 ? 4 : 8;
       const int threads = resolve_threads(layout_.threads);
+      int fd = -1;  // the sec2 driver's descriptor (ChunkWriter starts the writeback early)
+      if (void* handle = nullptr;
+          H5Fget_vfd_handle(file_.get(), H5P_DEFAULT, &handle) >= 0 && handle != nullptr)
+        fd = *static_cast<int*>(handle);
       const auto row = static_cast<std::int64_t>(times_ * compartments_);
       amount_writer_ = std::make_unique<detail::ChunkWriter>(
           amount_.get(), chunk_shape(dims, elem), elem, row, static_cast<int>(kDeflateLevel),
-          threads, path_, "dataset amount");
+          threads, fd, path_, "dataset amount");
       concentration_writer_ = std::make_unique<detail::ChunkWriter>(
           concentration_.get(), chunk_shape(dims, elem), elem, row, static_cast<int>(kDeflateLevel),
-          threads, path_, "dataset concentration");
+          threads, fd, path_, "dataset concentration");
     }
     id_ = create_dataset(root, "id", H5T_STD_I64LE, {rows_}, extendible_, path_);
     if (!layout_.extra_columns.empty()) {
