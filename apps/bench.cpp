@@ -376,7 +376,9 @@ void run_write_bench(const BenchOptions& o, std::ostream& out) {
   const double simulate_s = time_calls(o.repeat, [&] { run_population(run, discard); }).best();
   const double h5_s = h5.best();
   const std::size_t scalar = o.precision == Precision::Float64 ? 8 : 4;
-  const double raw = 2.0 * static_cast<double>(o.n) * static_cast<double>(o.t + 1) * 3.0 *
+  const RunLayout layout = population_layout(run);
+  const double raw = 2.0 * static_cast<double>(o.n) * static_cast<double>(layout.times.size()) *
+                     static_cast<double>(layout.model->compartments.size()) *
                      static_cast<double>(scalar);  // amounts and concentrations
   std::ostringstream s;
   s.precision(6);
@@ -398,6 +400,8 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
   if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
   if (!o.write_dir.empty()) {
+    if (!o.dataset.empty())
+      throw InvalidArgument("--write and --dataset are two workloads; give one of them");
     run_write_bench(o, out);
     return;
   }

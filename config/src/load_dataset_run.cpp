@@ -82,6 +82,16 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
                       " subjects (IDs); give one value per subject, in dataset order");
       store_parameter(L, v, what, pi, p.parameters);
       from_file.emplace(col, kv.second);
+      // The library's rule for the parameter's role, here too for values that a dataset column
+      // replaces in every record (check_dataset sees only the values used).
+      for (std::size_t i = 0; i < (v.IsSequence() ? v.size() : 1); ++i) {
+        const YAML::Node x = v.IsSequence() ? v[i] : v;
+        const double value =
+            p.parameters.get(v.IsSequence() ? static_cast<std::int64_t>(i) : 0, col);
+        if (!parameter_value_ok(pi.role, value))
+          L.fail(x, what + (v.IsSequence() ? "[" + std::to_string(i + 1) + "]" : "") + " is " +
+                        x.Scalar() + ", but must be " + parameter_rule(pi.role));
+      }
     }
   }
   if (auto it = top.find("output"); it != top.end()) {

@@ -135,7 +135,7 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
                             " and as its alias " + pi.alias + "); give one of them");
     given[static_cast<std::size_t>(col)] = 1;
     if (!it->second.IsScalar()) L.fail(it->second, what + " must be a number (the typical value)");
-    pop.typical[static_cast<std::size_t>(col)] = L.number(it->second, what);
+    pop.typical[static_cast<std::size_t>(col)] = L.parameter(it->second, what);
     for (const char* prefix : {"typical[", "population.typical["}) {
       const std::string field = prefix + std::to_string(col) + "]";
       fields.erase(field);  // never assign a Located: its node would be rewritten (yaml_reader.hpp)

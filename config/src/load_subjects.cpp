@@ -19,13 +19,13 @@ namespace pkscan::config::detail {
 void store_parameter(const Loader& L, const YAML::Node& v, const std::string& what,
                      const ParameterInfo& pi, ParameterBatch& batch) {
   if (!v.IsSequence()) {
-    batch.set_all(pi.name, L.number(v, what));
+    batch.set_all(pi.name, L.parameter(v, what));
     return;
   }
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::string item = what + "[" + std::to_string(i + 1) + "]";
     if (!v[i].IsScalar()) L.fail(v[i], item + " must be a number");
-    batch.set(pi.name, static_cast<std::int64_t>(i), L.number(v[i], item));
+    batch.set(pi.name, static_cast<std::int64_t>(i), L.parameter(v[i], item));
   }
 }
 

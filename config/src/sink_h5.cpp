@@ -287,8 +287,9 @@ class H5Sink final : public ResultSink {
       const std::size_t elem = f32 ? 4 : 8;
       const int threads = resolve_threads(layout_.threads);
       int fd = -1;  // the sec2 driver's descriptor (ChunkWriter starts the writeback early)
-      if (void* handle = nullptr;
-          H5Fget_vfd_handle(file_.get(), H5P_DEFAULT, &handle) >= 0 && handle != nullptr)
+      if (void* handle = nullptr; H5Pget_driver(fapl.get()) == H5FD_SEC2 &&
+                                  H5Fget_vfd_handle(file_.get(), H5P_DEFAULT, &handle) >= 0 &&
+                                  handle != nullptr)
         fd = *static_cast<int*>(handle);
       const auto row = static_cast<std::int64_t>(times_ * compartments_);
       amount_writer_ = std::make_unique<detail::ChunkWriter>(

@@ -151,6 +151,14 @@ double Loader::number(const YAML::Node& v, const std::string& what) const {
   return d;
 }
 
+double Loader::parameter(const YAML::Node& v, const std::string& what) const {
+  const double d = number(v, what);
+  if (std::isnan(d))
+    fail(v, what + " is " + v.Scalar() +
+                ", but must be a number (leave the parameter out when it is not given)");
+  return d;
+}
+
 double Loader::finite(const YAML::Node& v, const std::string& what, const char* rule,
                       bool positive) const {
   const double d = number(v, what);

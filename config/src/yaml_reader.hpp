@@ -68,6 +68,9 @@ class Loader {
                             const std::string& accepted) const;
   // A plain (unquoted) YAML number. Quoted strings, booleans, empty values are type errors.
   double number(const YAML::Node& v, const std::string& what) const;
+  // A parameter's value: a number, not .nan (NaN is the library's mark of a parameter not
+  // given); its range is the library's rule.
+  double parameter(const YAML::Node& v, const std::string& what) const;
   // A number, finite and >= 0 (> 0 when `positive`); `rule` words that for the message.
   double finite(const YAML::Node& v, const std::string& what, const char* rule,
                 bool positive) const;

@@ -18,6 +18,9 @@ constexpr std::int64_t kMaxRepeat = 100'000'000;
 // not the parameter rows (GridGradient: the rows come with each evaluation).
 void validate_problem(const Problem& p, bool parameters = true);
 
+// Results up to this size are not checked against the memory available (check() in engine.cpp).
+constexpr std::uint64_t kUncheckedResultBytes = std::uint64_t{64} << 20;
+
 // Memory limit for the result: options.max_result_bytes or 80% of MemAvailable.
 std::uint64_t result_limit(const SimulateOptions& o) noexcept;
 

@@ -85,7 +85,9 @@ void DatasetSetup::fill_rows(const SubjectPlan& plan, std::int64_t s, const doub
     if (!v) continue;
     // A value from the parameter batch, not from a dataset column, also names its field (the
     // run-file loader reports it at the value's node).
-    bool from_dataset = false;
+    // A dataset column's empty cell with no value in the batch is the dataset's too.
+    bool from_dataset =
+        is_dataset_column[static_cast<std::size_t>(v.column)] != 0 && std::isnan(params[v.column]);
     for (const auto& o : plan.rows[t].overrides) from_dataset = from_dataset || o.first == v.column;
     if (from_dataset) fail_record(s, plan.rows[t].first_record, v.message);
     throw DomainError(locate(s, plan.rows[t].first_record, v.message),

@@ -5,6 +5,7 @@
 #include <pkscan/error.hpp>
 #include <pkscan/threads.hpp>
 
+#include "core/parallel.hpp"
 #include "core/validate.hpp"
 #include "grid/backend.hpp"
 #include "grid/schedule.hpp"
@@ -120,7 +121,11 @@ void fill_batch(const Problem& problem, const SimulateOptions& options,
   batch.n = static_cast<int>(batch.model->compartments.size());
   batch.subjects = problem.parameters.subjects();
   batch.out_steps = detail::output_steps(problem.output, problem.grid);
-  batch.threads = resolve_threads(options.threads);
+  // Threads by the work (docs/performance.md, "Threads"): a small call runs on fewer.
+  batch.threads = detail::threads_for_work(
+      resolve_threads(options.threads),
+      static_cast<double>(batch.subjects) * static_cast<double>(problem.grid.steps),
+      detail::kSubjectStepsPerThread);
 }
 
 }  // namespace
@@ -166,7 +171,11 @@ void check(const Problem& problem, const SimulateOptions& options) {
     detail::throw_invalid("simulate", "options.threads", std::to_string(options.threads),
                           ">= 0 (0 = all hardware threads)");
   const std::uint64_t need = result_bytes(problem, options);
-  const std::uint64_t limit = detail::result_limit(options);
+  // The memory available is read from /proc/meminfo, about 10 us a call: more than a small
+  // simulation itself (fitting code calls it millions of times). A result below
+  // kUncheckedResultBytes is checked only against max_result_bytes when that is set.
+  const bool measure = options.max_result_bytes > 0 || need > detail::kUncheckedResultBytes;
+  const std::uint64_t limit = measure ? detail::result_limit(options) : need;
   if (need > limit) {
     auto gib = [](std::uint64_t b) {
       return format_value(static_cast<double>(b) / (1024.0 * 1024 * 1024));

@@ -109,6 +109,15 @@ const std::vector<BadInput>& cases() {
        2,
        "3:15",
        {"subjects.parameters.v_central is not given, but must be given (it has no default)"}},
+      // .nan is the library's mark of a parameter not given: as a value it is rejected (here
+      // next to ke, it would otherwise read as "cl not given").
+      {"ParameterNaN",
+       L1_TIME L2_SUBJECTS
+       "  parameters: {ka: 1.2, k12: 0.4, k21: 0.11, ke: 0.25, cl: .nan, v_central: 20, v_peripheral: 70}\n" L4_DOSES L5_DOSE L6_OUTPUT,
+       {},
+       2,
+       "3:60",
+       {"subjects.parameters.cl is .nan, but must be a number"}},
       {"UnknownParameterName",
        L1_TIME L2_SUBJECTS "  parameters: {ka: 1.2, k12: 0.4, k21: 0.11, kel: 0.25, v_central: 20, "
                            "v_peripheral: 70}\n" L4_DOSES L5_DOSE L6_OUTPUT,

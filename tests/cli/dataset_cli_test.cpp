@@ -156,6 +156,20 @@ INSTANTIATE_TEST_SUITE_P(
             kCsv,
             2,
             {"run.yaml:3:33: subjects.parameters.ke[2] is -0.2, but must be finite and >= 0"}},
+        // A run-file value is held to its role's rule even where a dataset column replaces it
+        // in every record.
+        Bad{"NegativeRunFileValueOverriddenByAColumn",
+            "subjects:\n  dataset: d.csv\n  parameters: {ka: 1, ke: -5, k12: 0.3, k21: 0.1, v_central: 10, v_peripheral: 20}\n",
+            "ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,0.2\n1,2,.,2,0,0.2\n",
+            2,
+            {"run.yaml:3:27: subjects.parameters.ke is -5, but must be finite and >= 0"}},
+        // An empty cell of a dataset column, no value in the run file: the dataset's line.
+        Bad{"EmptyDatasetCellWithoutRunFileValue",
+            "subjects:\n  dataset: d.csv\n  parameters: {ka: 1, k12: 0.3, k21: 0.1, v_central: "
+            "10, v_peripheral: 20}\n",
+            "ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,.\n1,2,.,2,0,0.2\n",
+            2,
+            {"d.csv:2", "ID \"1\""}},
         Bad{"NegativeParameterInDatasetColumn",
             "subjects:\n  dataset: d.csv\n" + std::string(kParams),
             "ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,0.2\n1,2,.,2,0,-1\n",

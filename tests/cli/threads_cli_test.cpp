@@ -57,6 +57,9 @@ int cpus_in_affinity_mask() {
   return CPU_COUNT(&set);
 }
 
+// The grid run has work for 3 threads: a grid call uses at most one thread per 32768
+// subject-steps (engine/core/parallel.hpp), and the example's 1200 rows (200 subjects x 2
+// replicates x 3 sweep points) x 96 steps are 115200.
 const char* const kRuns[] = {"population/population.yaml", "datasets/population.yaml"};
 
 TEST(ThreadsCli, OmpNumThreadsIsHonouredAndThreadsOptionOverridesIt) {
