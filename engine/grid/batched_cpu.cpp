@@ -90,20 +90,6 @@ inline void stream_copy(float* dst, const float* src, int n) {
 #endif
 }
 
-// True when all n values are finite: a branch-free test of the exponent bits.
-template <class Real>
-inline bool all_finite(const Real* v, int n) {
-  using Bits = std::conditional_t<sizeof(Real) == 8, std::uint64_t, std::uint32_t>;
-  constexpr Bits exp_mask = sizeof(Real) == 8 ? Bits(0x7ff0000000000000ull) : Bits(0x7f800000u);
-  Bits bad = 0;
-  for (int i = 0; i < n; ++i) {
-    Bits b;
-    std::memcpy(&b, v + i, sizeof b);
-    bad |= static_cast<Bits>((b & exp_mask) == exp_mask);
-  }
-  return bad == 0;
-}
-
 // Appends the tile's `n` values for lane l to the lane's output at `dst` (where its written
 // output ends; the lane's carry, s.carry_n[l] values, belongs just before it). Only whole
 // 64-byte-aligned lines are stored, non-temporally; the values of an unfinished line wait in the
@@ -152,9 +138,15 @@ template <int N, class Real>
 struct TileSink {
   static constexpr int W = lanes<Real>();
   Real (*tile)[kTileRows * N];  // W lanes of kTileRows rows
+  int active;                   // lanes that hold a subject (the last block may have fewer)
   PKSCAN_INLINE void row(int j, const Real (&x)[1][N][W]) const {
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < W; ++l) tile[l][j * N + r] = x[0][r][l];
+    if (active == W) {
+      for (int r = 0; r < N; ++r)
+        for (int l = 0; l < W; ++l) tile[l][j * N + r] = x[0][r][l];
+    } else {  // a partial block: the empty lanes are not written out, nor gathered
+      for (int r = 0; r < N; ++r)
+        for (int l = 0; l < active; ++l) tile[l][j * N + r] = x[0][r][l];
+    }
   }
 };
 
@@ -215,7 +207,7 @@ PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* 
   Writer<Real> writer{
       out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}, {}, {}};
   for (int l = 0; l < W; ++l) writer.finite[l] = true, writer.carry_n[l] = 0;
-  const TileSink<N, Real> sink{B.tile};
+  const TileSink<N, Real> sink{B.tile, active};
   LaneCursor cur(s);
   while (cur.next < n_out) {
     const int rows = advance_lanes<N, Real, W, 1>(&B.lanes, tr.data(), active, cur, s, b.out_steps,

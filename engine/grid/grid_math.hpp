@@ -24,15 +24,10 @@
 //   - build_power_table: double, the same order as affine_step (FMA allowed on the device),
 //     rounded to Real when stored.
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "core/hd.hpp"
-
-#if defined(__CUDA_ARCH__)
-#define PKSCAN_HD_ISFINITE(v) isfinite(v)
-#else
-#include <cmath>
-#define PKSCAN_HD_ISFINITE(v) std::isfinite(v)
-#endif
 
 namespace pkscan::detail {
 
@@ -376,12 +371,22 @@ PKSCAN_HD inline void advance(const ScheduleView& s, const PowerSubjectView<N, R
 
 // ---- Checks -------------------------------------------------------------------------------
 
-// True when every one of the `count` values is finite.
+// True when every one of the `count` values is finite. Branch-free on the exponent bits, so that
+// the loop vectorizes: an exponent of all ones (inf, NaN) plus its lowest bit carries into the
+// sign bit's place, any other exponent does not.
 template <class Real>
 PKSCAN_HD inline bool all_finite(const Real* v, std::int64_t count) {
-  bool ok = true;
-  for (std::int64_t i = 0; i < count; ++i) ok = ok && PKSCAN_HD_ISFINITE(v[i]);
-  return ok;
+  using Bits = std::conditional_t<sizeof(Real) == 8, std::uint64_t, std::uint32_t>;
+  constexpr Bits kExponent = sizeof(Real) == 8 ? Bits(0x7ff0000000000000ull) : Bits(0x7f800000u);
+  constexpr Bits kLowest = sizeof(Real) == 8 ? Bits(0x0010000000000000ull) : Bits(0x00800000u);
+  constexpr Bits kTop = sizeof(Real) == 8 ? Bits(0x8000000000000000ull) : Bits(0x80000000u);
+  Bits carry = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    Bits b;
+    std::memcpy(&b, v + i, sizeof b);
+    carry |= (b & kExponent) + kLowest;
+  }
+  return (carry & kTop) == 0;
 }
 
 }  // namespace pkscan::detail

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <pkscan/error.hpp>
+#include <pkscan/pkscan.hpp>
 #include <pkscan/threads.hpp>
 #include <set>
 #include <stdexcept>
@@ -67,6 +68,32 @@ TEST(Threads, TheLowestFailingIndexDecidesTheError) {
       for (std::size_t i = 0; i <= 37; ++i) EXPECT_EQ(hits[i].load(), 1) << "i " << i;
     }
   }
+}
+
+// A call on a time grid uses at most one thread per 32768 subject-steps (docs/performance.md,
+// "Threads"): a small call wakes no thread, a large one uses the threads it is given.
+TEST(Threads, AGridCallUsesThreadsByItsWork) {
+  auto threads_of = [](std::int64_t subjects, std::int64_t steps) {
+    Problem p;
+    p.model = ModelKind::TwoCompartment;
+    p.grid = {0.5, steps};
+    p.parameters = ParameterBatch(ModelKind::TwoCompartment, subjects);
+    p.parameters.set_all("ka", 1.0);
+    p.parameters.set_all("ke", 0.2);
+    p.parameters.set_all("v_central", 10.0);
+    DoseEvent d;
+    d.amount = 100.0;
+    p.doses = {d};
+    SimulateOptions o;
+    o.method = Method::Batched;
+    o.device = Device::Cpu;
+    o.threads = 2;
+    return simulate(p, o).summary().threads;
+  };
+  EXPECT_EQ(threads_of(10, 1000), 1);  // 1e4 subject-steps
+  EXPECT_EQ(threads_of(64, 2048), 2);  // 131072: four threads' worth, two given
+  EXPECT_EQ(threads_of(16, 4095), 1);  // 65520: just under two threads' worth
+  EXPECT_EQ(threads_of(16, 4096), 2);  // 65536
 }
 
 TEST(Threads, NothingToDoAndBadArguments) {
