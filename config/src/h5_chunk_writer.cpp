@@ -31,62 +31,48 @@ struct CompressorDeleter {
 };
 using Compressor = std::unique_ptr<libdeflate_compressor, CompressorDeleter>;
 
-// Transposes the 8x8 (or 4x4) byte matrix held in w[0..K) (byte c of w[r] is element r's byte
-// c) so that byte r of w[c] is element r's byte c: three (two) rounds of swapping the
-// off-diagonal blocks of halves, quarters, then bytes.
-inline void transpose8(std::uint64_t* w) {
-  for (int r = 0; r < 4; ++r) {
-    const std::uint64_t t = ((w[r] >> 32) ^ w[r + 4]) & 0x00000000FFFFFFFFull;
-    w[r] ^= t << 32;
-    w[r + 4] ^= t;
-  }
-  for (int r : {0, 1, 4, 5}) {
-    const std::uint64_t t = ((w[r] >> 16) ^ w[r + 2]) & 0x0000FFFF0000FFFFull;
-    w[r] ^= t << 16;
-    w[r + 2] ^= t;
-  }
-  for (int r = 0; r < 8; r += 2) {
-    const std::uint64_t t = ((w[r] >> 8) ^ w[r + 1]) & 0x00FF00FF00FF00FFull;
-    w[r] ^= t << 8;
-    w[r + 1] ^= t;
+// Transposes the K x K byte matrix held in w[0..K), K = sizeof(Word) (byte c of w[r] is element
+// r's byte c), so that byte r of w[c] is element r's byte c: rounds of swapping the off-diagonal
+// blocks of halves, then quarters, ..., then single bytes.
+template <class Word>
+inline void transpose_bytes(Word* w) {
+  constexpr int K = sizeof(Word);
+  for (int half = K / 2; half >= 1; half /= 2) {
+    const int bits = 8 * half;
+    Word mask = 0;  // the low `bits` bits of every group of 2 * half bytes
+    for (int g = 0; g < K; g += 2 * half) mask |= ((Word{1} << bits) - 1) << (8 * g);
+    for (int r = 0; r < K; ++r) {
+      if ((r & half) != 0) continue;  // r is the first row of the pair (r, r + half)
+      const Word t = ((w[r] >> bits) ^ w[r + half]) & mask;
+      w[r] ^= t << bits;
+      w[r + half] ^= t;
+    }
   }
 }
 
-inline void transpose4(std::uint32_t* w) {
-  for (int r = 0; r < 2; ++r) {
-    const std::uint32_t t = ((w[r] >> 16) ^ w[r + 2]) & 0x0000FFFFu;
-    w[r] ^= t << 16;
-    w[r + 2] ^= t;
+// The shuffle of the first n / K * K elements of K = sizeof(Word) bytes, K at a time through
+// transpose_bytes; returns how many it did.
+template <class Word>
+std::size_t shuffle_words(const unsigned char* in, std::size_t n, unsigned char* out) {
+  constexpr std::size_t K = sizeof(Word);
+  std::size_t i = 0;
+  for (; i + K <= n; i += K) {
+    Word w[K];
+    std::memcpy(w, in + i * K, K * K);
+    transpose_bytes(w);
+    for (std::size_t j = 0; j < K; ++j) std::memcpy(out + j * n + i, &w[j], K);
   }
-  for (int r = 0; r < 4; r += 2) {
-    const std::uint32_t t = ((w[r] >> 8) ^ w[r + 1]) & 0x00FF00FFu;
-    w[r] ^= t << 8;
-    w[r + 1] ^= t;
-  }
+  return i;
 }
 
-// HDF5's shuffle filter (H5Zshuffle.c): byte j of element i goes to position j * n + i. Groups
-// of 8 (float64) or 4 (float32) elements are transposed in registers (transpose8/4); the rest
-// byte by byte.
+// HDF5's shuffle filter (H5Zshuffle.c): byte j of element i goes to position j * n + i. Float64
+// and float32 elements go K at a time through registers (shuffle_words); the rest byte by byte.
 void shuffle(const unsigned char* in, std::size_t bytes, std::size_t element_size,
              unsigned char* out) {
   const std::size_t n = bytes / element_size;
   std::size_t i = 0;
-  if (element_size == 8) {
-    for (; i + 8 <= n; i += 8) {
-      std::uint64_t w[8];
-      std::memcpy(w, in + i * 8, 64);
-      transpose8(w);
-      for (std::size_t j = 0; j < 8; ++j) std::memcpy(out + j * n + i, &w[j], 8);
-    }
-  } else if (element_size == 4) {
-    for (; i + 4 <= n; i += 4) {
-      std::uint32_t w[4];
-      std::memcpy(w, in + i * 4, 16);
-      transpose4(w);
-      for (std::size_t j = 0; j < 4; ++j) std::memcpy(out + j * n + i, &w[j], 4);
-    }
-  }
+  if (element_size == 8) i = shuffle_words<std::uint64_t>(in, n, out);
+  if (element_size == 4) i = shuffle_words<std::uint32_t>(in, n, out);
   for (std::size_t j = 0; j < element_size; ++j)
     for (std::size_t k = i; k < n; ++k) out[j * n + k] = in[k * element_size + j];
   // A chunk whose size is not a multiple of the element size keeps its tail as it is.
