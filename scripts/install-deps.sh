@@ -30,6 +30,7 @@ packages=(
   libhdf5-dev        # HDF5 output
   libdeflate-dev     # HDF5 output: chunks compressed on all threads
   pkg-config         # finds libdeflate
+  ninja-build        # builds on all cores across targets (setup.sh, test.sh)
   libceres-dev       # maximum-likelihood fitting example (pkscan fit)
   gnuplot-nox        # pkscan plot
   clang              # fuzz targets (scripts/fuzz.sh; clang 14 on Debian 12)
