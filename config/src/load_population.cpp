@@ -117,12 +117,6 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
   }
   auto typ = L.entries(tn, ctx + ".typical", names);
   pop.typical.resize(model.parameters.size());
-  // Where the library's errors about typical values point (given or not).
-  for (std::size_t c = 0; c < model.parameters.size(); ++c) {
-    const Located at{tn, ctx + ".typical." + model.parameters[c].name, true, true};
-    fields.emplace("typical[" + std::to_string(c) + "]", at);
-    fields.emplace("population.typical[" + std::to_string(c) + "]", at);
-  }
   std::vector<char> given(model.parameters.size(), 0);
   for (std::size_t c = 0; c < model.parameters.size(); ++c)
     pop.typical[c] = model.parameters[c].default_value;
@@ -136,12 +130,15 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
     given[static_cast<std::size_t>(col)] = 1;
     if (!it->second.IsScalar()) L.fail(it->second, what + " must be a number (the typical value)");
     pop.typical[static_cast<std::size_t>(col)] = L.parameter(it->second, what);
-    for (const char* prefix : {"typical[", "population.typical["}) {
-      const std::string field = prefix + std::to_string(col) + "]";
-      fields.erase(field);  // never assign a Located: its node would be rewritten (yaml_reader.hpp)
-      fields.emplace(field, Located{it->second, what});
-    }
+    for (const char* prefix : {"typical[", "population.typical["})
+      fields.emplace(prefix + std::to_string(col) + "]", Located{it->second, what});
   }
+  // A typical value not given: its errors point at the typical mapping (emplace keeps the
+  // entries of the values given).
+  for (std::size_t c = 0; c < model.parameters.size(); ++c)
+    for (const char* prefix : {"typical[", "population.typical["})
+      fields.emplace(prefix + std::to_string(c) + "]",
+                     Located{tn, ctx + ".typical." + model.parameters[c].name, true, true});
 
   // iiv: {name: variance, ...} (diagonal) or {block: [names], omega: [lower triangle]}
   if (auto it = pop_keys.find("iiv"); it != pop_keys.end()) {

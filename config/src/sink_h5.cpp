@@ -292,12 +292,13 @@ class H5Sink final : public ResultSink {
                                   handle != nullptr)
         fd = *static_cast<int*>(handle);
       const auto row = static_cast<std::int64_t>(times_ * compartments_);
-      amount_writer_ = std::make_unique<detail::ChunkWriter>(
-          amount_.get(), chunk_shape(dims, elem), elem, row, static_cast<int>(kDeflateLevel),
-          threads, fd, path_, "dataset amount");
-      concentration_writer_ = std::make_unique<detail::ChunkWriter>(
-          concentration_.get(), chunk_shape(dims, elem), elem, row, static_cast<int>(kDeflateLevel),
-          threads, fd, path_, "dataset concentration");
+      auto writer = [&](const Id& dset, const char* what) {
+        return std::make_unique<detail::ChunkWriter>(dset.get(), chunk_shape(dims, elem), elem, row,
+                                                     static_cast<int>(kDeflateLevel), threads, fd,
+                                                     path_, what);
+      };
+      amount_writer_ = writer(amount_, "dataset amount");
+      concentration_writer_ = writer(concentration_, "dataset concentration");
     }
     id_ = create_dataset(root, "id", H5T_STD_I64LE, {rows_}, extendible_, path_);
     if (!layout_.extra_columns.empty()) {
@@ -343,9 +344,9 @@ class H5Sink final : public ResultSink {
 
     if (layout_.trajectories) {
       if (layout_.precision == Precision::Float64)
-        write_trajectories(r, first, r.amounts_f64(), H5T_NATIVE_DOUBLE);
+        write_trajectories(r, first, r.amounts_f64());
       else
-        write_trajectories(r, first, r.amounts_f32(), H5T_NATIVE_FLOAT);
+        write_trajectories(r, first, r.amounts_f32());
     }
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
     for (std::size_t s = 0; s < ids.size(); ++s)
@@ -448,8 +449,7 @@ class H5Sink final : public ResultSink {
   // Amounts straight from the result; concentrations divided here (amount / volume in the
   // result's precision, as write_csv does), each chunk on the thread that compresses it.
   template <class Real>
-  void write_trajectories(const SimulationResult& r, hsize_t first, const Array<Real>& amounts,
-                          hid_t /*mem_type*/) {
+  void write_trajectories(const SimulationResult& r, hsize_t first, const Array<Real>& amounts) {
     const auto n = static_cast<std::int64_t>(r.subjects());
     const auto total = static_cast<std::int64_t>(extendible_ ? 0 : rows_);
     const auto f = static_cast<std::int64_t>(first);
