@@ -9,9 +9,12 @@
 // inline (PKSCAN_INLINE) into each clone.
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"  // vector types stay inside always-inline code
+#elif defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
 #endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -32,6 +35,9 @@ typedef double v8d __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 typedef std::int64_t v8i __attribute__((vector_size(64)));
 typedef std::uint64_t v8u __attribute__((vector_size(64)));
+// Sixteen-lane vectors (one 64-byte line of floats).
+typedef float v16f __attribute__((vector_size(64)));
+typedef std::int32_t v16i __attribute__((vector_size(64)));
 
 PKSCAN_INLINE std::uint64_t bits_of(double x) noexcept {
   std::uint64_t b;
@@ -78,5 +84,58 @@ PKSCAN_INLINE v8d splat(double x) noexcept {
 #else
 PKSCAN_INLINE v8d splat(double x) noexcept { return __builtin_shuffle(v8d{x}, v8i{}); }
 #endif
+
+// The 64-byte vector of a scalar type: W lanes, one cache line (8 doubles, 16 floats), and the
+// integer vector of its shuffle masks.
+template <class Real>
+struct LineVec;
+template <>
+struct LineVec<double> {
+  using type = v8d;
+  using mask = v8i;
+  static constexpr int W = 8;
+};
+template <>
+struct LineVec<float> {
+  using type = v16f;
+  using mask = v16i;
+  static constexpr int W = 16;
+};
+
+// Lane J of one of the two shuffles of a transpose stage's pair of rows (i and i + S, bit S of
+// i clear): in the first, lanes with bit S clear keep row i's own element and the others take
+// row i + S's element of lane J - S; the second is the mirror image. After the stages S = 1, 2,
+// .., W / 2, element (i, j) has moved to (j, i).
+template <int W, int S, bool second, int J>
+struct TransposeLane {
+  static constexpr int value = second ? ((J & S) ? W + J : J + S) : ((J & S) ? W + (J - S) : J);
+};
+
+template <class V, class M, int W, int S, bool second, std::size_t... J>
+PKSCAN_INLINE V transpose_shuffle(V a, V b, std::index_sequence<J...>) noexcept {
+#if defined(__clang__)
+  return __builtin_shufflevector(a, b, TransposeLane<W, S, second, static_cast<int>(J)>::value...);
+#else
+  return __builtin_shuffle(a, b, M{TransposeLane<W, S, second, static_cast<int>(J)>::value...});
+#endif
+}
+
+// Transposes the W x W block whose row i is v[i] (lane j: element (i, j)) in place: log2(W)
+// stages of W two-source shuffles with constant masks (W = 8: 24 shuffles for 64 doubles).
+template <class Real, int S = 1>
+PKSCAN_INLINE void transpose_block(typename LineVec<Real>::type (&v)[LineVec<Real>::W]) noexcept {
+  using V = typename LineVec<Real>::type;
+  using M = typename LineVec<Real>::mask;
+  constexpr int W = LineVec<Real>::W;
+  if constexpr (S < W) {
+    for (int i = 0; i < W; ++i) {
+      if (i & S) continue;
+      const V a = v[i], b = v[i + S];
+      v[i] = transpose_shuffle<V, M, W, S, false>(a, b, std::make_index_sequence<W>{});
+      v[i + S] = transpose_shuffle<V, M, W, S, true>(a, b, std::make_index_sequence<W>{});
+    }
+    transpose_block<Real, S * 2>(v);
+  }
+}
 
 }  // namespace pkscan::detail

@@ -48,7 +48,6 @@ struct Writer {
   int active;             // lanes that are real subjects
   std::int64_t next_row;  // output row the tile starts at
   bool streaming;         // write with non-temporal stores (output much larger than caches)
-  bool finite[64];        // per lane
   // Streaming writes whole 64-byte lines only: the values of a lane that do not fill a line yet
   // wait here for the next flush (a partial line written non-temporally is slow).
   static constexpr int kLine = 64 / static_cast<int>(sizeof(Real));
@@ -56,39 +55,38 @@ struct Writer {
   int carry_n[64];
 };
 
-// Copies n values to dst bypassing the caches (no read-for-ownership of the destination lines):
-// scalar MOVNTI up to 16-byte alignment, then 16-byte non-temporal vector stores. Rows of the
-// subject-major result are only 4- or 8-byte aligned, hence the head.
-inline void stream_copy(double* dst, const double* src, int n) {
+// Copies n values, whole 64-byte lines, to the 64-byte-aligned dst bypassing the caches (no
+// read-for-ownership of the destination lines). 32-byte non-temporal stores where the machine
+// has AVX: with 16-byte ones, twice as many stores wait in the store queue and the lane kernel
+// stalls behind them (dense float64 output 20% slower on one Zen 4 core, with the tile's stores
+// in between).
 #if defined(__x86_64__)
-  int i = 0;
-  auto scalar = [&](int k) {
-    long long bits;
-    std::memcpy(&bits, src + k, sizeof bits);
-    _mm_stream_si64(reinterpret_cast<long long*>(dst + k), bits);
-  };
-  if (reinterpret_cast<std::uintptr_t>(dst) & 15) scalar(i++);
-  for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
-  for (; i < n; ++i) scalar(i);
-#else
-  std::memcpy(dst, src, sizeof(double) * static_cast<std::size_t>(n));
-#endif
+__attribute__((target("avx"))) void stream_lines_avx(double* dst, const double* src, int n) {
+  for (int i = 0; i < n; i += 4) _mm256_stream_pd(dst + i, _mm256_loadu_pd(src + i));
 }
-inline void stream_copy(float* dst, const float* src, int n) {
-#if defined(__x86_64__)
-  int i = 0;
-  auto scalar = [&](int k) {
-    int bits;
-    std::memcpy(&bits, src + k, sizeof bits);
-    _mm_stream_si32(reinterpret_cast<int*>(dst + k), bits);
-  };
-  while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 15)) scalar(i++);
-  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-  for (; i < n; ++i) scalar(i);
-#else
-  std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(n));
-#endif
+__attribute__((target("avx"))) void stream_lines_avx(float* dst, const float* src, int n) {
+  for (int i = 0; i < n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
 }
+void stream_lines_sse(double* dst, const double* src, int n) {
+  for (int i = 0; i < n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+}
+void stream_lines_sse(float* dst, const float* src, int n) {
+  for (int i = 0; i < n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+}
+template <class Real>
+PKSCAN_INLINE void stream_lines(Real* dst, const Real* src, int n) {
+  static const bool avx = __builtin_cpu_supports("avx");
+  if (avx)
+    stream_lines_avx(dst, src, n);
+  else
+    stream_lines_sse(dst, src, n);
+}
+#else
+template <class Real>
+PKSCAN_INLINE void stream_lines(Real* dst, const Real* src, int n) {
+  std::memcpy(dst, src, sizeof(Real) * static_cast<std::size_t>(n));
+}
+#endif
 
 // Appends the tile's `n` values for lane l to the lane's output at `dst` (where its written
 // output ends; the lane's carry, s.carry_n[l] values, belongs just before it). Only whole
@@ -96,7 +94,7 @@ inline void stream_copy(float* dst, const float* src, int n) {
 // carry. The first line of each subject is usually unaligned: it is written with ordinary
 // stores. No staging copy: whole lines are stored straight from the tile.
 template <class Real>
-void stream_lane(Writer<Real>& s, int l, Real* dst, const Real* src, int n) {
+PKSCAN_INLINE void stream_lane(Writer<Real>& s, int l, Real* dst, const Real* src, int n) {
   constexpr int kLine = Writer<Real>::kLine;
   int c = s.carry_n[l];
   Real* line_start = dst - c;  // the carry's destination
@@ -121,41 +119,59 @@ void stream_lane(Writer<Real>& s, int l, Real* dst, const Real* src, int n) {
     alignas(64) Real line[kLine];
     for (int k = 0; k < c; ++k) line[k] = s.carry[l][k];
     for (int k = c; k < kLine; ++k) line[k] = src[k - c];
-    stream_copy(line_start, line, kLine);
+    stream_lines(line_start, line, kLine);
     i = kLine - c;
     line_start += kLine;
   }
   const int whole = (n - i) / kLine * kLine;
-  stream_copy(line_start, src + i, whole);  // destination 64-byte aligned
+  stream_lines(line_start, src + i, whole);  // destination 64-byte aligned
   i += whole;
   s.carry_n[l] = n - i;
   for (int k = 0; k < n - i; ++k) s.carry[l][k] = src[i + k];
 }
 
-// The batched backend's row sink: each output row of the W lanes goes into the block's tile,
-// lane-major (each subject's rows contiguous, as in the result); flush_tile writes it out.
-template <int N, class Real>
+// The batched backend's row sink: P lane groups' output rows are staged as they come (W rows,
+// step-major: whole vectors stored), and each complete group of W rows is transposed in
+// registers (W x W blocks, transpose_block) into the block's tile, lane-major: each subject's
+// rows contiguous, as in the result. flush_tile writes the tile out.
+template <int N, class Real, int P>
 struct TileSink {
   static constexpr int W = lanes<Real>();
-  Real (*tile)[kTileRows * N];  // W lanes of kTileRows rows
-  int active;                   // lanes that hold a subject (the last block may have fewer)
-  PKSCAN_INLINE void row(int j, const Real (&x)[1][N][W]) const {
-    if (active == W) {
-      for (int r = 0; r < N; ++r)
-        for (int l = 0; l < W; ++l) tile[l][j * N + r] = x[0][r][l];
-    } else {  // a partial block: the empty lanes are not written out, nor gathered
-      for (int r = 0; r < N; ++r)
-        for (int l = 0; l < active; ++l) tile[l][j * N + r] = x[0][r][l];
-    }
+  using V = typename LineVec<Real>::type;
+  Real (*tile)[kTileRows * N];  // P W lanes of kTileRows rows
+  Real (*stage)[P][N][W];       // W rows
+  PKSCAN_INLINE void row(int j, const Real (&x)[P][N][W]) const {
+    std::memcpy(stage[j % W], x, sizeof x);
+    if (j % W == W - 1) transpose_group(j - (W - 1));
+  }
+  // Rows j0 .. j0 + W - 1 (staged) into the tile: per group, the W N values of each lane in
+  // order (row, compartment) are N blocks of W, each the transpose of W staged vectors.
+  PKSCAN_INLINE void transpose_group(int j0) const {
+    for (int p = 0; p < P; ++p)
+      for (int b = 0; b < N; ++b) {
+        V v[W];
+        for (int i = 0; i < W; ++i) {
+          const int m = b * W + i;  // (row, compartment) = (m / N, m % N)
+          std::memcpy(&v[i], stage[m / N][p][m % N], sizeof(V));
+        }
+        transpose_block<Real>(v);
+        for (int i = 0; i < W; ++i) std::memcpy(tile[p * W + i] + j0 * N + b * W, &v[i], sizeof(V));
+      }
+  }
+  // The staged rows of an incomplete last group (rows j0 .. j0 + n - 1), lane by lane.
+  PKSCAN_INLINE void gather_rest(int j0, int n) const {
+    for (int p = 0; p < P; ++p)
+      for (int jj = 0; jj < n; ++jj)
+        for (int r = 0; r < N; ++r)
+          for (int l = 0; l < W; ++l) tile[p * W + l][(j0 + jj) * N + r] = stage[jj][p][r][l];
   }
 };
 
 // Writes the tile's first `rows` rows of every real lane into the result.
 template <int N, class Real>
-void flush_tile(const Real (*tile)[kTileRows * N], int rows, Writer<Real>& s) {
+PKSCAN_INLINE void flush_tile(const Real (*tile)[kTileRows * N], int rows, Writer<Real>& s) {
   for (int l = 0; l < s.active; ++l) {
     const Real* src = tile[l];
-    s.finite[l] = s.finite[l] && all_finite(src, rows * N);
     Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
     if (s.streaming)
       stream_lane(s, l, dst, src, rows * N);
@@ -167,7 +183,7 @@ void flush_tile(const Real (*tile)[kTileRows * N], int rows, Writer<Real>& s) {
 
 // Writes what the lanes still carry (ordinary stores), at the end of a block.
 template <class Real, int N>
-void finish_lanes(Writer<Real>& s) {
+PKSCAN_INLINE void finish_lanes(Writer<Real>& s) {
   if (!s.streaming) return;
   for (int l = 0; l < s.active; ++l) {
     Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N - s.carry_n[l];
@@ -176,13 +192,39 @@ void finish_lanes(Writer<Real>& s) {
   }
 }
 
-// The lanes of one block and their output tile (one per thread, reused across blocks).
+// Lane groups stepped together in a block: P independent recurrences overlap their latencies.
+constexpr int kGroups = 2;
+
+// The lanes of one block, their staged rows and output tile (one per thread, reused across
+// blocks).
 template <int N, class Real>
 struct alignas(64) Block {
   static constexpr int W = lanes<Real>();
-  Lanes<N, Real, W> lanes;
-  Real tile[W][kTileRows * N];
+  static constexpr int kSubjects = kGroups * W;
+  Lanes<N, Real, W> lanes[kGroups];
+  Real stage[W][kGroups][N][W];
+  Real tile[kGroups * W][kTileRows * N];
 };
+
+// Steps P lane groups of the block to the end, flushing the tile every kTileRows rows.
+template <int N, class Real, int P>
+PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
+                              const std::vector<Transition<N>>& tr, Block<N, Real>& B,
+                              Writer<Real>& writer) {
+  constexpr int W = Block<N, Real>::W;
+  const std::size_t n_out = b.out_steps.size();
+  // stage[W][kGroups][N][W] seen as stage[W][P][N][W] (P <= kGroups): the rows of P groups.
+  const TileSink<N, Real, P> sink{B.tile, reinterpret_cast<Real(*)[P][N][W]>(B.stage)};
+  static_assert(P <= kGroups, "the stage holds kGroups groups");
+  LaneCursor cur(b.schedule);
+  while (cur.next < n_out) {
+    const int rows = advance_lanes<N, Real, W, P>(B.lanes, tr.data(), active, cur, b.schedule,
+                                                  b.out_steps, kTileRows, sink);
+    const int whole = rows / W * W;
+    if (whole < rows) sink.gather_rest(whole, rows - whole);
+    flush_tile<N, Real>(B.tile, rows, writer);
+  }
+}
 
 template <int N, class Real>
 PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* out,
@@ -191,35 +233,43 @@ PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* 
   constexpr int W = Block<N, Real>::W;
   const Problem& p = *b.problem;
   const Schedule& s = b.schedule;
-  const int active = static_cast<int>(std::min<std::int64_t>(W, b.subjects - first));
+  const int active =
+      static_cast<int>(std::min<std::int64_t>(Block<N, Real>::kSubjects, b.subjects - first));
   for (int l = 0; l < active; ++l) {
     Mat<N> a;
     rate_matrix(*b.model, p.parameters.row(first + l), a.data());
     build_transition<N>(a, p.grid.dt, p.discretization, s.partial_lengths,
                         tr[static_cast<std::size_t>(l)]);
   }
-  load_lanes<N, Real, W>(B.lanes, s, tr.data(), active);
+  const int groups = (active + W - 1) / W;
+  for (int g = 0; g < groups; ++g)
+    load_lanes<N, Real, W>(B.lanes[g], s, tr.data() + g * W, std::min(W, active - g * W));
   const std::size_t n_out = b.out_steps.size();
   // Stream when the whole output is far larger than the caches (it will not be read soon).
   const bool streaming =
       static_cast<double>(b.subjects) * static_cast<double>(n_out) * N * sizeof(Real) >
       64.0 * 1024 * 1024;
-  Writer<Real> writer{
-      out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {}, {}, {}};
-  for (int l = 0; l < W; ++l) writer.finite[l] = true, writer.carry_n[l] = 0;
-  const TileSink<N, Real> sink{B.tile, active};
-  LaneCursor cur(s);
-  while (cur.next < n_out) {
-    const int rows = advance_lanes<N, Real, W, 1>(&B.lanes, tr.data(), active, cur, s, b.out_steps,
-                                                  kTileRows, sink);
-    flush_tile<N, Real>(B.tile, rows, writer);
-  }
+  Writer<Real> writer{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {},
+                      {}};
+  for (int l = 0; l < kGroups * W; ++l) writer.carry_n[l] = 0;
+  static_assert(kGroups == 2, "one or two groups");
+  if (groups == 2)
+    block_rows<N, Real, 2>(b, active, tr, B, writer);
+  else
+    block_rows<N, Real, 1>(b, active, tr, B, writer);
   finish_lanes<Real, N>(writer);
 #if defined(__x86_64__)
   if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
 #endif
-  for (int l = 0; l < active; ++l)
-    status[first + l] = writer.finite[l] ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+  // A subject's outputs are all finite when its last output state is: a value that is not
+  // finite never leaves the recurrence (every row of K x + b multiplies every component, and
+  // 0 * inf is NaN), so the first one that appears makes every later state, the last
+  // included, not finite.
+  for (int l = 0; l < active; ++l) {
+    Real last[N];
+    for (int r = 0; r < N; ++r) last[r] = B.lanes[l / W].x[r][l % W];
+    status[first + l] = all_finite(last, N) ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+  }
 }
 
 // One block of subjects, compiled per ISA (PKSCAN_CLONES, core/simd.hpp): one overload per
@@ -267,20 +317,21 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
       err.rethrow();
       return;
     }
-    const std::int64_t blocks = (b.subjects + W - 1) / W;
+    constexpr int kBlock = Block<N, Real>::kSubjects;
+    const std::int64_t blocks = (b.subjects + kBlock - 1) / kBlock;
     RegionError err;
 #pragma omp parallel num_threads(b.threads)
     {
       std::vector<Transition<N>> tr;
       std::unique_ptr<Block<N, Real>> lanes_buf;
       err.guard([&] {
-        tr.resize(W);
+        tr.resize(kBlock);
         lanes_buf = std::make_unique<Block<N, Real>>();
       });
 #pragma omp for schedule(dynamic, 4)
       for (std::int64_t blk = 0; blk < blocks; ++blk)
         if (lanes_buf && !err.failed())
-          err.guard([&] { run_block(b, blk * W, out.amounts, out.status, tr, *lanes_buf); });
+          err.guard([&] { run_block(b, blk * kBlock, out.amounts, out.status, tr, *lanes_buf); });
     }
     err.rethrow();
   }

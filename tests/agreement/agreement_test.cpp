@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <pkscan/pkscan.hpp>
 #include <pkscan/predictor.hpp>
@@ -405,6 +406,72 @@ TEST_P(EngineAgreement, FusedSummaryEqualsSummarisingTheReference) {
   EXPECT_EQ(r.status(), shape.status());
 }
 
+// ---- Subjects whose amounts overflow ---------------------------------------------------------
+
+class OverflowStatus : public ::testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!is_backend_available(GetParam().method, GetParam().device, &why)) GTEST_SKIP() << why;
+  }
+};
+
+// Bolus doses of A into the depot and into the central compartment, with little leaving the
+// central one: where ka = 20 the depot empties into it within the first step and the central
+// amount, about 1.96 A, passes the largest finite value when A is just over half of it (1e308 in
+// float64, 2e38 in float32); where ka = 0 every amount stays at most A. 37 subjects fill two
+// 16-lane blocks and part of a third (float32: one 32-lane block and part of another), with the
+// overflowing ones in every block and at every lane position. A subject is NonFinite exactly
+// when its amounts leave the range, and its first output (the doses) is exact either way.
+TEST_P(OverflowStatus, MarksExactlyTheSubjectsWhoseAmountsLeaveTheRange) {
+  const Path& path = GetParam();
+  Problem p;
+  p.model = ModelKind::ThreeCompartment;
+  p.discretization = Discretization::Exact;
+  p.grid = {1.0, 50};
+  const std::int64_t n = 37;
+  p.parameters = ParameterBatch(ModelKind::ThreeCompartment, n);
+  auto transfers = [](std::int64_t s) { return s % 7 == 2 || s % 5 == 4; };
+  for (std::int64_t s = 0; s < n; ++s) {
+    p.parameters.set("ka", s, transfers(s) ? 20.0 : 0.0);
+    p.parameters.set("ke", s, 0.01);
+    p.parameters.set("k12", s, 0.01);
+    p.parameters.set("k21", s, 0.01);
+    p.parameters.set("v_central", s, 20.0);
+    p.parameters.set("v_peripheral", s, 60.0);
+  }
+  struct Case {
+    double amount;
+    Precision precision;
+    bool overflows;  // whether the subjects with ka = 20 leave the range
+  };
+  for (const Case& c :
+       {Case{1e308, Precision::Float64, true}, Case{2e38, Precision::Float64, false},
+        Case{2e38, Precision::Float32, true}}) {
+    SCOPED_TRACE(std::to_string(c.amount) +
+                 (c.precision == Precision::Float64 ? " float64" : " float32"));
+    DoseEvent depot, central;
+    depot.amount = c.amount;
+    central.compartment = 1;
+    central.amount = c.amount;
+    p.doses = {depot, central};
+    const SimulationResult r = simulate(p, opts(path.method, path.device, c.precision));
+    const double rounded = c.precision == Precision::Float64
+                               ? c.amount
+                               : static_cast<double>(static_cast<float>(c.amount));
+    for (std::int64_t s = 0; s < n; ++s) {
+      const bool out = c.overflows && transfers(s);
+      EXPECT_EQ(r.status()[static_cast<std::size_t>(s)],
+                out ? SubjectStatus::NonFinite : SubjectStatus::Ok)
+          << "subject " << s;
+      EXPECT_EQ(r.amount(s, 0, 0), rounded) << "subject " << s;
+      EXPECT_EQ(r.amount(s, 0, 1), rounded) << "subject " << s;
+      EXPECT_EQ(std::isfinite(r.amount(s, 1, 1)), !out) << "subject " << s;
+      EXPECT_EQ(std::isfinite(r.amount(s, 50, 0)), !out) << "subject " << s;
+    }
+  }
+}
+
 std::vector<Path> cpu_paths() {
   return {{Method::Scan, Device::Cpu, 0.0},
           {Method::Batched, Device::Cpu, 0.0},
@@ -431,6 +498,14 @@ INSTANTIATE_TEST_SUITE_P(Cpu, BackendAgreement,
 INSTANTIATE_TEST_SUITE_P(Cpu, EngineAgreement, ::testing::ValuesIn(scenarios()),
                          [](const ::testing::TestParamInfo<Scenario>& info) {
                            return info.param.name;
+                         });
+INSTANTIATE_TEST_SUITE_P(Cpu, OverflowStatus, ::testing::ValuesIn(cpu_paths()),
+                         [](const ::testing::TestParamInfo<Path>& info) {
+                           return path_name(info.param);
+                         });
+INSTANTIATE_TEST_SUITE_P(Gpu, OverflowStatus, ::testing::ValuesIn(gpu_paths()),
+                         [](const ::testing::TestParamInfo<Path>& info) {
+                           return path_name(info.param);
                          });
 INSTANTIATE_TEST_SUITE_P(Gpu, BackendAgreement,
                          ::testing::Combine(::testing::ValuesIn(gpu_paths()),
