@@ -132,22 +132,40 @@ PKSCAN_INLINE void stream_lane(Writer<Real>& s, int l, Real* dst, const Real* sr
 
 // The batched backend's row sink: P lane groups' output rows are staged as they come (W rows,
 // step-major: whole vectors stored), and each complete group of W rows is transposed in
-// registers (W x W blocks, transpose_block) into the block's tile, lane-major: each subject's
-// rows contiguous, as in the result. flush_tile writes the tile out.
+// registers (W x W blocks, transpose_block): each lane's values in result order. When the output
+// fits in the caches they are stored straight into the result (`direct`); otherwise into the
+// block's tile, lane-major, which flush_tile streams out in whole lines.
 template <int N, class Real, int P>
 struct TileSink {
   static constexpr int W = lanes<Real>();
   using V = typename LineVec<Real>::type;
   Real (*tile)[kTileRows * N];  // P W lanes of kTileRows rows
   Real (*stage)[P][N][W];       // W rows
+  Real* direct;                 // the block's first subject's values, or null: use the tile
+  std::int64_t stride;          // values per subject
+  int active;                   // lanes that are real subjects
+  std::int64_t row0 = 0;        // output row of j = 0 (direct)
   PKSCAN_INLINE void row(int j, const Real (&x)[P][N][W]) const {
     std::memcpy(stage[j % W], x, sizeof x);
     if (j % W == W - 1) transpose_group(j - (W - 1));
   }
-  // Rows j0 .. j0 + W - 1 (staged) into the tile: per group, the W N values of each lane in
-  // order (row, compartment) are N blocks of W, each the transpose of W staged vectors.
+  // Where lane l's values of row j (of this call) go.
+  PKSCAN_INLINE Real* lane_row(int l, int j) const {
+    return direct ? direct + l * stride + (row0 + j) * N : tile[l] + j * N;
+  }
+  // Rows j0 .. j0 + W - 1 (staged): per group, the W N values of each lane in order (row,
+  // compartment) are N blocks of W, each the transpose of W staged vectors.
   PKSCAN_INLINE void transpose_group(int j0) const {
-    for (int p = 0; p < P; ++p)
+    for (int p = 0; p < P; ++p) {
+      const int real = std::min(W, active - p * W);
+      if (real * 4 <= W) {
+        // A group of a few subjects (a small problem's last): lane by lane costs less than
+        // transposing idle lanes.
+        for (int l = p * W; l < p * W + real; ++l)
+          for (int jj = 0; jj < W; ++jj)
+            for (int r = 0; r < N; ++r) lane_row(l, j0 + jj)[r] = stage[jj][p][r][l - p * W];
+        continue;
+      }
       for (int b = 0; b < N; ++b) {
         V v[W];
         for (int i = 0; i < W; ++i) {
@@ -155,15 +173,17 @@ struct TileSink {
           std::memcpy(&v[i], stage[m / N][p][m % N], sizeof(V));
         }
         transpose_block<Real>(v);
-        for (int i = 0; i < W; ++i) std::memcpy(tile[p * W + i] + j0 * N + b * W, &v[i], sizeof(V));
+        for (int i = 0; i < W; ++i)
+          if (!direct || p * W + i < active)  // no idle lane in the result
+            std::memcpy(lane_row(p * W + i, j0) + b * W, &v[i], sizeof(V));
       }
+    }
   }
   // The staged rows of an incomplete last group (rows j0 .. j0 + n - 1), lane by lane.
   PKSCAN_INLINE void gather_rest(int j0, int n) const {
-    for (int p = 0; p < P; ++p)
+    for (int l = 0; l < std::min(active, P * W); ++l)
       for (int jj = 0; jj < n; ++jj)
-        for (int r = 0; r < N; ++r)
-          for (int l = 0; l < W; ++l) tile[p * W + l][(j0 + jj) * N + r] = stage[jj][p][r][l];
+        for (int r = 0; r < N; ++r) lane_row(l, j0 + jj)[r] = stage[jj][l / W][r][l % W];
   }
 };
 
@@ -214,7 +234,9 @@ PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
   constexpr int W = Block<N, Real>::W;
   const std::size_t n_out = b.out_steps.size();
   // stage[W][kGroups][N][W] seen as stage[W][P][N][W] (P <= kGroups): the rows of P groups.
-  const TileSink<N, Real, P> sink{B.tile, reinterpret_cast<Real(*)[P][N][W]>(B.stage)};
+  TileSink<N, Real, P> sink{B.tile, reinterpret_cast<Real(*)[P][N][W]>(B.stage),
+                            writer.streaming ? nullptr : writer.out + writer.first * writer.stride,
+                            writer.stride, static_cast<int>(active)};
   static_assert(P <= kGroups, "the stage holds kGroups groups");
   LaneCursor cur(b.schedule);
   while (cur.next < n_out) {
@@ -222,7 +244,8 @@ PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
                                                   b.out_steps, kTileRows, sink);
     const int whole = rows / W * W;
     if (whole < rows) sink.gather_rest(whole, rows - whole);
-    flush_tile<N, Real>(B.tile, rows, writer);
+    if (writer.streaming) flush_tile<N, Real>(B.tile, rows, writer);
+    sink.row0 += rows;
   }
 }
 
@@ -305,10 +328,12 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
  public:
   template <int N, class Real>
   static void run_all(const PreparedBatch& b, ResultView<Real> out) {
-    constexpr int W = lanes<Real>();
     const std::int64_t stride = static_cast<std::int64_t>(b.out_steps.size()) * b.n;
-    if (b.subjects < W) {
-      // Too few subjects to fill a block: the per-subject reference loop, on threads.
+    if (b.subjects < 3) {
+      // One or two subjects: the per-subject reference loop. A lane group steps as fast as one
+      // subject does (its latency bounds it), and from three subjects on it is the faster one
+      // (N = 10 .. 2 subjects, T = 1e3 dense: docs/performance.md); below, the reference's
+      // direct row writes win.
       RegionError err;
 #pragma omp parallel for schedule(dynamic, 1) \
     num_threads(std::max(1, std::min <int>(b.threads, static_cast <int>(b.subjects))))

@@ -406,6 +406,39 @@ TEST_P(EngineAgreement, FusedSummaryEqualsSummarisingTheReference) {
   EXPECT_EQ(r.status(), shape.status());
 }
 
+// ---- Few subjects: partial lane groups -----------------------------------------------------
+
+// The batched path runs 3 subjects and up in lane groups of 8 (float64) or 16 (float32), two
+// groups to a block, and one or two subjects with the per-subject loop: every count from 1 to
+// 35 (a partial group alone, one full group and a partial one, whole and partial blocks) gives
+// the scan's bits, in both precisions, dense and sparse, for every built-in model size.
+TEST(FewSubjects, BatchedGivesTheScansBitsForEveryCount) {
+  for (ModelKind m :
+       {ModelKind::TwoCompartment, ModelKind::ThreeCompartment, ModelKind::FourCompartment})
+    for (bool sparse : {false, true})
+      for (std::int64_t n = 1; n <= 35; ++n) {
+        const Problem p = build({"few", n, 0.25, 90, Discretization::Exact, 3, sparse, m});
+        for (Precision prec : {Precision::Float64, Precision::Float32}) {
+          SCOPED_TRACE(std::to_string(n) + " subjects, model " +
+                       std::to_string(static_cast<int>(m)) + (sparse ? " sparse " : " dense ") +
+                       (prec == Precision::Float64 ? "float64" : "float32"));
+          const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, prec));
+          const SimulationResult got = simulate(p, opts(Method::Batched, Device::Cpu, prec));
+          ASSERT_EQ(got.summary().method, Method::Batched);
+          ASSERT_EQ(got.times(), ref.times());
+          int differ = 0;
+          for (std::int64_t s = 0; s < n; ++s)
+            for (std::int64_t i = 0; i < ref.times(); ++i)
+              for (int c = 0; c < ref.compartments(); ++c) {
+                const double a = ref.amount(s, i, c), b = got.amount(s, i, c);
+                differ += std::memcmp(&a, &b, sizeof a) != 0;
+              }
+          EXPECT_EQ(differ, 0);
+          EXPECT_EQ(got.status(), ref.status());
+        }
+      }
+}
+
 // ---- Subjects whose amounts overflow ---------------------------------------------------------
 
 class OverflowStatus : public ::testing::TestWithParam<Path> {
