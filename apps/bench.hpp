@@ -29,6 +29,12 @@ struct BenchOptions {
   std::string write_dir;
 };
 
+/// Best seconds of `repeat` runs (after a warm-up) of the hand-written probe's no-output
+/// recurrence (apps/bench_probe.cpp) on the bench's N subjects and T steps, on `threads`
+/// threads: the arithmetic ceiling of the grid cells.
+double probe_recurrence_seconds(std::int64_t n, std::int64_t t, Precision precision, int threads,
+                                int repeat, std::uint32_t seed);
+
 /// The dataset workload: N subjects, `doses` oral doses every 6 h (jittered by up to +-1 h when
 /// irregular) and `observations` observation records (uniform random times when irregular,
 /// every 4 h when regular), three-compartment parameters with between-subject variability.

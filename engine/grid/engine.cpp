@@ -151,7 +151,7 @@ Path resolve_path(const Problem& problem, const SimulateOptions& options) {
   if (path.method == Method::Auto) {
     if (sparse)
       path.method = Method::Power;
-    else if (subjects >= 8)
+    else if (subjects >= 4)
       path.method = Method::Batched;
     else if (steps >= 16384 && threads > 1)
       path.method = Method::Power;

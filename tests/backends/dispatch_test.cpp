@@ -35,6 +35,10 @@ SimulateOptions cpu_auto(int threads) {
 TEST(Dispatch, AutoPicksByShape) {
   EXPECT_EQ(resolve_path(problem(1, 100, false), cpu_auto(2)).method, Method::Scan);
   EXPECT_EQ(resolve_path(problem(1000, 100, false), cpu_auto(2)).method, Method::Batched);
+  // A partial lane group from 4 subjects on (docs/performance.md, "How auto chooses").
+  EXPECT_EQ(resolve_path(problem(4, 100, false), cpu_auto(2)).method, Method::Batched);
+  EXPECT_EQ(resolve_path(problem(4, 100000, false), cpu_auto(2)).method, Method::Batched);
+  EXPECT_EQ(resolve_path(problem(3, 100, false), cpu_auto(2)).method, Method::Scan);
   EXPECT_EQ(resolve_path(problem(1, 1000000, true), cpu_auto(2)).method, Method::Power);
   EXPECT_EQ(resolve_path(problem(1000, 1000, true), cpu_auto(2)).method, Method::Power);
   EXPECT_EQ(resolve_path(problem(2, 100000, false), cpu_auto(2)).method, Method::Power);
