@@ -36,6 +36,7 @@ packages=(
   clang              # fuzz targets (scripts/fuzz.sh; clang 14 on Debian 12)
   libfuzzer-14-dev   # libFuzzer for clang 14
   libomp-dev         # OpenMP for clang (the fuzz build); g++ uses libgomp
+  libtbb-dev         # Thrust's TBB system: the affine scan regrouped (tests)
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
