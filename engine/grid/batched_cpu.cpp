@@ -146,7 +146,11 @@ struct TileSink {
   int active;                   // lanes that are real subjects
   std::int64_t row0 = 0;        // output row of j = 0 (direct)
   PKSCAN_INLINE void row(int j, const Real (&x)[P][N][W]) const {
-    std::memcpy(stage[j % W], x, sizeof x);
+    // Element by element (not one memcpy of x), so that x stays in registers.
+    Real(&row)[P][N][W] = stage[j % W];
+    for (int p = 0; p < P; ++p)
+      for (int r = 0; r < N; ++r)
+        for (int l = 0; l < W; ++l) row[p][r][l] = x[p][r][l];
     if (j % W == W - 1) transpose_group(j - (W - 1));
   }
   // Where lane l's values of row j (of this call) go.
