@@ -15,6 +15,7 @@
 #include <pkscan/config/sink.hpp>
 #include <pkscan/population_run.hpp>
 #include <pkscan/predictor.hpp>
+#include <pkscan/summary.hpp>
 #include <pkscan/threads.hpp>
 #include <random>
 #include <sstream>
@@ -158,7 +159,8 @@ Problem bench_problem(const BenchOptions& o) {
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
     p.output = OutputTimes::at_steps(steps);
   } else if (o.output != "dense") {
-    throw InvalidArgument("--output is " + o.output + ", but must be dense, final or sparse:K");
+    throw InvalidArgument("--output is " + o.output +
+                          ", but must be dense, final, sparse:K or summaries");
   }
   return p;
 }
@@ -397,6 +399,55 @@ void run_write_bench(const BenchOptions& o, std::ostream& out) {
   out << s.str();
 }
 
+// The summaries-only cell (--output summaries): Engine::summarize_into on the bench problem
+// (every step an output time, the sketch from the start, metrics of the central compartment),
+// through the fused path, with the time of its parts (RunSummary::fused_*) per call and the
+// probe's no-output recurrence on the same subjects and threads beside it.
+void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
+  BenchOptions dense = o;
+  dense.output = "dense";
+  const Problem p = bench_problem(dense);
+  SimulateOptions so;
+  so.method = o.method == Method::Auto ? Method::Batched : o.method;
+  so.device = o.device;
+  so.precision = o.precision;
+  so.threads = o.threads;
+  so.concentrations = false;
+  std::vector<double> times(static_cast<std::size_t>(o.t) + 1);
+  for (std::int64_t i = 0; i <= o.t; ++i) times[static_cast<std::size_t>(i)] = p.grid.time(i);
+  TimeSummaryOptions to;
+  to.exact_values = 0;  // the sketch from the start, as the fused path needs
+  std::vector<double> metrics(static_cast<std::size_t>(o.n) * kMetricCount);
+  Engine engine;
+  SimulationResult r;
+  bool fused = true;
+  const double last = last_dose_time(p.doses);
+  const Timings t = time_calls(o.repeat, [&] {
+    TimeSummary summary(times, 3, to);
+    fused = engine.summarize_into(p, so, summary, 1, last, metrics.data(), r) && fused;
+  });
+  const RunSummary& rs = r.summary();
+  const double threads = rs.threads;
+  const double probe_s =
+      probe_recurrence_seconds(o.n, o.t, o.precision, rs.threads, o.repeat, o.seed);
+  const double recurrence_s = rs.fused_recurrence_seconds / threads;
+  std::ostringstream s;
+  s.precision(6);
+  s << "{\"workload\":\"summaries\",\"method\":\"" << to_string(rs.method)
+    << "\",\"fused\":" << (fused ? "true" : "false") << ",\"precision\":\""
+    << (o.precision == Precision::Float64 ? "float64" : "float32") << "\",\"n\":" << o.n
+    << ",\"t\":" << o.t << ",\"threads\":" << rs.threads << ",\"repeat\":" << o.repeat
+    << ",\"best_s\":" << t.best() << ",\"median_s\":" << median(t.times)
+    << ",\"ns_per_subject_step\":"
+    << t.best() * 1e9 / (static_cast<double>(o.n) * static_cast<double>(o.t))
+    << ",\"last_recurrence_s\":" << recurrence_s
+    << ",\"last_sums_sketch_s\":" << rs.fused_sums_seconds / threads
+    << ",\"last_metrics_s\":" << rs.fused_metrics_seconds / threads
+    << ",\"last_call_s\":" << rs.prepare_seconds + rs.scan_seconds << ",\"probe_s\":" << probe_s
+    << ",\"recurrence_over_probe\":" << recurrence_s / probe_s << "}\n";
+  out << s.str();
+}
+
 void run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
   if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
@@ -404,6 +455,12 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
     if (!o.dataset.empty())
       throw InvalidArgument("--write and --dataset are two workloads; give one of them");
     run_write_bench(o, out);
+    return;
+  }
+  if (o.output == "summaries") {
+    if (!o.dataset.empty())
+      throw InvalidArgument("--output summaries and --dataset are two workloads; give one of them");
+    run_summaries_bench(o, out);
     return;
   }
   if (!o.dataset.empty()) {

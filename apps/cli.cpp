@@ -193,7 +193,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   bench->add_option("--precision", b_precision, "float64 or float32")
       ->check(CLI::IsMember({"float64", "float32"}));
-  bench->add_option("--output", bo.output, "dense, final or sparse:K");
+  bench->add_option("--output", bo.output,
+                    "dense, final, sparse:K, or summaries (the fused summaries-only path)");
   add_threads_option(bench, bo.threads);
   bench->add_option("--repeat", bo.repeat, "Timed runs after one warm-up")
       ->check(CLI::Range(1, 1000));

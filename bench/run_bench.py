@@ -145,7 +145,17 @@ def main():
                  f"**{100 * stream_ratio(f32):.0f}%** of it", ">= 75%"))
     sources.append(f32)
 
-    # 5. Few subjects, many steps (latency-bound): the original model's size, and N=100, T=1e4.
+    # 5. Summaries only (the fused path): its parts, and its recurrence against the probe.
+    n_sum = 10_240 if args.quick else 102_400  # whole blocks of 1024 subjects
+    summ = record("summaries only", pk(["--n", n_sum, "--t", 1000, "--output", "summaries", "--repeat", 5], exe))
+    rows.append((f"summaries only (fused: means, percentiles, metrics), N={n_sum:g}, T=1e3, 2 threads",
+                 f"{summ['best_s']:.3f} s: recurrence {summ['last_recurrence_s']:.3f} s, sums and sketch "
+                 f"{summ['last_sums_sketch_s']:.3f} s, metrics {summ['last_metrics_s']:.3f} s",
+                 f"probe's no-output recurrence: {summ['probe_s']:.4f} s",
+                 f"recurrence **{summ['recurrence_over_probe']:.2f}x** its time", "<= 1.3x"))
+    sources.append(summ)
+
+    # 6. Few subjects, many steps (latency-bound): the original model's size, and N=100, T=1e4.
     small = record("batched dense N=10 T=1e3", pk(["--n", 10, "--t", 1000, "--output", "dense", "--repeat", 200], exe))
     rows.append(("auto, dense f64, N=10, T=1e3 (the seed model's size)",
                  f"{small['best_s'] * 1e6:.1f} us ({small['method']}, {small['threads']} thread(s))",

@@ -46,6 +46,7 @@ struct SummaryTarget {
   double last_dose_time = 0.0;
   double* metrics = nullptr;        // subjects x kMetricCount
   SubjectStatus* status = nullptr;  // subjects
+  double* seconds = nullptr;        // 3, or null: the fused path's parts (RunSummary::fused_*)
 };
 
 class Backend {

@@ -323,7 +323,7 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
   }
   void summarize(const PreparedBatch& b, const SummaryTarget& t) override {
     FusedSummary::add_batch(*t.summary, b, t.precision, t.metric_compartment, t.last_dose_time,
-                            t.metrics, t.status, fused_scratch_);
+                            t.metrics, t.status, fused_scratch_, t.seconds);
   }
 
  private:

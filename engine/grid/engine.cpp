@@ -62,6 +62,11 @@ class ResultBuilder {
     }
   }
 
+  static void fused_parts(SimulationResult& r, const double* parts) {
+    r.summary_.fused_recurrence_seconds = parts[0];
+    r.summary_.fused_sums_seconds = parts[1];
+    r.summary_.fused_metrics_seconds = parts[2];
+  }
   static void finish(SimulationResult& r, const SimulateOptions& o, const detail::Backend& be,
                      int threads, double prep, double scan) {
     if (o.concentrations) {
@@ -75,6 +80,9 @@ class ResultBuilder {
     r.summary_.threads = threads;
     r.summary_.prepare_seconds = prep;
     r.summary_.scan_seconds = scan;
+    r.summary_.fused_recurrence_seconds = 0.0;  // set by fused_parts after a fused call
+    r.summary_.fused_sums_seconds = 0.0;
+    r.summary_.fused_metrics_seconds = 0.0;
     std::int64_t bad = 0;
     for (SubjectStatus st : r.status_) bad += st != SubjectStatus::Ok;
     r.summary_.non_finite_subjects = bad;
@@ -288,10 +296,12 @@ bool Engine::summarize_into(const Problem& problem, const SimulateOptions& optio
       ResultBuilder::make(problem, batch, options, r, false);
       const double prep = seconds_since(t0);
       const auto t1 = std::chrono::steady_clock::now();
+      double parts[3] = {};
       backend.summarize(batch, {&summary, options.precision, metric_compartment, last_dose_time,
-                                metrics, ResultBuilder::status(r)});
+                                metrics, ResultBuilder::status(r), parts});
       const double scan = seconds_since(t1);
       ResultBuilder::finish(r, options, backend, batch.threads, prep, scan);
+      ResultBuilder::fused_parts(r, parts);
       return true;
     }
   }

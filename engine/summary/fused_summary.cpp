@@ -15,6 +15,7 @@
 #include "summary/fused_summary.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -23,13 +24,13 @@
 #include <pkscan/models/model_kind.hpp>
 #include <pkscan/summary.hpp>
 
+#include "core/parallel.hpp"
+#include "core/validate.hpp"
 #include "grid/backend.hpp"
 #include "grid/lanes.hpp"
-#include "summary/metric_lanes.hpp"
-#include "core/parallel.hpp"
-#include "summary/summary_state.hpp"
 #include "grid/transition.hpp"
-#include "core/validate.hpp"
+#include "summary/metric_lanes.hpp"
+#include "summary/summary_state.hpp"
 
 namespace pkscan::detail {
 
@@ -86,6 +87,7 @@ struct FuseScratch final : FusedScratch::Slot {
   AlignedVector<Real> tile;               // per lane group: kFuseRows x N rows of 8 lanes
   AlignedVector<double> inv;              // per lane group: N x 8 reciprocal volumes
   AlignedVector<double> part;             // rows x 8 lane sums of the block
+  double seconds[3] = {};                 // this call: recurrence, sums and sketch, metrics
   std::vector<unsigned char> amount_bad;  // per subject of the block: an amount is not finite
   std::vector<unsigned char> bad;         // per subject of the block: excluded from the summary
   std::vector<std::uint32_t> slots;       // kHistRows rows of the block: each value's counter
@@ -307,8 +309,13 @@ PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch
   std::fill(w.part.begin(), w.part.end(), 0.0);
   LaneCursor cur(s);
   const std::size_t n_out = b.out_steps.size();
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
   while (cur.next < n_out) {
     const std::int64_t t0 = static_cast<std::int64_t>(cur.next);
+    const Clock::time_point c0 = Clock::now();
     LaneCursor after = cur;
     int rows = 0;
     std::int64_t g = 0;
@@ -320,9 +327,15 @@ PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch
       after = cur;
       rows = fuse_advance<N, Real, 1>(w, g, count, after, s, b.out_steps);
     }
+    const Clock::time_point c1 = Clock::now();
     if (!Fixup)
       for (std::int64_t g = 0; g < groups; ++g) fuse_metrics<N, Real>(w, job, g, t0, rows);
+    const Clock::time_point c2 = Clock::now();
     fuse_rows<N, Real, Fixup>(w, h, t0, rows, count);
+    const Clock::time_point c3 = Clock::now();
+    w.seconds[0] += since(c0, c1);
+    w.seconds[1] += since(c2, c3);
+    w.seconds[2] += since(c1, c2);
     cur = after;
   }
 }
@@ -411,7 +424,7 @@ PKSCAN_FUSE(4, float)
 
 template <int N, class Real>
 void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t subjects,
-              int threads, FusedScratch& scratch) {
+              int threads, FusedScratch& scratch, double* seconds) {
   const std::int64_t blocks = (subjects + kBlock - 1) / kBlock;
   if (scratch.per_thread.size() < static_cast<std::size_t>(threads))
     scratch.per_thread.resize(static_cast<std::size_t>(threads));
@@ -425,6 +438,7 @@ void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t s
     FuseScratch<N, Real>* w = nullptr;
     error.guard([&] {
       w = &scratch_for<N, Real>(scratch.per_thread[static_cast<std::size_t>(tid)], job.rows);
+      for (double& x : w->seconds) x = 0.0;
     });
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t blk = 0; blk < blocks; ++blk) {
@@ -434,6 +448,10 @@ void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t s
         const std::int64_t count = std::min<std::int64_t>(kBlock, subjects - blk * kBlock);
         fuse_finish<N, Real>(*w, job, h, blk, count, fuse_call(job, h, blk, count, *w));
       });
+    }
+    if (w && seconds) {
+#pragma omp critical(pkscan_fused_seconds)
+      for (int i = 0; i < 3; ++i) seconds[i] += w->seconds[i];
     }
   }
   error.rethrow();
@@ -450,7 +468,7 @@ bool FusedSummary::accepts(const TimeSummary& summary, std::int64_t subjects) no
 
 void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Precision precision,
                              int metric_compartment, double last_dose, double* metrics,
-                             SubjectStatus* status, FusedScratch& scratch) {
+                             SubjectStatus* status, FusedScratch& scratch, double* seconds) {
   TimeSummary::Impl& m = *summary.impl_;
   const char* where = "TimeSummary::add";
   if (b.n != m.compartments)
@@ -502,9 +520,9 @@ void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Preci
   with_compartments_2_to_4(b.n, [&](auto n) {
     constexpr int N = decltype(n)::value;
     if (precision == Precision::Float64)
-      fuse_all<N, double>(job, sketches, S, nt, scratch);
+      fuse_all<N, double>(job, sketches, S, nt, scratch, seconds);
     else
-      fuse_all<N, float>(job, sketches, S, nt, scratch);
+      fuse_all<N, float>(job, sketches, S, nt, scratch, seconds);
   });
 
   // Block sums in block order; an incomplete last block is carried as add()'s lanes.

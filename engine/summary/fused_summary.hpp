@@ -33,12 +33,13 @@ struct FusedSummary {
 
   // Simulates the batch (2 to 4 compartments, the batched backend's arithmetic) and adds every
   // subject to `summary`; writes the metrics of `metric_compartment` (subjects x
-  // kMetricCount) and each subject's status.
+  // kMetricCount) and each subject's status. `seconds`, when not null, receives the threads'
+  // seconds in the recurrence, the sums and sketch, and the metrics (summed over threads).
   // @throws InvalidArgument as TimeSummary::add for mismatched times or compartments, a metric
   //         compartment out of range or a null `metrics`
   static void add_batch(TimeSummary& summary, const PreparedBatch& batch, Precision precision,
                         int metric_compartment, double last_dose_time, double* metrics,
-                        SubjectStatus* status, FusedScratch& scratch);
+                        SubjectStatus* status, FusedScratch& scratch, double* seconds = nullptr);
 };
 
 }  // namespace pkscan::detail

@@ -404,6 +404,17 @@ TEST_P(EngineAgreement, FusedSummaryEqualsSummarisingTheReference) {
   EXPECT_TRUE(same(got_metrics, want_metrics)) << "metrics";
   EXPECT_EQ(got.count, want.count);
   EXPECT_EQ(r.status(), shape.status());
+  // The parts' times (RunSummary::fused_*): each measured, together within the call's threads'
+  // time; a later plain simulation clears them.
+  const RunSummary& rs = r.summary();
+  EXPECT_GT(rs.fused_recurrence_seconds, 0.0);
+  EXPECT_GT(rs.fused_sums_seconds, 0.0);
+  EXPECT_GT(rs.fused_metrics_seconds, 0.0);
+  EXPECT_LE(rs.fused_recurrence_seconds + rs.fused_sums_seconds + rs.fused_metrics_seconds,
+            rs.threads * rs.scan_seconds * 1.02 + 1e-6);
+  engine.simulate_into(p, o, r);
+  EXPECT_EQ(r.summary().fused_recurrence_seconds, 0.0);
+  EXPECT_EQ(r.summary().fused_sums_seconds + r.summary().fused_metrics_seconds, 0.0);
 }
 
 // ---- Few subjects: partial lane groups -----------------------------------------------------

@@ -27,6 +27,13 @@ struct RunSummary {
   double prepare_seconds = 0.0;          ///< building transition matrices and schedules
   double scan_seconds = 0.0;             ///< the recurrence itself
   std::int64_t non_finite_subjects = 0;  ///< subjects whose status is NonFinite
+  /// A fused summaries-only call (Engine::summarize_into on the fused path; 0 otherwise): the
+  /// seconds its threads spent, summed over threads, in the recurrence, in the per-time sums and
+  /// the percentile sketch, and in the exposure metrics. What the call's threads x scan_seconds
+  /// holds beyond them is the transitions, the statuses and the block sums.
+  double fused_recurrence_seconds = 0.0;
+  double fused_sums_seconds = 0.0;     ///< see fused_recurrence_seconds
+  double fused_metrics_seconds = 0.0;  ///< see fused_recurrence_seconds
 };
 
 /// A contiguous array whose storage is not zero-filled when it grows (results are written once
