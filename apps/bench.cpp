@@ -399,6 +399,19 @@ void run_write_bench(const BenchOptions& o, std::ostream& out) {
   out << s.str();
 }
 
+namespace {
+
+// The options of the grid cells: the bench's method, device, precision and threads, amounts.
+SimulateOptions grid_options(const BenchOptions& o) {
+  SimulateOptions so;
+  so.method = o.method;
+  so.device = o.device;
+  so.precision = o.precision;
+  so.threads = o.threads;
+  so.concentrations = false;
+  return so;
+}
+
 // The summaries-only cell (--output summaries): Engine::summarize_into on the bench problem
 // (every step an output time, the sketch from the start, metrics of the central compartment),
 // through the fused path, with the time of its parts (RunSummary::fused_*) per call and the
@@ -407,12 +420,8 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
   BenchOptions dense = o;
   dense.output = "dense";
   const Problem p = bench_problem(dense);
-  SimulateOptions so;
-  so.method = o.method == Method::Auto ? Method::Batched : o.method;
-  so.device = o.device;
-  so.precision = o.precision;
-  so.threads = o.threads;
-  so.concentrations = false;
+  SimulateOptions so = grid_options(o);
+  if (so.method == Method::Auto) so.method = Method::Batched;  // the fused path's backend
   std::vector<double> times(static_cast<std::size_t>(o.t) + 1);
   for (std::int64_t i = 0; i <= o.t; ++i) times[static_cast<std::size_t>(i)] = p.grid.time(i);
   TimeSummaryOptions to;
@@ -448,6 +457,8 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
   out << s.str();
 }
 
+}  // namespace
+
 void run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
   if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
@@ -473,12 +484,7 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
     return;
   }
   const Problem p = bench_problem(o);
-  SimulateOptions so;
-  so.method = o.method;
-  so.device = o.device;
-  so.precision = o.precision;
-  so.threads = o.threads;
-  so.concentrations = false;
+  const SimulateOptions so = grid_options(o);
   // One Engine across the calls, as fitting code and sweeps use it: the compiled schedule and the
   // result storage are reused; the warm-up call compiles, allocates and faults the pages in.
   Engine engine;

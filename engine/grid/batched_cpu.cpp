@@ -165,9 +165,7 @@ struct TileSink {
       if (real * 4 <= W) {
         // A group of a few subjects (a small problem's last): lane by lane costs less than
         // transposing idle lanes.
-        for (int l = p * W; l < p * W + real; ++l)
-          for (int jj = 0; jj < W; ++jj)
-            for (int r = 0; r < N; ++r) lane_row(l, j0 + jj)[r] = stage[jj][p][r][l - p * W];
+        copy_lanes(p * W, p * W + real, j0, W);
         continue;
       }
       for (int b = 0; b < N; ++b) {
@@ -183,9 +181,10 @@ struct TileSink {
       }
     }
   }
-  // The staged rows of an incomplete last group (rows j0 .. j0 + n - 1), lane by lane.
-  PKSCAN_INLINE void gather_rest(int j0, int n) const {
-    for (int l = 0; l < std::min(active, P * W); ++l)
+  // The staged rows j0 .. j0 + n - 1 of lanes l0 .. l1 - 1, lane by lane (an incomplete last
+  // group of rows, or a group of a few subjects).
+  PKSCAN_INLINE void copy_lanes(int l0, int l1, int j0, int n) const {
+    for (int l = l0; l < l1; ++l)
       for (int jj = 0; jj < n; ++jj)
         for (int r = 0; r < N; ++r) lane_row(l, j0 + jj)[r] = stage[jj][l / W][r][l % W];
   }
@@ -247,7 +246,7 @@ PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
     const int rows = advance_lanes<N, Real, W, P>(B.lanes, tr.data(), active, cur, b.schedule,
                                                   b.out_steps, kTileRows, sink);
     const int whole = rows / W * W;
-    if (whole < rows) sink.gather_rest(whole, rows - whole);
+    if (whole < rows) sink.copy_lanes(0, static_cast<int>(active), whole, rows - whole);
     if (writer.streaming) flush_tile<N, Real>(B.tile, rows, writer);
     sink.row0 += rows;
   }

@@ -62,13 +62,9 @@ class ResultBuilder {
     }
   }
 
-  static void fused_parts(SimulationResult& r, const double* parts) {
-    r.summary_.fused_recurrence_seconds = parts[0];
-    r.summary_.fused_sums_seconds = parts[1];
-    r.summary_.fused_metrics_seconds = parts[2];
-  }
+  // `fused`: the fused summary's three parts' seconds (RunSummary::fused_*), or null.
   static void finish(SimulationResult& r, const SimulateOptions& o, const detail::Backend& be,
-                     int threads, double prep, double scan) {
+                     int threads, double prep, double scan, const double* fused = nullptr) {
     if (o.concentrations) {
       if (o.precision == Precision::Float64)
         divide_by_volumes(r.amounts_f64_, r.conc_f64_, r);
@@ -80,9 +76,9 @@ class ResultBuilder {
     r.summary_.threads = threads;
     r.summary_.prepare_seconds = prep;
     r.summary_.scan_seconds = scan;
-    r.summary_.fused_recurrence_seconds = 0.0;  // set by fused_parts after a fused call
-    r.summary_.fused_sums_seconds = 0.0;
-    r.summary_.fused_metrics_seconds = 0.0;
+    r.summary_.fused_recurrence_seconds = fused ? fused[0] : 0.0;
+    r.summary_.fused_sums_seconds = fused ? fused[1] : 0.0;
+    r.summary_.fused_metrics_seconds = fused ? fused[2] : 0.0;
     std::int64_t bad = 0;
     for (SubjectStatus st : r.status_) bad += st != SubjectStatus::Ok;
     r.summary_.non_finite_subjects = bad;
@@ -300,8 +296,7 @@ bool Engine::summarize_into(const Problem& problem, const SimulateOptions& optio
       backend.summarize(batch, {&summary, options.precision, metric_compartment, last_dose_time,
                                 metrics, ResultBuilder::status(r), parts});
       const double scan = seconds_since(t1);
-      ResultBuilder::finish(r, options, backend, batch.threads, prep, scan);
-      ResultBuilder::fused_parts(r, parts);
+      ResultBuilder::finish(r, options, backend, batch.threads, prep, scan, parts);
       return true;
     }
   }
