@@ -144,7 +144,7 @@ struct TileSink {
   Real* direct;                 // the block's first subject's values, or null: use the tile
   std::int64_t stride;          // values per subject
   int active;                   // lanes that are real subjects
-  std::int64_t row0 = 0;        // output row of j = 0 (direct)
+  const std::int64_t* row0;     // output row of j = 0 (the writer's next row; direct)
   PKSCAN_INLINE void row(int j, const Real (&x)[P][N][W]) const {
     // Element by element (not one memcpy of x), so that x stays in registers.
     Real(&row)[P][N][W] = stage[j % W];
@@ -155,7 +155,7 @@ struct TileSink {
   }
   // Where lane l's values of row j (of this call) go.
   PKSCAN_INLINE Real* lane_row(int l, int j) const {
-    return direct ? direct + l * stride + (row0 + j) * N : tile[l] + j * N;
+    return direct ? direct + l * stride + (*row0 + j) * N : tile[l] + j * N;
   }
   // Rows j0 .. j0 + W - 1 (staged): per group, the W N values of each lane in order (row,
   // compartment) are N blocks of W, each the transpose of W staged vectors.
@@ -237,9 +237,13 @@ PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
   constexpr int W = Block<N, Real>::W;
   const std::size_t n_out = b.out_steps.size();
   // stage[W][kGroups][N][W] seen as stage[W][P][N][W] (P <= kGroups): the rows of P groups.
-  TileSink<N, Real, P> sink{B.tile, reinterpret_cast<Real(*)[P][N][W]>(B.stage),
-                            writer.streaming ? nullptr : writer.out + writer.first * writer.stride,
-                            writer.stride, static_cast<int>(active)};
+  const TileSink<N, Real, P> sink{
+      B.tile,
+      reinterpret_cast<Real(*)[P][N][W]>(B.stage),
+      writer.streaming ? nullptr : writer.out + writer.first * writer.stride,
+      writer.stride,
+      static_cast<int>(active),
+      &writer.next_row};
   static_assert(P <= kGroups, "the stage holds kGroups groups");
   LaneCursor cur(b.schedule);
   while (cur.next < n_out) {
@@ -247,8 +251,10 @@ PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
                                                   b.out_steps, kTileRows, sink);
     const int whole = rows / W * W;
     if (whole < rows) sink.copy_lanes(0, static_cast<int>(active), whole, rows - whole);
-    if (writer.streaming) flush_tile<N, Real>(B.tile, rows, writer);
-    sink.row0 += rows;
+    if (writer.streaming)
+      flush_tile<N, Real>(B.tile, rows, writer);  // advances writer.next_row
+    else
+      writer.next_row += rows;
   }
 }
 
