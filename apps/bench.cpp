@@ -114,14 +114,33 @@ double stream_fill_seconds(std::size_t bytes, int threads, int repeat) {
 // the same subjects, steps and threads, or for the power path its own run without output;
 // overhead: the same entry point on one subject and one step). When the next ceiling is within 20%
 // of it, both bound the cell: "memory/compute".
-std::string regime_of(double memory_s, double compute_s, double overhead_s) {
-  std::pair<double, const char*> c[] = {
-      {memory_s, "memory"}, {compute_s, "compute"}, {overhead_s, "overhead"}};
-  std::sort(std::begin(c), std::end(c),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
+// A device 'cuda' cell has a fourth ceiling, the copy of the output to the host ("transfer"),
+// and its memory ceiling is the device's: writing the output at the device-to-device copy rate.
+std::string regime_of(std::vector<std::pair<double, const char*>> c) {
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string r = c[0].second;
   if (c[1].first >= 0.8 * c[0].first) r += std::string("/") + c[1].second;
   return r;
+}
+
+// The device ceilings of a cell writing `out_bytes` (device 'cuda'): seconds to write them at the
+// device-to-device copy rate (a copy reads and writes its bytes) and to copy them to the host,
+// from copies of at most 2 GiB measured in this process (scaled linearly above that).
+struct DeviceCeilings {
+  double d2d_gb_per_s = 0.0;  // bytes read plus bytes written
+  double d2h_gb_per_s = 0.0;
+  double write_s = 0.0;
+  double transfer_s = 0.0;
+};
+DeviceCeilings device_ceilings(std::size_t out_bytes, int repeat) {
+  const std::size_t b = std::min<std::size_t>(std::max<std::size_t>(out_bytes, 1), 2ull << 30);
+  const DeviceCopySeconds c = measure_device_copies(b, repeat);
+  DeviceCeilings d;
+  d.d2d_gb_per_s = 2.0 * static_cast<double>(b) / c.device_to_device / 1e9;
+  d.d2h_gb_per_s = static_cast<double>(b) / c.device_to_host / 1e9;
+  d.write_s = static_cast<double>(out_bytes) / (d.d2d_gb_per_s * 1e9);
+  d.transfer_s = static_cast<double>(out_bytes) / (d.d2h_gb_per_s * 1e9);
+  return d;
 }
 
 }  // namespace
@@ -442,8 +461,8 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
   const double recurrence_s = rs.fused_recurrence_seconds / threads;
   std::ostringstream s;
   s.precision(6);
-  s << "{\"workload\":\"summaries\",\"method\":\"" << to_string(rs.method)
-    << "\",\"fused\":" << (fused ? "true" : "false") << ",\"precision\":\""
+  s << "{\"workload\":\"summaries\",\"method\":\"" << to_string(rs.method) << "\",\"device\":\""
+    << to_string(rs.device) << "\",\"fused\":" << (fused ? "true" : "false") << ",\"precision\":\""
     << (o.precision == Precision::Float64 ? "float64" : "float32") << "\",\"n\":" << o.n
     << ",\"t\":" << o.t << ",\"threads\":" << rs.threads << ",\"repeat\":" << o.repeat
     << ",\"best_s\":" << t.best() << ",\"median_s\":" << median(t.times)
@@ -499,10 +518,13 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   const double stream_s =
       stream_fill_seconds(out_bytes, pkscan::resolve_threads(o.threads), o.repeat);
   // The compute ceiling: the same problem reporting only the final state (best of `repeat`).
+  double compute_kernel_s = 0.0;  // device 'cuda': the final-state call's kernel seconds
   auto best_of = [&](const Problem& q, const SimulateOptions& qo) {
     Engine e;
     SimulationResult qr;
-    return time_calls(o.repeat, [&] { e.simulate_into(q, qo, qr); }).best();
+    const double b = time_calls(o.repeat, [&] { e.simulate_into(q, qo, qr); }).best();
+    compute_kernel_s = qr.summary().device_kernel_seconds;
+    return b;
   };
   Problem final_only = p;
   final_only.output = OutputTimes::at_steps({o.t});
@@ -510,6 +532,7 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   compute_options.method = r.summary().method;  // the path that ran, not auto's choice again
   compute_options.device = r.summary().device;
   const double compute_s = best_of(final_only, compute_options);
+  const double final_kernel_s = compute_kernel_s;
   // The overhead ceiling: one subject, one step, through the same entry point.
   BenchOptions tiny = o;
   tiny.n = 1;
@@ -520,9 +543,22 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   // steps, precision and threads (apps/bench_probe.cpp). The power path does not step through
   // the recurrence (it jumps by powers of K), so its own run without output is its ceiling.
   const double probe_s = probe_recurrence_seconds(o.n, o.t, o.precision, threads, o.repeat, o.seed);
-  const double arithmetic_s = r.summary().method == Method::Power ? compute_s : probe_s;
-  const std::string regime = regime_of(stream_s, arithmetic_s, overhead_s);
-  const double ceiling_s = std::max({stream_s, arithmetic_s, overhead_s});
+  // On device 'cuda' the arithmetic ceiling is the device's: the final-state call's kernels (the
+  // rest of that call is host work and copies).
+  const bool cuda = r.summary().device == Device::Cuda;
+  const double arithmetic_s = cuda                                  ? final_kernel_s
+                              : r.summary().method == Method::Power ? compute_s
+                                                                    : probe_s;
+  DeviceCeilings dev;
+  if (cuda) dev = device_ceilings(out_bytes, o.repeat);
+  const std::string regime =
+      cuda ? regime_of({{dev.transfer_s, "transfer"},
+                        {dev.write_s, "memory"},
+                        {arithmetic_s, "compute"},
+                        {overhead_s, "overhead"}})
+           : regime_of({{stream_s, "memory"}, {arithmetic_s, "compute"}, {overhead_s, "overhead"}});
+  const double ceiling_s = cuda ? std::max({dev.transfer_s, dev.write_s, arithmetic_s, overhead_s})
+                                : std::max({stream_s, arithmetic_s, overhead_s});
   std::ostringstream s;
   s.precision(6);
   s << "{\"method\":\"" << to_string(r.summary().method) << "\",\"device\":\""
@@ -543,7 +579,20 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
     << ",\"compute_s\":" << compute_s << ",\"probe_s\":" << probe_s
     << ",\"over_probe\":" << best / probe_s << ",\"overhead_s\":" << overhead_s << ",\"regime\":\""
     << regime << "\",\"ceiling_over_time\":" << ceiling_s / best
-    << ",\"non_finite_subjects\":" << r.summary().non_finite_subjects << "}\n";
+    << ",\"non_finite_subjects\":" << r.summary().non_finite_subjects;
+  if (cuda) {  // the last call's device time and transfer time, against the device's ceilings
+    const RunSummary& rs = r.summary();
+    s << ",\"final_kernel_s\":" << final_kernel_s << ",\"host_s\":"
+      << std::max(0.0, best - rs.device_kernel_seconds - rs.device_transfer_seconds)
+      << ",\"kernel_s\":" << rs.device_kernel_seconds
+      << ",\"transfer_s\":" << rs.device_transfer_seconds
+      << ",\"d2d_gb_per_s\":" << dev.d2d_gb_per_s << ",\"d2h_gb_per_s\":" << dev.d2h_gb_per_s
+      << ",\"device_write_s\":" << dev.write_s
+      << ",\"device_write_over_kernel\":" << dev.write_s / rs.device_kernel_seconds
+      << ",\"transfer_ceiling_s\":" << dev.transfer_s
+      << ",\"transfer_ceiling_over_transfer\":" << dev.transfer_s / rs.device_transfer_seconds;
+  }
+  s << "}\n";
   out << s.str();
 }
 

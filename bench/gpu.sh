@@ -2,13 +2,16 @@
 # GPU measurements of docs/performance.md (issue 15), in one command on a machine with a GPU:
 #  1. ctest -L gpu: the agreement suite on the CUDA instantiation of the device code;
 #  2. `pkscan bench --device cuda` cells, each beside the same cell on the CPU in the same run:
-#     dense N=1e6, T=1e3 in float64 and float32, and power N=1, T=1e6 (sparse:1000);
+#     dense N=1e6, T=1e3 in float64 and float32, N=1e5 dense, final state and sparse:50 at
+#     N=1e6, power N=1, T=1e6 (sparse:1000), population summaries N=2e5, T=1e3;
 #  3. the seed's formulation in JAX (x_t = K x_{t-1} by lax.scan over stacked per-subject K) on
 #     the same GPU, if JAX with CUDA is importable (JAX=python path, default .venv/bin/python).
-# Writes bench/results/<gpu>-<date>.json (one JSON object per line). On a machine without a
+# Writes bench/results/<gpu>-<date>.json (one JSON object per line; the ctest log beside it) and
+# the GPU table of docs/performance.md (bench/gpu_table.py). On a machine without a
 # usable CUDA device it prints one line saying so and exits 0.
-# Not measured yet (no device path for them: issue 15 is open): the device-to-device copy
-# ceiling, population summaries on the device, the Predictor on the device.
+# Each cuda cell reports its kernel and transfer seconds and the device's copy ceilings measured
+# in the same process (device-to-device, device-to-host). Not measured yet (no device path for
+# them: issue 15 is open): summaries computed on the device, the Predictor on the device.
 # Usage: bench/gpu.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,23 +36,40 @@ out="bench/results/${gpu:-cuda}-$(date +%F).json"
 : >"$out"
 echo "bench/gpu.sh: writing $out"
 
-ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | tail -3 |
+say() { echo "bench/gpu.sh: $* ($(date +%T))" >&2; }
+say "ctest -L gpu"
+ctest --test-dir "$build" -L gpu -j "$(nproc)" --output-on-failure >"$out.ctest.log" 2>&1 || true
+grep -E "tests passed|tests failed" "$out.ctest.log" |
   python3 -c 'import json,sys; print(json.dumps({"ctest_gpu": sys.stdin.read().strip()}))' >>"$out"
 
-cell() {  # device, then pkscan bench options
+cell() {  # device, then pkscan bench options; each cuda cell beside the same cell on the CPU
+  say "pkscan bench --device $*"
   local device=$1
   shift
-  "$pkscan" bench --device "$device" --repeat 3 "$@" >>"$out"
+  "$pkscan" bench --device "$device" --repeat 3 "$@" >>"$out" ||
+    echo "{\"failed\": \"pkscan bench --device $device $*\"}" >>"$out"
 }
+both() {
+  cell cuda "$@"
+  cell cpu "$@"
+}
+# Memory- and transfer-bound: dense trajectories, 1e6 subjects (24 GB in float64).
 for precision in float64 float32; do
-  cell cuda --method batched --n 1000000 --t 1000 --precision "$precision" --output dense
-  cell cpu --method batched --n 1000000 --t 1000 --precision "$precision" --output dense
+  both --method batched --n 1000000 --t 1000 --precision "$precision" --output dense
 done
-cell cuda --method power --n 1 --t 1000000 --output sparse:1000
-cell cpu --method power --n 1 --t 1000000 --output sparse:1000
+# The seed model's size on the GPU (the JAX scan below runs the same cell).
+both --method batched --n 100000 --t 1000 --output dense
+# Compute-bound: results that stay small (final state, 50 output times).
+both --method batched --n 1000000 --t 1000 --output final
+both --method batched --n 1000000 --t 1000 --precision float32 --output final
+both --method batched --n 1000000 --t 1000 --output sparse:50
+# Long horizon, one subject: the power path.
+both --method power --n 1 --t 1000000 --output sparse:1000
+# Population summaries (device cuda: dense on the device, summarised on the host).
+both --n 200000 --t 1000 --output summaries
 
-jax_python=${JAX:-.venv/bin/python}
-if [ -x "$jax_python" ] && "$jax_python" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' \
+jax_python=$(command -v "${JAX:-.venv/bin/python}" || true)
+if [ -n "$jax_python" ] && "$jax_python" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' \
   2>/dev/null; then
   "$jax_python" - >>"$out" <<'PY' || echo '{"jax_seed_scan": "failed"}' >>"$out"
 import json, time
@@ -71,11 +91,14 @@ def run(k, x0):
         return x, x
     return jax.lax.scan(step, x0, None, length=t)[1]
 run(k, x0).block_until_ready()
-times = []
+times, with_copy = [], []
 for _ in range(3):
     t0 = time.perf_counter(); run(k, x0).block_until_ready(); times.append(time.perf_counter() - t0)
+for _ in range(3):  # the trajectories on the host, as pkscan returns them
+    t0 = time.perf_counter(); jax.device_get(run(k, x0)); with_copy.append(time.perf_counter() - t0)
 print(json.dumps({"jax_seed_scan": {"device": str(jax.devices()[0]), "n": n, "t": t,
-                                    "best_s": min(times)}}))
+                                    "best_s": min(times), "best_to_host_s": min(with_copy)}}))
 PY
 fi
+python3 bench/gpu_table.py "$out" docs/performance.md || echo "bench/gpu.sh: no table written" >&2
 cat "$out"

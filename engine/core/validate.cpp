@@ -1,5 +1,7 @@
 #include "core/validate.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <pkscan/checks.hpp>
@@ -102,14 +104,30 @@ namespace pkscan {
 EulerViolation first_euler_violation(const ParameterBatch& parameters, double dt) {
   const ModelInfo& m = parameters.info();
   const int n = static_cast<int>(m.compartments.size());
-  std::vector<double> out(static_cast<std::size_t>(n));
-  for (std::int64_t s = 0; s < parameters.subjects(); ++s) {
-    outflow_rates(m, parameters.row(s), out.data());
-    for (int r = 0; r < n; ++r) {
-      // 1 + A(r, r) dt, A(r, r) = -outflow: the same bits as from rate_matrix().
-      const double k = 1.0 + -out[static_cast<std::size_t>(r)] * dt;
-      if (k < 0.0) return EulerViolation{s, r, k};
+  const std::int64_t subjects = parameters.subjects();
+  // The first violating subject, found in parallel for large batches (a sweep of 1e6 subjects
+  // spends 17 ms here on one thread); the same subject whatever the thread count.
+  std::int64_t first = subjects;
+#pragma omp parallel if (subjects > 4096)
+  {
+    std::array<double, kMaxLinearCompartments> out{};
+#pragma omp for reduction(min : first) schedule(static)
+    for (std::int64_t s = 0; s < subjects; ++s) {
+      outflow_rates(m, parameters.row(s), out.data());
+      for (int r = 0; r < n; ++r)
+        // 1 + A(r, r) dt, A(r, r) = -outflow: the same bits as from rate_matrix().
+        if (1.0 + -out[static_cast<std::size_t>(r)] * dt < 0.0) {
+          first = std::min(first, s);
+          break;
+        }
     }
+  }
+  if (first == subjects) return EulerViolation{};
+  std::array<double, kMaxLinearCompartments> out{};
+  outflow_rates(m, parameters.row(first), out.data());
+  for (int r = 0; r < n; ++r) {
+    const double k = 1.0 + -out[static_cast<std::size_t>(r)] * dt;
+    if (k < 0.0) return EulerViolation{first, r, k};
   }
   return EulerViolation{};
 }

@@ -4,11 +4,15 @@
 //
 // Numeric contract: transitions are built on the host in double (build_transition, as every
 // other path) and uploaded in double; the kernels (subject_kernels.hpp) round K to Real and take
-// every number from grid/grid_math.hpp. On the host system the results are the CPU paths' bits
-// (batched: the reference scan's; power: the CPU power path's). nvcc contracts the steps'
-// multiply-adds into FMA, so the CUDA build is within 1e-12 relative of the reference in float64
-// (batched) and 1e-10 (power: products reordered by repeated squaring). Deterministic run to run
-// and independent of the chunking: one call computes one subject from start to end.
+// every number from grid/grid_math.hpp. The results are the CPU paths' bits on both systems
+// (batched: the reference scan's; power: the CPU power path's, within 1e-10 relative of the
+// reference: products reordered by repeated squaring): launch_cuda.cu is built with
+// --fmad=false, as the CPU paths are with -ffp-contract=off. Deterministic run to run and
+// independent of the chunking: one call computes one subject from start to end.
+//
+// Timing: each chunk's upload, kernel and copy back are bracketed by timing events on its
+// stream, summed into last_device_times() (RunSummary::device_kernel_seconds and
+// device_transfer_seconds).
 //
 // Power with dense output (every grid step reported) runs the batched kernel: every step must be
 // computed and written anyway, and the power jumps would only add rounding.
@@ -33,6 +37,7 @@
 #include "grid/device_backend.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -40,6 +45,10 @@
 #include <pkscan/threads.hpp>
 #include <string>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "core/parallel.hpp"
 #include "device/runtime.hpp"
@@ -85,6 +94,37 @@ class Buffer {
   std::size_t bytes_ = 0;
 };
 
+// Copies with non-temporal stores where the CPU has AVX: the result's lines are written without
+// being read first (memcpy reads them at these sizes: a third more host memory traffic, while
+// the link is writing the next piece into staging) and do not evict the staging data.
+#if defined(__x86_64__)
+__attribute__((target("avx"))) void stream_copy_avx(char* dst, const char* src, std::size_t bytes) {
+  const std::size_t head = std::min(bytes, (32 - reinterpret_cast<std::uintptr_t>(dst) % 32) % 32);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  const std::size_t body = bytes / 128 * 128;
+  for (std::size_t i = 0; i < body; i += 128)
+    for (std::size_t k = 0; k < 128; k += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + k),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + k)));
+  std::memcpy(dst + body, src + body, bytes - body);
+  _mm_sfence();
+}
+#endif
+
+void stream_copy(void* dst, const void* src, std::size_t bytes) {
+#if defined(__x86_64__)
+  static const bool avx = __builtin_cpu_supports("avx");
+  if (avx && bytes >= 4096) {  // the host system's 4 KiB pieces take this path in CI too
+    stream_copy_avx(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 // Copies `bytes` from staging into the result on up to `threads` threads (the result's pages
 // are often touched for the first time here, so one thread would not keep up with the link).
 void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
@@ -96,7 +136,7 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
   pkscan::parallel_for(parts, static_cast<int>(parts), [&](std::int64_t p, int) {
     const std::size_t off = static_cast<std::size_t>(p) * each;
     if (off < bytes)
-      std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
+      stream_copy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off,
                   std::min(each, bytes - off));
   });
 }
@@ -135,6 +175,7 @@ class DeviceBackend final : public Backend {
   }
   void run(const PreparedBatch& b, ResultView<double> out) override { run_guarded(b, out); }
   void run(const PreparedBatch& b, ResultView<float> out) override { run_guarded(b, out); }
+  DeviceTimes last_device_times() const noexcept override { return times_; }
 
  private:
   struct Slot {
@@ -146,6 +187,9 @@ class DeviceBackend final : public Backend {
     Buffer status;  // one byte per subject
     Buffer table;   // power table (power kernel only)
     Buffer in_stage;
+    // Timing events: before the upload, after it, after the kernel, before and after the copies
+    // back (the stream may wait between the kernel and them: not counted).
+    void* mark[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
     void release_device() noexcept {
       in.release();
       out.release();
@@ -177,6 +221,7 @@ class DeviceBackend final : public Backend {
   Buffer piece_[2];  // staging ring of the way back
   void* piece_done_[2] = {nullptr, nullptr};
   Slot slot_[2];
+  DeviceTimes times_;
   std::vector<unsigned char> sched_host_;  // packed schedule, kept for its capacity
   // Transitions, one per host thread and compartment count, kept for their capacity.
   std::vector<Transition<2>> tr2_;
@@ -198,7 +243,7 @@ class DeviceBackend final : public Backend {
                piece_done_[0] || piece_done_[1];
     for (const Slot& s : slot_)
       any = any || s.stream || s.in.ptr() || s.out.ptr() || s.status.ptr() || s.table.ptr() ||
-            s.in_stage.ptr();
+            s.in_stage.ptr() || s.mark[0];
     return any;
   }
 
@@ -213,6 +258,10 @@ class DeviceBackend final : public Backend {
       s.in_stage.release();
       if (s.stream) rt_->destroy_stream(s.stream);
       s.stream = nullptr;
+      for (void*& e : s.mark) {
+        if (e) rt_->destroy_event(e);
+        e = nullptr;
+      }
     }
     for (void*& e : piece_done_) {
       if (e) rt_->destroy_event(e);
@@ -237,7 +286,10 @@ class DeviceBackend final : public Backend {
     if (ready_ && dev == device_) return;
     release();  // first use, or the caller switched devices: start afresh on this one
     try {
-      for (Slot& s : slot_) s.stream = rt_->create_stream();
+      for (Slot& s : slot_) {
+        s.stream = rt_->create_stream();
+        for (void*& e : s.mark) e = rt_->create_timing_event();
+      }
       for (void*& e : piece_done_) e = rt_->create_event();
     } catch (...) {
       release();
@@ -250,6 +302,7 @@ class DeviceBackend final : public Backend {
   template <class Real>
   void run_guarded(const PreparedBatch& b, ResultView<Real> out) {
     if (const std::string why = unsupported_reason(b); !why.empty()) throw BackendUnavailable(why);
+    times_ = {};
     if (b.subjects <= 0) return;
     if (b.out_steps.empty()) {  // nothing to report: every subject is trivially finite
       for (std::int64_t s = 0; s < b.subjects; ++s) out.status[s] = SubjectStatus::Ok;
@@ -395,7 +448,9 @@ class DeviceBackend final : public Backend {
     with_compartments_2_to_4(
         b.n, [&](auto n) { prepare_inputs_n<decltype(n)::value>(b, first, m, slot); });
     const std::size_t in_bytes = p.in_per_subject * static_cast<std::size_t>(m);
+    rt_->record(slot.mark[0], slot.stream);
     rt_->copy_to_device(slot.in.ptr(), slot.in_stage.ptr(), in_bytes, slot.stream);
+    rt_->record(slot.mark[1], slot.stream);
     device::DeviceChunk<Real> dc;
     dc.subjects = m;
     dc.k = static_cast<const double*>(slot.in.ptr());
@@ -407,6 +462,7 @@ class DeviceBackend final : public Backend {
     dc.status = static_cast<std::uint8_t*>(slot.status.ptr());
     rt_->launch(p.power ? device::Kernel::PowerSparse : device::Kernel::Batched, b.n, ds, dc,
                 slot.stream);
+    rt_->record(slot.mark[2], slot.stream);
   }
 
   // Copies chunk [first, first + m) back into the result and its statuses.
@@ -414,6 +470,7 @@ class DeviceBackend final : public Backend {
   void drain_chunk(const PreparedBatch& b, const Plan& p, std::int64_t first, std::int64_t m,
                    Slot& slot, ResultView<Real> out) {
     void* st = slot.stream;
+    rt_->record(slot.mark[3], st);
     rt_->copy_to_host(status_stage_.ptr(), slot.status.ptr(), static_cast<std::size_t>(m), st);
     const std::size_t total = p.out_per_subject * static_cast<std::size_t>(m);
     const std::size_t piece = p.piece;
@@ -434,8 +491,12 @@ class DeviceBackend final : public Backend {
       const std::size_t off = q * piece;
       parallel_copy(dst + off, piece_[q % 2].ptr(), std::min(piece, total - off), b.threads);
     }
+    rt_->record(slot.mark[4], st);
     // Execution errors of the chunk's kernel and copies surface here (or at an event above).
     rt_->synchronize(st);
+    times_.kernel_seconds += rt_->elapsed_seconds(slot.mark[1], slot.mark[2]);
+    times_.transfer_seconds += rt_->elapsed_seconds(slot.mark[0], slot.mark[1]) +
+                               rt_->elapsed_seconds(slot.mark[3], slot.mark[4]);
     const auto* flags = static_cast<const std::uint8_t*>(status_stage_.ptr());
     for (std::int64_t j = 0; j < m; ++j)
       out.status[first + j] = flags[j] ? SubjectStatus::NonFinite : SubjectStatus::Ok;

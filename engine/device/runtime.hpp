@@ -35,14 +35,19 @@ class Runtime {
 
   virtual void* create_stream() = 0;
   virtual void destroy_stream(void* stream) noexcept = 0;
-  virtual void* create_event() = 0;
+  virtual void* create_event() = 0;  // for ordering only
+  // An event that also takes the time at which the stream reaches it (elapsed_seconds).
+  virtual void* create_timing_event() = 0;
   virtual void destroy_event(void* event) noexcept = 0;
 
   // Asynchronous on `stream` where the system has streams.
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  virtual void copy_on_device(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
   virtual void record(void* event, void* stream) = 0;
   virtual void wait_event(void* event) = 0;  // the host waits for the event
+  // Seconds between two recorded timing events, both complete (after a synchronize).
+  virtual double elapsed_seconds(void* start, void* end) = 0;
   // The host waits for everything enqueued on `stream`; execution errors surface here.
   virtual void synchronize(void* stream) = 0;
   virtual void synchronize_quietly(void* stream) noexcept = 0;  // errors ignored and cleared

@@ -74,6 +74,10 @@ class CudaRuntime final : public Runtime {
       return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
     });
   }
+  void* create_timing_event() override {
+    return created<cudaEvent_t>("cudaEventCreate",
+                                [](cudaEvent_t* e) { return cudaEventCreate(e); });
+  }
   void destroy_event(void* event) noexcept override {
     (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
@@ -85,12 +89,22 @@ class CudaRuntime final : public Runtime {
     PKSCAN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                                       static_cast<cudaStream_t>(stream)));
   }
+  void copy_on_device(void* dst, const void* src, std::size_t bytes, void* stream) override {
+    PKSCAN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                      static_cast<cudaStream_t>(stream)));
+  }
   void record(void* event, void* stream) override {
     PKSCAN_CUDA_CHECK(
         cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
   }
   void wait_event(void* event) override {
     PKSCAN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  }
+  double elapsed_seconds(void* start, void* end) override {
+    float ms = 0.0f;
+    PKSCAN_CUDA_CHECK(
+        cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+    return 1e-3 * static_cast<double>(ms);
   }
   void synchronize(void* stream) override {
     PKSCAN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));

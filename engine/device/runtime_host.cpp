@@ -5,6 +5,7 @@
 // CUDA Toolkit (CMakeLists.txt: pkscan_device_host).
 #include "device/runtime_host.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -21,6 +22,8 @@ namespace pkscan::device {
 namespace {
 
 class HostRuntime final : public Runtime {
+  using Clock = std::chrono::steady_clock;
+
  public:
   explicit HostRuntime(const HostRuntimeOptions& o) : o_(o) {}
 
@@ -56,16 +59,31 @@ class HostRuntime final : public Runtime {
   void free_staging(void* p) noexcept override { std::free(p); }
   void* create_stream() override { return &streams_; }  // any non-null handle
   void destroy_stream(void*) noexcept override {}
-  void* create_event() override { return &events_; }
-  void destroy_event(void*) noexcept override {}
+  // Every event holds the time it was last recorded at (the host system is synchronous, so
+  // that is when the stream reached it).
+  void* create_event() override { return new Clock::time_point(); }
+  void* create_timing_event() override { return create_event(); }
+  void destroy_event(void* event) noexcept override {
+    delete static_cast<Clock::time_point*>(event);
+  }
   void copy_to_device(void* dst, const void* src, std::size_t bytes, void*) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
   void copy_to_host(void* dst, const void* src, std::size_t bytes, void*) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
-  void record(void*, void*) override {}
+  void copy_on_device(void* dst, const void* src, std::size_t bytes, void*) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void record(void* event, void*) override {
+    *static_cast<Clock::time_point*>(event) = Clock::now();
+  }
   void wait_event(void*) override {}
+  double elapsed_seconds(void* start, void* end) override {
+    return std::chrono::duration<double>(*static_cast<Clock::time_point*>(end) -
+                                         *static_cast<Clock::time_point*>(start))
+        .count();
+  }
   void synchronize(void*) override {}
   void synchronize_quietly(void*) noexcept override {}
   void launch(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<double>& c,
@@ -84,7 +102,7 @@ class HostRuntime final : public Runtime {
   HostRuntimeOptions o_;
   std::size_t held_ = 0;
   std::unordered_map<void*, std::size_t> sizes_;
-  int streams_ = 0, events_ = 0;
+  int streams_ = 0;
 };
 
 }  // namespace

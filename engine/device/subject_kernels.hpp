@@ -4,7 +4,7 @@
 // system it is built for: CUDA with nvcc (launch_cuda.cu) or OpenMP with g++ (runtime_host.cpp).
 // Every number comes from grid/grid_math.hpp, the functions the CPU paths call, so the host
 // system's results are the CPU's bits (batched: the reference scan's; power: the CPU power
-// path's), and the CUDA build differs from them only by nvcc's FMA contraction of the steps.
+// path's), and so are the CUDA build's (launch_cuda.cu is built with --fmad=false).
 //
 // Layouts (every pointer is in the system's memory; a chunk holds `subjects` subjects):
 //   k[e * subjects + j], g[e * subjects + j]    K(r, c) and G(r, c) of chunk subject j,

@@ -67,6 +67,13 @@ class Backend {
   // Simulates the batch and adds every subject to target.summary, writing the metrics and the
   // statuses. Called only when can_summarize() is true.
   virtual void summarize(const PreparedBatch&, const SummaryTarget&) {}
+  // What the last run() spent on a device, timed by the device (RunSummary::device_*); zero for
+  // the CPU backends.
+  struct DeviceTimes {
+    double kernel_seconds = 0.0;
+    double transfer_seconds = 0.0;
+  };
+  virtual DeviceTimes last_device_times() const noexcept { return {}; }
 };
 
 // Calls f(std::integral_constant<int, N>{}) for compartment counts 2..4, the range the batched

@@ -79,6 +79,9 @@ class ResultBuilder {
     r.summary_.fused_recurrence_seconds = fused ? fused[0] : 0.0;
     r.summary_.fused_sums_seconds = fused ? fused[1] : 0.0;
     r.summary_.fused_metrics_seconds = fused ? fused[2] : 0.0;
+    const detail::Backend::DeviceTimes dt = be.last_device_times();
+    r.summary_.device_kernel_seconds = dt.kernel_seconds;
+    r.summary_.device_transfer_seconds = dt.transfer_seconds;
     std::int64_t bad = 0;
     for (SubjectStatus st : r.status_) bad += st != SubjectStatus::Ok;
     r.summary_.non_finite_subjects = bad;
@@ -146,11 +149,18 @@ Path resolve_path(const Problem& problem, const SimulateOptions& options) {
   const int threads = resolve_threads(options.threads);
   Path path{options.method, options.device};
   if (path.device == Device::Auto) {
-    const bool big = static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
+    // The GPU where it pays (docs/performance.md, "How auto chooses"): much work, over enough
+    // subjects to fill the device (one thread each), whose results stay small. Trajectories that
+    // must cross the bus to the host are written faster by the CPU (measured on an H200 host:
+    // 0.40-0.48x of the CPU's speed for dense output).
+    const bool big =
+        subjects >= 100'000 && static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
+    const bool small_output = n_out * 16 <= steps;
     const Method m =
         path.method == Method::Auto ? (sparse ? Method::Power : Method::Batched) : path.method;
-    path.device = big && m != Method::Scan && is_backend_available(m, Device::Cuda) ? Device::Cuda
-                                                                                    : Device::Cpu;
+    path.device = big && small_output && m != Method::Scan && is_backend_available(m, Device::Cuda)
+                      ? Device::Cuda
+                      : Device::Cpu;
   }
   if (path.method == Method::Auto) {
     if (sparse)

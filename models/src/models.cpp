@@ -402,7 +402,7 @@ std::int64_t first_rejected_row(const ModelInfo& model, const double* rows, std:
     const double* row = rows + i * columns;
     bool bad = true;
     try {
-      bad = !check_parameters(model, row).empty();
+      bad = static_cast<bool>(parameter_violation(model, row));  // no string copied when valid
     } catch (...) {  // no memory for the message: rejected (the caller's check reports it)
     }
     bad = bad || (grid_doses && !default_bioavailability_and_lag(model, row));

@@ -9,11 +9,10 @@
 //   batched cpu   float64 0       (bit-identical: the scan's arithmetic in every SIMD clone, no
 //                                  contraction: -ffp-contract=off, grid/lanes.hpp)
 //   power cpu     float64 1e-10   (products reordered by repeated squaring)
-//   batched cuda  float64 1e-12, power cuda float64 1e-10 (nvcc contracts into FMA)
-//   device code on Thrust's OpenMP host system (the same Gpu/ cases, built into
+//   device code   (the Gpu/ cases) on CUDA, and on Thrust's OpenMP host system (built into
 //                 pkscan_device_host_tests with PKSCAN_DEVICE_HOST_SYSTEM): batched float64 0,
-//                 and batched and sparse power give the CPU path's bits in both precisions
-//                 (grid_math.hpp on both sides, no contraction)
+//                 power float64 1e-10, and batched and sparse power give the CPU path's bits in
+//                 both precisions (grid_math.hpp on both sides, no contraction: --fmad=false)
 //   any path      float32 within 1e-5 of the float64 reference, relative to the peak
 //   datasets      simulate_dataset (scan, batched, power: the same bits) against the exact grid
 //                 reference: kEventVsGrid (two exact solutions, different arithmetic: the event
@@ -516,18 +515,78 @@ TEST_P(OverflowStatus, MarksExactlyTheSubjectsWhoseAmountsLeaveTheRange) {
   }
 }
 
+// ---- What a device run reports about its time -----------------------------------------------
+
+using DeviceTiming = OverflowStatus;  // the same skip when the path is not available
+
+// A device run's summary splits its time into kernels and transfers, timed by the device; a CPU
+// run's has none. The copy ceilings of `pkscan bench --device cuda` are measured on the same
+// device.
+TEST_P(DeviceTiming, SplitsKernelAndTransferSeconds) {
+  const Path& path = GetParam();
+  const auto& all = scenarios();
+  const auto sc = std::find_if(all.begin(), all.end(), [](const Scenario& s) {
+    return s.name == "ManySubjects_Short_Mixed_Exact_Dense";
+  });
+  ASSERT_NE(sc, all.end());
+  const Problem p = build(*sc);
+  const SimulationResult dev = simulate(p, opts(path.method, path.device, Precision::Float64));
+  const RunSummary& rs = dev.summary();
+  EXPECT_EQ(rs.device, Device::Cuda);
+  EXPECT_GT(rs.device_kernel_seconds, 0.0);
+  EXPECT_GT(rs.device_transfer_seconds, 0.0);
+  // Both are parts of the call: here one chunk on CUDA, and on the host system (small chunks)
+  // nothing overlaps. (In general one chunk's kernel overlaps another's copies.)
+  EXPECT_LE(rs.device_kernel_seconds, rs.scan_seconds);
+  EXPECT_LE(rs.device_transfer_seconds, rs.scan_seconds);
+  const SimulationResult cpu = simulate(p, opts(path.method, Device::Cpu, Precision::Float64));
+  EXPECT_EQ(cpu.summary().device_kernel_seconds, 0.0);
+  EXPECT_EQ(cpu.summary().device_transfer_seconds, 0.0);
+
+  const DeviceCopySeconds c = measure_device_copies(std::size_t{1} << 20, 3);
+  EXPECT_GT(c.device_to_device, 0.0);
+  EXPECT_GT(c.device_to_host, 0.0);
+  EXPECT_LT(c.device_to_device, 1.0);  // 1 MiB
+  EXPECT_LT(c.device_to_host, 1.0);
+}
+
+// Device auto takes the GPU (here: whatever system device 'cuda' runs on) for much work whose
+// output stays small, and the CPU for trajectories that would cross the bus, and for little work
+// (docs/performance.md, "How auto chooses").
+TEST_P(DeviceTiming, AutoTakesTheDeviceForMuchWorkWithSmallOutput) {
+  const Path& path = GetParam();
+  auto device_for = [&](std::int64_t subjects, std::int64_t steps, std::int64_t outputs) {
+    Problem p;
+    p.grid = {0.5, steps};
+    p.parameters = ParameterBatch(ModelKind::ThreeCompartment, subjects);
+    std::vector<std::int64_t> at;
+    for (std::int64_t i = 1; i <= outputs; ++i) at.push_back(i * steps / outputs);
+    if (outputs > 0) p.output = OutputTimes::at_steps(at);  // otherwise every step (dense)
+    SimulateOptions o;
+    o.method = path.method;
+    o.device = Device::Auto;
+    return resolve_path(p, o).device;
+  };
+  EXPECT_EQ(device_for(1'000'000, 1000, 1), Device::Cuda);   // final state
+  EXPECT_EQ(device_for(1'000'000, 1000, 50), Device::Cuda);  // 50 times of 1000 steps
+  EXPECT_EQ(device_for(1'000'000, 1000, 0), Device::Cpu);    // dense
+  EXPECT_EQ(device_for(1'000'000, 1000, 100), Device::Cpu);  // 1 step in 10 reported
+  EXPECT_EQ(device_for(100'000, 100, 1), Device::Cuda);      // 1e7 subject-steps
+  EXPECT_EQ(device_for(100'000, 99, 1), Device::Cpu);        // less work
+  EXPECT_EQ(device_for(50'000, 1000, 1), Device::Cpu);       // too few subjects to fill it
+  EXPECT_EQ(device_for(1, 10'000'000, 1000), Device::Cpu);   // one subject: one device thread
+}
+
 std::vector<Path> cpu_paths() {
   return {{Method::Scan, Device::Cpu, 0.0},
           {Method::Batched, Device::Cpu, 0.0},
           {Method::Power, Device::Cpu, 1e-10}};
 }
 
+// The same claims on both systems: the device code is built without FMA contraction on CUDA too
+// (--fmad=false), so it gives the CPU paths' bits.
 std::vector<Path> gpu_paths() {
-#ifdef PKSCAN_DEVICE_HOST_SYSTEM
   return {{Method::Batched, Device::Cuda, 0.0, true}, {Method::Power, Device::Cuda, 1e-10, true}};
-#else
-  return {{Method::Batched, Device::Cuda, 1e-12}, {Method::Power, Device::Cuda, 1e-10}};
-#endif
 }
 
 std::string test_name(const ::testing::TestParamInfo<std::tuple<Path, Scenario>>& info) {
@@ -548,6 +607,10 @@ INSTANTIATE_TEST_SUITE_P(Cpu, OverflowStatus, ::testing::ValuesIn(cpu_paths()),
                            return path_name(info.param);
                          });
 INSTANTIATE_TEST_SUITE_P(Gpu, OverflowStatus, ::testing::ValuesIn(gpu_paths()),
+                         [](const ::testing::TestParamInfo<Path>& info) {
+                           return path_name(info.param);
+                         });
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceTiming, ::testing::ValuesIn(gpu_paths()),
                          [](const ::testing::TestParamInfo<Path>& info) {
                            return path_name(info.param);
                          });

@@ -123,6 +123,25 @@ TEST(Api, FirstEulerViolationNamesTheSubjectAndCompartment) {
   EXPECT_EQ(v.k, -2.0);
 }
 
+// A large batch is searched in parallel: still the first violating subject, whichever thread
+// finds the later ones first.
+TEST(Api, FirstEulerViolationOfALargeBatchIsTheFirstSubject) {
+  const std::int64_t n = 100'000;
+  ParameterBatch b(ModelKind::ThreeCompartment, n);
+  for (const char* name : {"k12", "k21", "ke", "v_central", "v_peripheral"})
+    b.set_all(name, std::string(name).rfind("v_", 0) == 0 ? 10.0 : 0.2);
+  b.set_all("ka", 0.1);
+  EXPECT_FALSE(first_euler_violation(b, 2.0));
+  for (std::int64_t s : {n - 1, std::int64_t{99'000}, std::int64_t{61'234}, std::int64_t{70'000}})
+    b.set("ka", s, 1.5);
+  b.set("k12", 80'000, 0.9);  // K[central][central] = 1 - (0.2 + 0.9) * 2, a later subject
+  const EulerViolation v = first_euler_violation(b, 2.0);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v.subject, 61'234);
+  EXPECT_EQ(v.compartment, 0);
+  EXPECT_EQ(v.k, -2.0);
+}
+
 TEST(Api, ParameterBatchRejectsUnknownNamesAndIndices) {
   ParameterBatch b(ModelKind::ThreeCompartment, 2);
   EXPECT_THROW(b.set("clearance", 0, 1.0), InvalidArgument);

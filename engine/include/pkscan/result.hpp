@@ -34,6 +34,12 @@ struct RunSummary {
   double fused_recurrence_seconds = 0.0;
   double fused_sums_seconds = 0.0;     ///< see fused_recurrence_seconds
   double fused_metrics_seconds = 0.0;  ///< see fused_recurrence_seconds
+  /// Device 'cuda' (0 otherwise): seconds the device spent in the kernels and in the copies
+  /// (inputs up, results down through the staging buffers), timed by device events and summed
+  /// over the run's chunks. One chunk's kernel overlaps the next chunk's copies, so the two can
+  /// add up to more than scan_seconds.
+  double device_kernel_seconds = 0.0;
+  double device_transfer_seconds = 0.0;  ///< see device_kernel_seconds
 };
 
 /// A contiguous array whose storage is not zero-filled when it grows (results are written once

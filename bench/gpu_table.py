@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The GPU table of docs/performance.md from a bench/gpu.sh results file.
+
+Usage: bench/gpu_table.py RESULTS.json [DOC.md]
+
+RESULTS.json holds one JSON object per line, as bench/gpu.sh writes it: the ctest summary, then
+`pkscan bench` cells, each `--device cuda` cell followed by the same cell on the CPU, then the
+JAX seed scan if it ran. Prints the table and, given DOC.md, replaces the text between
+<!-- gpu-table:begin --> and <!-- gpu-table:end --> with it.
+"""
+import json
+import os
+import sys
+
+
+def num(x):
+    return f"{x:.0e}".replace("e+0", "e").replace("e+", "e")
+
+
+def label(c):
+    if c.get("workload") == "summaries":
+        return f"summaries only, N={num(c['n'])}, T={num(c['t'])} ({c['precision']})"
+    return f"{c['method']} {c['output']}, N={num(c['n'])}, T={num(c['t'])} ({c['precision']})"
+
+
+def key(c):
+    return (c.get("workload", "grid"), c.get("method"), c["n"], c["t"], c.get("output"),
+            c["precision"])
+
+
+def regime(c):
+    if "regime" not in c:
+        return "-"
+    return f"{c['regime']} ({c['ceiling_over_time']:.2f} of its ceiling)"
+
+
+def device_part(c):
+    if "kernel_s" not in c:
+        return "-"
+    return (f"kernel {c['kernel_s'] * 1e3:.3g} ms ({c['device_write_over_kernel']:.2f} of the "
+            f"device write at {c['d2d_gb_per_s']:.0f} GB/s); transfer "
+            f"{c['transfer_s'] * 1e3:.3g} ms ({c['transfer_ceiling_over_transfer']:.2f} of "
+            f"{c['d2h_gb_per_s']:.1f} GB/s to the host)")
+
+
+def table(lines, source):
+    cells = [json.loads(x) for x in lines if x.strip()]
+    ctest = next((c["ctest_gpu"] for c in cells if "ctest_gpu" in c), "not run")
+    jax = next((c["jax_seed_scan"] for c in cells if "jax_seed_scan" in c), None)
+    grid = [c for c in cells if "best_s" in c and "n" in c]
+    rows = ["| cell | cuda | cpu | cpu / cuda | on the device | regime (cuda) |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    # Cells come in pairs: the cuda cell, then the same cell on the CPU.
+    for i in range(0, len(grid) - 1, 2):
+        g, h = grid[i], grid[i + 1]
+        if key(g) != key(h) or g.get("device") != "cuda":
+            continue
+        rows.append(f"| {label(g)} | {g['best_s'] * 1e3:.4g} ms | {h['best_s'] * 1e3:.4g} ms "
+                    f"({h['threads']} threads) | {h['best_s'] / g['best_s']:.2f}x | "
+                    f"{device_part(g)} | {regime(g)} |")
+    text = [f"Measured by `bench/gpu.sh`; raw JSON in `{source}`. `ctest -L gpu`: {ctest}.", "",
+            *rows, ""]
+    if isinstance(jax, dict):
+        text.append(f"The seed's JAX scan on {jax['device']} (N={num(jax['n'])}, T={num(jax['t'])}, "
+                    f"float64): {jax['best_s'] * 1e3:.4g} ms with the trajectories left on the "
+                    f"GPU, {jax['best_to_host_s'] * 1e3:.4g} ms with them on the host.")
+        text.append("")
+    return "\n".join(text)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    results = sys.argv[1]
+    with open(results) as f:
+        block = table(f.readlines(), os.path.relpath(results))
+    print(block)
+    if len(sys.argv) > 2:
+        doc_path = sys.argv[2]
+        doc = open(doc_path).read()
+        begin, end = "<!-- gpu-table:begin -->", "<!-- gpu-table:end -->"
+        if begin in doc and end in doc:
+            doc = doc[:doc.index(begin) + len(begin)] + "\n" + block + doc[doc.index(end):]
+            with open(doc_path, "w") as f:
+                f.write(doc)
+
+
+if __name__ == "__main__":
+    main()
