@@ -63,6 +63,11 @@ both --method batched --n 100000 --t 1000 --output dense
 both --method batched --n 1000000 --t 1000 --output final
 both --method batched --n 1000000 --t 1000 --precision float32 --output final
 both --method batched --n 1000000 --t 1000 --output sparse:50
+both --method power --n 1000000 --t 1000 --output final   # auto's method for a final state
+# Where device auto's subject threshold lies (1e5 subjects), and a small call (overhead).
+both --method batched --n 100000 --t 1000 --output final
+both --method batched --n 10000 --t 1000 --output final
+both --method batched --n 100 --t 1000 --output final
 # Long horizon, one subject: the power path.
 both --method power --n 1 --t 1000000 --output sparse:1000
 # Population summaries (device cuda: dense on the device, summarised on the host).

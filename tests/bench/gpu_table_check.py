@@ -1,0 +1,40 @@
+"""bench/gpu_table.py on a results file written here: the pairs, their ratio, the device parts,
+the JAX line, and the text replaced between the markers of a document (and only there)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+cuda = {"method": "batched", "device": "cuda", "precision": "float64", "n": 1000000, "t": 1000,
+        "output": "final", "best_s": 0.05, "threads": 1, "regime": "compute",
+        "ceiling_over_time": 0.04, "kernel_s": 0.002, "transfer_s": 0.004,
+        "device_write_over_kernel": 0.01, "d2d_gb_per_s": 4000.0,
+        "transfer_ceiling_over_transfer": 0.1, "d2h_gb_per_s": 55.0}
+cpu = dict(cuda, device="cpu", best_s=0.2, threads=16)
+for k in ("kernel_s", "transfer_s"):
+    del cpu[k]
+lone = dict(cuda, n=5)  # no CPU twin: no row
+lines = [{"ctest_gpu": "100% tests passed out of 7"}, cuda, cpu, lone,
+         {"jax_seed_scan": {"device": "cuda:0", "n": 100000, "t": 1000, "best_s": 0.012,
+                            "best_to_host_s": 1.5}}]
+with tempfile.TemporaryDirectory() as d:
+    results = os.path.join(d, "r.json")
+    with open(results, "w") as f:
+        f.write("\n".join(json.dumps(x) for x in lines) + "\n")
+    doc = os.path.join(d, "doc.md")
+    with open(doc, "w") as f:
+        f.write("intro\n<!-- gpu-table:begin -->\nold\n<!-- gpu-table:end -->\nafter\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_table.py"), results, doc],
+                         check=True, capture_output=True, text=True).stdout
+    rows = [x for x in out.splitlines() if x.startswith("| batched")]
+    assert len(rows) == 1, out
+    row = rows[0]
+    assert "N=1e6, T=1e3 (float64)" in row and "| 50 ms | 200 ms (16 threads) | 4.00x |" in row, row
+    assert "kernel 2 ms" in row and "transfer 4 ms" in row and "compute (0.04 of its ceiling)" in row
+    assert "100% tests passed out of 7" in out and "12 ms with the trajectories left" in out, out
+    text = open(doc).read()
+    assert text.startswith("intro\n<!-- gpu-table:begin -->\nMeasured by") and "old" not in text
+    assert text.endswith("<!-- gpu-table:end -->\nafter\n"), text
+print("gpu table ok")
