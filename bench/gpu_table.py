@@ -14,7 +14,9 @@ import sys
 
 
 def num(x):
-    return f"{x:.0e}".replace("e+0", "e").replace("e+", "e")
+    m, e = f"{x:e}".split("e")
+    m = m.rstrip("0").rstrip(".")
+    return f"{m}e{int(e)}"
 
 
 def label(c):
@@ -50,10 +52,13 @@ def table(lines, source):
     grid = [c for c in cells if "best_s" in c and "n" in c]
     rows = ["| cell | cuda | cpu | cpu / cuda | on the device | regime (cuda) |",
             "| --- | --- | --- | --- | --- | --- |"]
-    # Cells come in pairs: the cuda cell, then the same cell on the CPU.
-    for i in range(0, len(grid) - 1, 2):
-        g, h = grid[i], grid[i + 1]
-        if key(g) != key(h) or g.get("device") != "cuda":
+    # Each cuda cell beside the next cell with the same key on the CPU (a failed cell in between
+    # leaves the others paired).
+    for i, g in enumerate(grid):
+        if g.get("device") != "cuda":
+            continue
+        h = next((c for c in grid[i + 1:] if c.get("device") == "cpu" and key(c) == key(g)), None)
+        if h is None:
             continue
         rows.append(f"| {label(g)} | {g['best_s'] * 1e3:.4g} ms | {h['best_s'] * 1e3:.4g} ms "
                     f"({h['threads']} threads) | {h['best_s'] / g['best_s']:.2f}x | "

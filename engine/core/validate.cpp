@@ -6,6 +6,7 @@
 #include <fstream>
 #include <pkscan/checks.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
 #include <sstream>
 #include <string>
 
@@ -107,19 +108,26 @@ EulerViolation first_euler_violation(const ParameterBatch& parameters, double dt
   const std::int64_t subjects = parameters.subjects();
   // The first violating subject, found in parallel for large batches (a sweep of 1e6 subjects
   // spends 17 ms here on one thread); the same subject whatever the thread count.
+  // Small batches stay off OpenMP (entering a region costs more than checking them).
+  auto violates = [&](std::int64_t s, std::array<double, kMaxLinearCompartments>& out) {
+    outflow_rates(m, parameters.row(s), out.data());
+    for (int r = 0; r < n; ++r)
+      // 1 + A(r, r) dt, A(r, r) = -outflow: the same bits as from rate_matrix().
+      if (1.0 + -out[static_cast<std::size_t>(r)] * dt < 0.0) return true;
+    return false;
+  };
   std::int64_t first = subjects;
-#pragma omp parallel if (subjects > 4096)
-  {
+  if (subjects <= 4096) {
     std::array<double, kMaxLinearCompartments> out{};
+    for (std::int64_t s = 0; s < subjects && first == subjects; ++s)
+      if (violates(s, out)) first = s;
+  } else {
+#pragma omp parallel num_threads(resolve_threads(0))
+    {
+      std::array<double, kMaxLinearCompartments> out{};
 #pragma omp for reduction(min : first) schedule(static)
-    for (std::int64_t s = 0; s < subjects; ++s) {
-      outflow_rates(m, parameters.row(s), out.data());
-      for (int r = 0; r < n; ++r)
-        // 1 + A(r, r) dt, A(r, r) = -outflow: the same bits as from rate_matrix().
-        if (1.0 + -out[static_cast<std::size_t>(r)] * dt < 0.0) {
-          first = std::min(first, s);
-          break;
-        }
+      for (std::int64_t s = 0; s < subjects; ++s)
+        if (violates(s, out)) first = std::min(first, s);
     }
   }
   if (first == subjects) return EulerViolation{};

@@ -16,7 +16,10 @@ cpu = dict(cuda, device="cpu", best_s=0.2, threads=16)
 for k in ("kernel_s", "transfer_s"):
     del cpu[k]
 lone = dict(cuda, n=5)  # no CPU twin: no row
+other = dict(cuda, n=150000, best_s=0.01)  # after a failed cell: still paired
+other_cpu = dict(cpu, n=150000, best_s=0.03)
 lines = [{"ctest_gpu": "100% tests passed out of 7"}, cuda, cpu, lone,
+         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu,
          {"jax_seed_scan": {"device": "cuda:0", "n": 100000, "t": 1000, "best_s": 0.012,
                             "best_to_host_s": 1.5}}]
 with tempfile.TemporaryDirectory() as d:
@@ -29,8 +32,9 @@ with tempfile.TemporaryDirectory() as d:
     out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_table.py"), results, doc],
                          check=True, capture_output=True, text=True).stdout
     rows = [x for x in out.splitlines() if x.startswith("| batched")]
-    assert len(rows) == 1, out
+    assert len(rows) == 2, out
     row = rows[0]
+    assert "N=1.5e5, T=1e3" in rows[1] and "| 3.00x |" in rows[1], rows[1]
     assert "N=1e6, T=1e3 (float64)" in row and "| 50 ms | 200 ms (16 threads) | 4.00x |" in row, row
     assert "kernel 2 ms" in row and "transfer 4 ms" in row and "compute (0.04 of its ceiling)" in row
     assert "100% tests passed out of 7" in out and "12 ms with the trajectories left" in out, out

@@ -34,10 +34,11 @@ struct RunSummary {
   double fused_recurrence_seconds = 0.0;
   double fused_sums_seconds = 0.0;     ///< see fused_recurrence_seconds
   double fused_metrics_seconds = 0.0;  ///< see fused_recurrence_seconds
-  /// Device 'cuda' (0 otherwise): seconds the device spent in the kernels and in the copies
-  /// (inputs up, results down through the staging buffers), timed by device events and summed
-  /// over the run's chunks. One chunk's kernel overlaps the next chunk's copies, so the two can
-  /// add up to more than scan_seconds.
+  /// Device 'cuda' (0 otherwise): seconds of the kernels, and of the copies (the transitions up;
+  /// the results down through the staging buffers, including the stream's waits for the host to
+  /// empty them), timed by device events on each chunk's stream and summed over the chunks. One
+  /// chunk's kernel overlaps another chunk's copies, so the two can add up to more than
+  /// scan_seconds.
   double device_kernel_seconds = 0.0;
   double device_transfer_seconds = 0.0;  ///< see device_kernel_seconds
 };
