@@ -1,11 +1,42 @@
-// The kernels on Thrust's CUDA system (nvcc): subject_kernels.hpp's functors over a chunk, one
-// thread per subject, enqueued on the slot's stream without synchronising (par_nosync).
+// The kernels on CUDA (nvcc): subject_kernels.hpp's functors over a chunk, one thread per
+// subject, enqueued on the slot's stream without synchronising. A plain kernel launch rather
+// than thrust::for_each: Thrust's launch cost 5.3 us of host time per call on an H200 host,
+// much of a small call (docs/performance.md, "Where the GPU pays").
 #include <cuda_runtime.h>
-#include <thrust/system/cuda/execution_policy.h>
-#include <thrust/system_error.h>
 
+#include <cstdint>
 #include <pkscan/error.hpp>
 #include <string>
+
+#include "device/subject_kernels.hpp"
+
+namespace pkscan::device {
+
+struct CudaStream {
+  cudaStream_t stream;
+};
+
+template <class F>
+__global__ void subjects_kernel(F f, std::int64_t n) {
+  const std::int64_t j =
+      static_cast<std::int64_t>(blockIdx.x) * static_cast<std::int64_t>(blockDim.x) +
+      static_cast<std::int64_t>(threadIdx.x);
+  if (j < n) f(j);
+}
+
+// launch.hpp's for_each_subject on CUDA (more specialised than its Thrust template).
+template <class F>
+void for_each_subject(const CudaStream& policy, std::int64_t n, const F& f) {
+  constexpr int kThreads = 256;
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  subjects_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, policy.stream>>>(f, n);
+  // Launch errors; execution errors surface at the stream's next synchronisation.
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+    throw DeviceError(std::string("simulate: CUDA launch: ") + cudaGetErrorName(err) + ": " +
+                      cudaGetErrorString(err));
+}
+
+}  // namespace pkscan::device
 
 #include "device/launch.hpp"
 
@@ -14,11 +45,7 @@ namespace pkscan::device {
 template <class Real>
 void launch_cuda(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<Real>& c,
                  void* stream) {
-  try {
-    launch<Real>(thrust::cuda::par_nosync.on(static_cast<cudaStream_t>(stream)), kernel, n, s, c);
-  } catch (const thrust::system_error& e) {  // launch errors; execution errors surface later
-    throw DeviceError(std::string("simulate: CUDA launch: ") + e.what());
-  }
+  launch<Real>(CudaStream{static_cast<cudaStream_t>(stream)}, kernel, n, s, c);
 }
 
 template void launch_cuda<double>(Kernel, int, const DeviceSchedule&, const DeviceChunk<double>&,

@@ -550,6 +550,40 @@ TEST_P(DeviceTiming, SplitsKernelAndTransferSeconds) {
   EXPECT_LT(c.device_to_host, 1.0);
 }
 
+// One Engine called again and again, as fitting code calls it: the device keeps the schedule it
+// was given last and the buffers of the largest call, and reuses them only when they still
+// fit. Regimens of the same shape (the same packed size) but other doses, then more subjects,
+// then fewer: every call gives the CPU path's bits.
+TEST_P(DeviceTiming, ReusesItsScheduleAndBuffersOnlyWhileTheyFit) {
+  const Path& path = GetParam();
+  const auto& all = scenarios();
+  auto named = [&](const char* name) {
+    const auto sc = std::find_if(all.begin(), all.end(),
+                                 [&](const Scenario& s) { return s.name == name; });
+    return sc == all.end() ? Problem{} : build(*sc);
+  };
+  const Problem a = named("ManySubjects_Short_Mixed_Exact_Sparse");
+  const Problem b = [&] {  // the same shape, other amounts
+    Problem q = a;
+    for (DoseEvent& d : q.doses)
+      if (d.rate == 0.0) d.amount *= 1.5;  // boluses only: infusions keep their durations
+    return q;
+  }();
+  const Problem few = named("FewSubjects_Short_Mixed_Exact_Sparse");
+  ASSERT_GT(a.parameters.subjects(), few.parameters.subjects());
+  Engine dev;
+  SimulationResult r;
+  for (const Problem* p : {&a, &b, &a, &few, &a, &few}) {
+    dev.simulate_into(*p, opts(path.method, path.device, Precision::Float64), r);
+    const SimulationResult cpu = simulate(*p, opts(path.method, Device::Cpu, Precision::Float64));
+    ASSERT_EQ(r.amounts_f64().size(), cpu.amounts_f64().size());
+    EXPECT_EQ(std::memcmp(r.amounts_f64().data(), cpu.amounts_f64().data(),
+                          cpu.amounts_f64().size() * sizeof(double)),
+              0)
+        << "call with " << p->parameters.subjects() << " subjects";
+  }
+}
+
 // Device auto takes the GPU (here: whatever system device 'cuda' runs on) for much work whose
 // output stays small, and the CPU for trajectories that would cross the bus, and for little work
 // (docs/performance.md, "How auto chooses").
