@@ -159,7 +159,7 @@ Path resolve_path(const Problem& problem, const SimulateOptions& options) {
     // The GPU where it pays (docs/performance.md, "How auto chooses"): much work, over enough
     // subjects to fill the device (one thread each), whose results stay small. Trajectories that
     // must cross the bus to the host are written faster by the CPU (measured on an H200 host:
-    // 0.40-0.48x of the CPU's speed for dense output).
+    // 0.42-0.53x of the CPU's speed for dense output).
     const bool big =
         subjects >= 100'000 && static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
     const bool small_output = n_out * 16 <= steps;
