@@ -31,10 +31,12 @@ std::uint64_t result_byte_limit(const SimulateOptions& options = {}) noexcept;
 /// resolved from the number of subjects, the horizon, the output sparsity and the devices
 /// present; explicit choices are returned as given. Does not validate. Rules (docs/performance.md):
 /// device auto picks cuda when a device is present, the batched or power path is compiled for
-/// it, and the work is at least 1e7 subject-steps; method auto picks power when the output is
-/// sparse (at least 64 steps per output time on average), batched when there are at least 8
-/// subjects, power for fewer subjects over at least 16384 steps with more than one thread
-/// (parallel over time), and scan otherwise.
+/// it, the work is at least 1e7 subject-steps over at least 1e5 subjects, and there is at most
+/// one output time per 16 steps (trajectories that cross the bus to the host are written
+/// faster by the CPU); method auto picks power when the output is sparse (at least 64 steps per
+/// output time on average), batched when there are at least 4 subjects, power for fewer
+/// subjects over at least 16384 steps with more than one thread (parallel over time), and scan
+/// otherwise.
 struct Path {
   Method method;  ///< never Auto
   Device device;  ///< never Auto
