@@ -2,7 +2,7 @@
 // What the device backend (device_backend.cpp) needs from a system: memory, copies, streams and
 // a kernel launch. Two implementations:
 //   - runtime_cuda.cpp + launch_cuda.cu: the CUDA runtime (cudaMalloc, pinned staging,
-//     asynchronous copies on streams, events) and Thrust's CUDA system: the only CUDA-only code;
+//     asynchronous copies on streams, events) and the kernels' launch: the only CUDA-only code;
 //   - runtime_host.cpp: Thrust's OpenMP system on the host (memory is host memory, copies are
 //     memcpy, streams and events are no-ops): the test vehicle that runs every line of the
 //     device backend and its kernels in CI, on machines without a GPU. It is not a user-facing
