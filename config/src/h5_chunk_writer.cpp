@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <new>
 #include <pkscan/error.hpp>
@@ -23,9 +22,8 @@ namespace pkscan::config::detail {
 
 namespace {
 
-// Jobs compressed per thread in a round (the calling thread writes the previous round
-// meanwhile): enough to keep every thread busy, few enough that the compressed chunks of the two
-// rounds held at once stay small (a few MiB per thread).
+// Jobs compressed per thread between two rounds of writes: enough to keep every thread busy,
+// few enough that the compressed chunks held at once stay small (a few MiB per thread).
 constexpr std::size_t kJobsPerThread = 4;
 
 struct CompressorDeleter {
@@ -237,9 +235,8 @@ void ChunkWriter::run(const std::vector<Job>& jobs, const FillRows& fill) {
   const std::size_t batch = kJobsPerThread * static_cast<std::size_t>(threads_);
   const int threads = static_cast<int>(std::min<std::size_t>(threads_, jobs.size()));
   // Everything the threads use is allocated here, before they start (nothing in the parallel
-  // region throws but the writes, whose error is caught there and rethrown after it): per
-  // thread the chunk's bytes, its shuffle and a compressor (libdeflate's state is several
-  // hundred KiB), per job of two rounds its compressed chunk.
+  // region throws): per thread the chunk's bytes, its shuffle and a compressor (libdeflate's
+  // state is several hundred KiB), per job of a round its compressed chunk.
   std::vector<Compressor> compressors;
   std::vector<std::vector<unsigned char>> raw, shuffled;
   for (int t = 0; t < threads; ++t) {
@@ -250,77 +247,52 @@ void ChunkWriter::run(const std::vector<Job>& jobs, const FillRows& fill) {
   }
   const std::size_t bound = libdeflate_zlib_compress_bound(compressors[0].get(), chunk_bytes) + 64 +
                             5 * (chunk_bytes / 65535 + 1);
-  // Two rounds of compressed chunks: while the threads compress round r, the calling thread
-  // writes round r - 1 (HDF5 is called from that thread only, one call at a time).
-  std::vector<std::vector<unsigned char>> out[2];
-  std::vector<std::size_t> sizes[2];
-  for (int s = 0; s < 2; ++s) {
-    out[s].assign(std::min(batch, jobs.size()), std::vector<unsigned char>(bound));
-    sizes[s].assign(out[s].size(), 0);
-  }
+  std::vector<std::vector<unsigned char>> out(std::min(batch, jobs.size()),
+                                              std::vector<unsigned char>(bound));
+  std::vector<std::size_t> sizes(out.size());
   const std::size_t inner =  // elements per step of the second axis
       chunk_.size() >= 2 && chunk_elements_ < row_elements_
           ? static_cast<std::size_t>(chunk_elements_) / static_cast<std::size_t>(chunk_[1])
           : 1;
-  // Round [b0, b0 + nb) of slot s into the file, in file order.
-  auto write_round = [&](std::size_t b0, std::size_t nb, int s) {
+  for (std::size_t b0 = 0; b0 < jobs.size(); b0 += batch) {
+    const std::size_t nb = std::min(batch, jobs.size() - b0);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (std::size_t k = 0; k < nb; ++k) {
-      if (sizes[s][k] == 0)  // out is large enough for any chunk: not expected
+      const int t = omp_get_thread_num();
+      unsigned char* buf = raw[static_cast<std::size_t>(t)].data();
+      const Job& j = jobs[b0 + k];
+      const std::size_t data_bytes = static_cast<std::size_t>(j.rows * j.count) * element_size_;
+      const unsigned char* src = buf;
+      if (j.pending) {
+        src = pending_.data();
+      } else {
+        fill(j.row, j.rows, j.element, j.count, buf);
+      }
+      if (data_bytes < chunk_bytes) {  // an edge chunk: zeros beyond the extent
+        if (src != buf) std::memcpy(buf, src, data_bytes);
+        std::memset(buf + data_bytes, 0, chunk_bytes - data_bytes);
+        src = buf;
+      }
+      unsigned char* sh = shuffled[static_cast<std::size_t>(t)].data();
+      shuffle(src, chunk_bytes, element_size_, sh);
+      sizes[k] = zlib_stream(compressors[static_cast<std::size_t>(t)].get(), sh, chunk_bytes,
+                             element_size_, out[k].data(), bound);
+    }
+    // In file order, on this thread (HDF5 calls are not made from several threads).
+    for (std::size_t k = 0; k < nb; ++k) {
+      if (sizes[k] == 0)  // out is large enough for any chunk: not expected
         throw Error("cannot write HDF5 file " + path_ + ": " + what_ + ": compression failed");
       const Job& j = jobs[b0 + k];
       std::vector<hsize_t> offset(chunk_.size(), 0);
       offset[0] = static_cast<hsize_t>(j.row);
       if (chunk_.size() >= 2) offset[1] = static_cast<hsize_t>(j.element) / inner;
-      if (H5Dwrite_chunk(dset_, H5P_DEFAULT, 0, offset.data(), sizes[s][k], out[s][k].data()) < 0)
+      if (H5Dwrite_chunk(dset_, H5P_DEFAULT, 0, offset.data(), sizes[k], out[k].data()) < 0)
         h5_fail(path_, what_ + ": direct chunk write");
     }
     // Start writing the file's dirty pages now, while the next round compresses (a hint: its
     // failure changes nothing, the commit's fsync still waits for every page).
     if (fd_ >= 0) ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
-  };
-  std::exception_ptr write_error;  // of the previous round, written inside the parallel region
-  std::size_t prev_b0 = 0, prev_nb = 0;
-  int s = 0;
-  for (std::size_t b0 = 0; b0 < jobs.size(); b0 += batch, s ^= 1) {
-    const std::size_t nb = std::min(batch, jobs.size() - b0);
-#pragma omp parallel num_threads(threads)
-    {
-#pragma omp master
-      if (prev_nb > 0) {
-        try {
-          write_round(prev_b0, prev_nb, s ^ 1);
-        } catch (...) {
-          write_error = std::current_exception();
-        }
-      }
-#pragma omp for schedule(dynamic, 1)
-      for (std::size_t k = 0; k < nb; ++k) {
-        const int t = omp_get_thread_num();
-        unsigned char* buf = raw[static_cast<std::size_t>(t)].data();
-        const Job& j = jobs[b0 + k];
-        const std::size_t data_bytes = static_cast<std::size_t>(j.rows * j.count) * element_size_;
-        const unsigned char* src = buf;
-        if (j.pending) {
-          src = pending_.data();
-        } else {
-          fill(j.row, j.rows, j.element, j.count, buf);
-        }
-        if (data_bytes < chunk_bytes) {  // an edge chunk: zeros beyond the extent
-          if (src != buf) std::memcpy(buf, src, data_bytes);
-          std::memset(buf + data_bytes, 0, chunk_bytes - data_bytes);
-          src = buf;
-        }
-        unsigned char* sh = shuffled[static_cast<std::size_t>(t)].data();
-        shuffle(src, chunk_bytes, element_size_, sh);
-        sizes[s][k] = zlib_stream(compressors[static_cast<std::size_t>(t)].get(), sh, chunk_bytes,
-                                  element_size_, out[s][k].data(), bound);
-      }
-    }
-    if (write_error) std::rethrow_exception(write_error);
-    prev_b0 = b0;
-    prev_nb = nb;
   }
-  write_round(prev_b0, prev_nb, s ^ 1);
 }
 
 }  // namespace pkscan::config::detail
