@@ -37,7 +37,7 @@ namespace pkscan::detail {
 namespace {
 
 constexpr int kFuseRows = 32;      // output rows per window: a 1024-subject tile stays in L2
-constexpr int kAdvanceGroups = 4;  // lane groups whose recurrences are interleaved
+constexpr int kAdvanceGroups = 2;  // lane groups whose recurrences are interleaved (4 spilled K)
 constexpr int kHistRows = 8;       // sketch rows whose increments are interleaved (fuse_hist)
 constexpr std::int64_t kSlotStride = kBlock + 16;  // a row of fuse_rows' counter indices
 // Tile elements per lane group: kFuseRows x N rows of 8 lanes, plus 8 so that the groups do not
