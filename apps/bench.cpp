@@ -57,6 +57,24 @@ Timings time_calls(int repeat, F&& f) {
   return t;
 }
 
+// time_calls of Engine::simulate_into, with the summary of the fastest call (its device times).
+struct TimedCalls {
+  Timings t;
+  RunSummary best;
+};
+TimedCalls time_simulations(int repeat, Engine& e, const Problem& p, const SimulateOptions& so,
+                            SimulationResult& r) {
+  std::vector<RunSummary> runs;  // runs[0]: the warm-up call
+  TimedCalls c;
+  c.t = time_calls(repeat, [&] {
+    e.simulate_into(p, so, r);
+    runs.push_back(r.summary());
+  });
+  c.best = runs[1 + static_cast<std::size_t>(std::min_element(c.t.times.begin(), c.t.times.end()) -
+                                             c.t.times.begin())];
+  return c;
+}
+
 // Best and median seconds of a write-only parallel fill of `bytes` (the memory bandwidth the
 // output could reach at best), on the same threads, into a buffer touched beforehand.
 std::pair<double, double> fill_seconds(std::size_t bytes, int threads, int repeat) {
@@ -109,11 +127,6 @@ double stream_fill_seconds(std::size_t bytes, int threads, int repeat) {
   return t.best();
 }
 
-// The regime of a cell: the ceiling that takes longest is what bounds it (memory: writing the
-// output with streaming stores; compute: the hand-written probe's recurrence with no output, on
-// the same subjects, steps and threads, or for the power path its own run without output;
-// overhead: the same entry point on one subject and one step). When the next ceiling is within 20%
-// of it, both bound the cell: "memory/compute".
 // A message as a JSON string's contents.
 std::string json_escape(const std::string& m) {
   std::string e;
@@ -124,6 +137,11 @@ std::string json_escape(const std::string& m) {
   return e;
 }
 
+// The regime of a cell: the ceiling that takes longest is what bounds it (memory: writing the
+// output with streaming stores; compute: the hand-written probe's recurrence with no output, on
+// the same subjects, steps and threads, or for the power path its own run without output;
+// overhead: the same entry point on one subject and one step). When the next ceiling is within 20%
+// of it, both bound the cell: "memory/compute".
 // A device 'cuda' cell has a fourth ceiling, the copy of the output to the host ("transfer"),
 // and its memory ceiling is the device's: writing the output at the device-to-device copy rate.
 std::string regime_of(std::vector<std::pair<double, const char*>> c) {
@@ -518,14 +536,9 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   // result storage are reused; the warm-up call compiles, allocates and faults the pages in.
   Engine engine;
   SimulationResult r;
-  std::vector<RunSummary> runs;  // each call's summary: the device times of the best call
-  const Timings t = time_calls(o.repeat, [&] {
-    engine.simulate_into(p, so, r);
-    runs.push_back(r.summary());
-  });
-  const RunSummary& best_run =  // runs[0] is the warm-up call
-      runs[1 + static_cast<std::size_t>(std::min_element(t.times.begin(), t.times.end()) -
-                                        t.times.begin())];
+  const TimedCalls calls = time_simulations(o.repeat, engine, p, so, r);
+  const Timings& t = calls.t;
+  const RunSummary& best_run = calls.best;
   const double best = t.best();
   const std::size_t scalar = o.precision == Precision::Float64 ? 8 : 4;
   const std::size_t out_bytes =
@@ -539,17 +552,9 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   auto best_of = [&](const Problem& q, const SimulateOptions& qo) {
     Engine e;
     SimulationResult qr;
-    double best_call = 1e300;
-    for (int i = 0; i <= o.repeat; ++i) {  // call 0 warms up
-      const double t0 = now();
-      e.simulate_into(q, qo, qr);
-      const double dt = now() - t0;
-      if (i > 0 && dt < best_call) {
-        best_call = dt;
-        compute_kernel_s = qr.summary().device_kernel_seconds;
-      }
-    }
-    return best_call;
+    const TimedCalls c = time_simulations(o.repeat, e, q, qo, qr);
+    compute_kernel_s = c.best.device_kernel_seconds;
+    return c.t.best();
   };
   Problem final_only = p;
   final_only.output = OutputTimes::at_steps({o.t});

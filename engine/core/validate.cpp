@@ -106,38 +106,34 @@ EulerViolation first_euler_violation(const ParameterBatch& parameters, double dt
   const ModelInfo& m = parameters.info();
   const int n = static_cast<int>(m.compartments.size());
   const std::int64_t subjects = parameters.subjects();
-  // The first violating subject, found in parallel for large batches (a sweep of 1e6 subjects
-  // spends 17 ms here on one thread); the same subject whatever the thread count.
-  // Small batches stay off OpenMP (entering a region costs more than checking them).
-  auto violates = [&](std::int64_t s, std::array<double, kMaxLinearCompartments>& out) {
+  // Subject s's violation (the first compartment with 1 + A(r, r) dt < 0), or none.
+  auto violation = [&](std::int64_t s, std::array<double, kMaxLinearCompartments>& out) {
     outflow_rates(m, parameters.row(s), out.data());
-    for (int r = 0; r < n; ++r)
+    for (int r = 0; r < n; ++r) {
       // 1 + A(r, r) dt, A(r, r) = -outflow: the same bits as from rate_matrix().
-      if (1.0 + -out[static_cast<std::size_t>(r)] * dt < 0.0) return true;
-    return false;
-  };
-  std::int64_t first = subjects;
-  if (subjects <= 4096) {
-    std::array<double, kMaxLinearCompartments> out{};
-    for (std::int64_t s = 0; s < subjects && first == subjects; ++s)
-      if (violates(s, out)) first = s;
-  } else {
-#pragma omp parallel num_threads(resolve_threads(0))
-    {
-      std::array<double, kMaxLinearCompartments> out{};
-#pragma omp for reduction(min : first) schedule(static)
-      for (std::int64_t s = 0; s < subjects; ++s)
-        if (violates(s, out)) first = std::min(first, s);
+      const double k = 1.0 + -out[static_cast<std::size_t>(r)] * dt;
+      if (k < 0.0) return EulerViolation{s, r, k};
     }
-  }
-  if (first == subjects) return EulerViolation{};
+    return EulerViolation{};
+  };
   std::array<double, kMaxLinearCompartments> out{};
-  outflow_rates(m, parameters.row(first), out.data());
-  for (int r = 0; r < n; ++r) {
-    const double k = 1.0 + -out[static_cast<std::size_t>(r)] * dt;
-    if (k < 0.0) return EulerViolation{first, r, k};
+  // Small batches stay off OpenMP (entering a region costs more than checking them).
+  if (subjects <= 4096) {
+    for (std::int64_t s = 0; s < subjects; ++s)
+      if (const EulerViolation v = violation(s, out)) return v;
+    return EulerViolation{};
   }
-  return EulerViolation{};
+  // The first violating subject, found in parallel (a sweep of 1e6 subjects spends 17 ms here on
+  // one thread); the same subject whatever the thread count.
+  std::int64_t first = subjects;
+#pragma omp parallel num_threads(resolve_threads(0))
+  {
+    std::array<double, kMaxLinearCompartments> mine{};
+#pragma omp for reduction(min : first) schedule(static)
+    for (std::int64_t s = 0; s < subjects; ++s)
+      if (violation(s, mine)) first = std::min(first, s);
+  }
+  return first == subjects ? EulerViolation{} : violation(first, out);
 }
 
 using detail::At;

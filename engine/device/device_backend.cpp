@@ -223,8 +223,7 @@ class DeviceBackend final : public Backend {
   Slot slot_[2];
   DeviceTimes times_;
   std::vector<unsigned char> sched_host_;    // packed schedule, kept for its capacity
-  std::vector<unsigned char> sched_device_;  // what sched_ holds when sched_on_device_
-  bool sched_on_device_ = false;
+  std::vector<unsigned char> sched_device_;  // what sched_ holds (empty: nothing known)
   // Transitions, one per host thread and compartment count, kept for their capacity.
   std::vector<Transition<2>> tr2_;
   std::vector<Transition<3>> tr3_;
@@ -272,7 +271,7 @@ class DeviceBackend final : public Backend {
     for (Buffer& p : piece_) p.release();
     status_stage_.release();
     sched_.release();
-    sched_on_device_ = false;
+    sched_device_.clear();
   }
 
   // Waits for all work of this backend, ignoring errors (exception path).
@@ -356,15 +355,14 @@ class DeviceBackend final : public Backend {
       if (p.bytes) std::memcpy(sched_host_.data() + p.at, p.src, p.bytes);
     // The device already holds these bytes (fitting code calls again and again with the same
     // regimen): no upload, no wait.
-    if (!(sched_on_device_ && sched_.bytes() >= total && sched_host_ == sched_device_)) {
-      sched_on_device_ = false;
+    if (sched_host_ != sched_device_) {
+      sched_device_.clear();  // until the upload below has completed
       sched_.reserve(total);
       // A pageable source: synchronising before the kernels (on both streams) read the schedule
       // orders the copy for both slots.
       rt_->copy_to_device(sched_.ptr(), sched_host_.data(), total, slot_[0].stream);
       rt_->synchronize(slot_[0].stream);
       sched_device_ = sched_host_;
-      sched_on_device_ = true;
     }
 
     const auto* d = static_cast<const unsigned char*>(sched_.ptr());
