@@ -55,6 +55,9 @@
 #include "grid/backend.hpp"
 #include "grid/schedule.hpp"
 #include "grid/transition.hpp"
+#include "summary/fused_summary.hpp"
+#include "summary/metric_lanes.hpp"
+#include "summary/summary_state.hpp"
 
 namespace pkscan::detail {
 
@@ -157,6 +160,7 @@ class DeviceBackend final : public Backend {
       : method_(method),
         rt_(std::move(rt)),
         sched_(*rt_, false),
+        sketch_(*rt_, false),
         status_stage_(*rt_, true),
         piece_{Buffer(*rt_, true), Buffer(*rt_, true)},
         slot_{Slot(*rt_), Slot(*rt_)} {}  // no device work here
@@ -177,16 +181,46 @@ class DeviceBackend final : public Backend {
   void run(const PreparedBatch& b, ResultView<float> out) override { run_guarded(b, out); }
   DeviceTimes last_device_times() const noexcept override { return times_; }
 
+  // The device summary (device/summary_kernels.hpp): on the same terms as the CPU's fused path.
+  bool can_summarize(const PreparedBatch& b, const TimeSummary& summary) const override {
+    return unsupported_reason(b).empty() && FusedSummary::accepts(summary, b.subjects);
+  }
+  void summarize(const PreparedBatch& b, const SummaryTarget& t) override {
+    if (const std::string why = unsupported_reason(b); !why.empty()) throw BackendUnavailable(why);
+    FusedSummary::check_batch(*t.summary, b, t.metric_compartment, t.metrics);
+    times_ = {};
+    if (b.subjects <= 0) return;
+    ensure_context();
+    try {
+      if (t.precision == Precision::Float64)
+        summarize_all<double>(b, t);
+      else
+        summarize_all<float>(b, t);
+    } catch (...) {
+      quiesce();
+      throw;
+    }
+  }
+
  private:
   struct Slot {
     explicit Slot(device::Runtime& rt) noexcept
-        : in(rt, false), out(rt, false), status(rt, false), table(rt, false), in_stage(rt, true) {}
+        : in(rt, false),
+          out(rt, false),
+          status(rt, false),
+          table(rt, false),
+          sum(rt, false),
+          in_stage(rt, true),
+          sum_stage(rt, true) {}
     void* stream = nullptr;
     Buffer in;      // k, g, partial matrices (double, SoA)
     Buffer out;     // amounts
     Buffer status;  // one byte per subject
     Buffer table;   // power table (power kernel only)
+    Buffer sum;     // the device summary's per-chunk results (SumLayout)
     Buffer in_stage;
+    Buffer sum_stage;          // their copy on the host, with the statuses
+    void* sum_done = nullptr;  // the chunk's summary results are in sum_stage
     // Timing events: before the upload, after it, after the kernel, before and after the copies
     // back (the stream may wait between the kernel and them: not counted).
     void* mark[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
@@ -195,6 +229,7 @@ class DeviceBackend final : public Backend {
       out.release();
       status.release();
       table.release();
+      sum.release();
     }
   };
 
@@ -207,9 +242,49 @@ class DeviceBackend final : public Backend {
     std::size_t in_per_subject = 0;     // bytes
     std::size_t out_per_subject = 0;    // bytes
     std::size_t table_per_subject = 0;  // bytes
-    std::int64_t chunk = 0;             // subjects per chunk (capacity of a slot)
+    // The device summary: per subject, the reciprocal volumes (in `in`, after the transitions)
+    // and the summary's device bytes (SumLayout, amortised); the sketch and the output times
+    // (fixed); chunks are whole summation blocks.
+    bool summary = false;
+    std::size_t sum_per_subject = 0;
+    std::size_t fixed_bytes = 0;
+    std::int64_t rows = 0;   // output times x compartments
+    std::int64_t chunk = 0;  // subjects per chunk (capacity of a slot)
     std::int64_t chunks = 0;
     std::size_t piece = 0;  // bytes per staging piece of the way back
+  };
+
+  // The device summary's results of a chunk of m subjects in a slot's `sum` buffer (offsets in
+  // bytes; summary_kernels.hpp gives the arrays), and in its `sum_stage` with the statuses after
+  // them.
+  struct SumLayout {
+    SumLayout(const Plan& p, std::int64_t m) {
+      const std::size_t um = static_cast<std::size_t>(m);
+      const std::size_t cells =
+          static_cast<std::size_t>((m + device::kSumBlock - 1) / device::kSumBlock * p.rows);
+      metrics = align_up(um, kAlign);  // excluded at 0
+      block_max = metrics + align_up(um * 4 * sizeof(double), kAlign);
+      block_sums = block_max + align_up(cells * sizeof(std::int64_t), kAlign);
+      tail = block_sums + align_up(cells * sizeof(double), kAlign);
+      bytes = tail + align_up(static_cast<std::size_t>(p.rows) * 8 * sizeof(double), kAlign);
+      stage_bytes = bytes + align_up(um, kAlign);
+    }
+    std::size_t metrics = 0, block_max = 0, block_sums = 0, tail = 0, bytes = 0, stage_bytes = 0;
+  };
+
+  // The device's copy of the summary's sketch and the output times in sketch_ (offsets in bytes).
+  struct SketchLayout {
+    SketchLayout(const Sketch& h, std::int64_t rows, std::size_t n_times) {
+      const std::size_t R = static_cast<std::size_t>(rows);
+      counts_bytes = R * static_cast<std::size_t>(h.stride) * sizeof(std::uint32_t);
+      lo = align_up(counts_bytes, kAlign);
+      maxkey = lo + align_up(R * sizeof(std::int64_t), kAlign);
+      zero = maxkey + align_up(R * sizeof(std::int64_t), kAlign);
+      under = zero + align_up(R * sizeof(std::uint64_t), kAlign);
+      times = under + align_up(R * sizeof(std::uint64_t), kAlign);
+      bytes = times + align_up(n_times * sizeof(double), kAlign);
+    }
+    std::size_t counts_bytes = 0, lo = 0, maxkey = 0, zero = 0, under = 0, times = 0, bytes = 0;
   };
 
   Method method_;
@@ -217,6 +292,7 @@ class DeviceBackend final : public Backend {
   bool ready_ = false;
   int device_ = -1;
   Buffer sched_;
+  Buffer sketch_;  // the device summary's sketch and output times
   Buffer status_stage_;
   Buffer piece_[2];  // staging ring of the way back
   void* piece_done_[2] = {nullptr, nullptr};
@@ -240,11 +316,11 @@ class DeviceBackend final : public Backend {
   }
 
   bool holds_anything() const noexcept {
-    bool any = sched_.ptr() || status_stage_.ptr() || piece_[0].ptr() || piece_[1].ptr() ||
-               piece_done_[0] || piece_done_[1];
+    bool any = sched_.ptr() || sketch_.ptr() || status_stage_.ptr() || piece_[0].ptr() ||
+               piece_[1].ptr() || piece_done_[0] || piece_done_[1];
     for (const Slot& s : slot_)
       any = any || s.stream || s.in.ptr() || s.out.ptr() || s.status.ptr() || s.table.ptr() ||
-            s.in_stage.ptr() || s.mark[0];
+            s.sum.ptr() || s.in_stage.ptr() || s.sum_stage.ptr() || s.mark[0] || s.sum_done;
     return any;
   }
 
@@ -257,6 +333,9 @@ class DeviceBackend final : public Backend {
     for (Slot& s : slot_) {
       s.release_device();
       s.in_stage.release();
+      s.sum_stage.release();
+      if (s.sum_done) rt_->destroy_event(s.sum_done);
+      s.sum_done = nullptr;
       if (s.stream) rt_->destroy_stream(s.stream);
       s.stream = nullptr;
       for (void*& e : s.mark) {
@@ -270,6 +349,7 @@ class DeviceBackend final : public Backend {
     }
     for (Buffer& p : piece_) p.release();
     status_stage_.release();
+    sketch_.release();
     sched_.release();
     sched_device_.clear();
   }
@@ -291,6 +371,7 @@ class DeviceBackend final : public Backend {
       for (Slot& s : slot_) {
         s.stream = rt_->create_stream();
         for (void*& e : s.mark) e = rt_->create_timing_event();
+        s.sum_done = rt_->create_event();
       }
       for (void*& e : piece_done_) e = rt_->create_event();
     } catch (...) {
@@ -320,9 +401,9 @@ class DeviceBackend final : public Backend {
   }
 
   std::size_t held_device_bytes() const noexcept {
-    std::size_t h = sched_.bytes();
+    std::size_t h = sched_.bytes() + sketch_.bytes();
     for (const Slot& s : slot_)
-      h += s.in.bytes() + s.out.bytes() + s.status.bytes() + s.table.bytes();
+      h += s.in.bytes() + s.out.bytes() + s.status.bytes() + s.table.bytes() + s.sum.bytes();
     return h;
   }
 
@@ -389,7 +470,8 @@ class DeviceBackend final : public Backend {
   static std::size_t slot_bytes(const Plan& p, std::int64_t m) {
     const std::size_t um = static_cast<std::size_t>(m);
     return align_up(p.in_per_subject * um, kAlign) + align_up(p.out_per_subject * um, kAlign) +
-           align_up(um, kAlign) + align_up(p.table_per_subject * um, kAlign);
+           align_up(um, kAlign) + align_up(p.table_per_subject * um, kAlign) +
+           (p.summary ? SumLayout(p, m).bytes : 0);
   }
 
   // Chunk size from device memory and the pipelining target.
@@ -405,7 +487,9 @@ class DeviceBackend final : public Backend {
     if (b.subjects <= target && s0.in.bytes() >= p.in_per_subject * us &&
         s0.out.bytes() >= p.out_per_subject * us && s0.status.bytes() >= us &&
         s0.table.bytes() >= p.table_per_subject * us &&
-        s0.in_stage.bytes() >= p.in_per_subject * us) {
+        s0.in_stage.bytes() >= p.in_per_subject * us &&
+        (!p.summary ||
+         (s0.sum.bytes() >= SumLayout(p, b.subjects).bytes && sketch_.bytes() >= p.fixed_bytes))) {
       p.chunks = 1;
       p.chunk = b.subjects;
       return;
@@ -415,29 +499,48 @@ class DeviceBackend final : public Backend {
     const std::size_t usable_all = free_b + held_device_bytes();  // ours get reused or freed
     const std::size_t keep = total_b / 10;
     const std::size_t usable = usable_all > keep ? usable_all - keep : 0;
-    if (sched_bytes + 2 * slot_bytes(p, 1) > usable)
-      throw_no_memory(rt_->system(), "the schedule and one subject per buffer slot",
-                      sched_bytes + 2 * slot_bytes(p, 1), usable);
-    const std::size_t per =
-        p.in_per_subject + p.out_per_subject + 1 + p.table_per_subject;  // bytes per subject
-    const std::size_t slack = std::size_t{8} * kAlign;  // alignment of both slots' buffers (2 x 4)
-    const std::size_t room = usable - sched_bytes;
+    // The smallest chunk: one subject, or one summation block for the device summary.
+    const std::int64_t unit = p.summary ? std::min(b.subjects, device::kSumBlock) : 1;
+    const std::size_t fixed = sched_bytes + p.fixed_bytes;
+    if (fixed + 2 * slot_bytes(p, unit) > usable)
+      throw_no_memory(rt_->system(),
+                      p.summary ? "the schedule, the summary's sketch and one block of subjects "
+                                  "per buffer slot"
+                                : "the schedule and one subject per buffer slot",
+                      fixed + 2 * slot_bytes(p, unit), usable);
+    const std::size_t per = p.in_per_subject + p.out_per_subject + 1 + p.table_per_subject +
+                            p.sum_per_subject;  // bytes per subject
+    // Alignment of both slots' buffers (2 x 4, and 2 x 5 for the summary's), and the summary's
+    // tail lanes.
+    const std::size_t slack =
+        std::size_t{8} * kAlign +
+        (p.summary ? 2 * (5 * kAlign + static_cast<std::size_t>(p.rows) * 64) : 0);
+    const std::size_t room = usable - fixed;
     std::int64_t fit = room > slack ? static_cast<std::int64_t>((room - slack) / (2 * per)) : 0;
-    fit = std::max<std::int64_t>(fit, 1);  // one subject per slot fits (checked above)
-    const std::int64_t chunk = std::min({b.subjects, fit, target});
+    fit = std::max<std::int64_t>(fit, unit);  // one unit per slot fits (checked above)
+    std::int64_t chunk = std::min({b.subjects, fit, target});
+    if (p.summary) {  // whole blocks, the last chunk shorter
+      if (chunk < b.subjects) chunk = std::max(unit, chunk / device::kSumBlock * device::kSumBlock);
+      p.chunk = chunk;
+      p.chunks = (b.subjects + chunk - 1) / chunk;
+      return;
+    }
     p.chunks = (b.subjects + chunk - 1) / chunk;
     p.chunk = (b.subjects + p.chunks - 1) / p.chunks;  // equal chunks, never larger than before
   }
 
   // Builds the transitions of subjects [first, first + m) into the slot's input staging.
+  // With `inv`, also the reciprocal volumes after them (the device summary's values).
   template <int N>
-  void prepare_inputs_n(const PreparedBatch& b, std::int64_t first, std::int64_t m, Slot& slot) {
+  void prepare_inputs_n(const PreparedBatch& b, std::int64_t first, std::int64_t m, Slot& slot,
+                        bool inv) {
     const Problem& pr = *b.problem;
     const Schedule& s = b.schedule;
     const std::size_t np = s.partial_lengths.size();
     auto* k = static_cast<double*>(slot.in_stage.ptr());
     double* g = k + std::int64_t{N} * N * m;
     double* part = g + std::int64_t{N} * N * m;
+    double* iv = part + static_cast<std::int64_t>(np) * N * N * m;
     const int threads =
         static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(b.threads, m)));
     std::vector<Transition<N>>& trs = transitions<N>();
@@ -457,6 +560,11 @@ class DeviceBackend final : public Backend {
           for (std::size_t l = 0; l < np; ++l)
             for (int e = 0; e < N * N; ++e)
               part[(static_cast<std::int64_t>(l) * N * N + e) * m + j] = tr.partial[l].data()[e];
+          if (inv)  // the fused summary's reciprocal (fused_summary.cpp)
+            for (int c = 0; c < N; ++c)
+              iv[j * N + c] =
+                  1.0 / pr.parameters.get(first + j,
+                                          b.model->volume_parameter[static_cast<std::size_t>(c)]);
         },
         64);
   }
@@ -464,13 +572,13 @@ class DeviceBackend final : public Backend {
   // Host preparation, upload and kernel of one chunk on its slot's stream.
   template <class Real>
   void launch_chunk(const PreparedBatch& b, const Plan& p, const device::DeviceSchedule& ds,
-                    std::int64_t first, std::int64_t m, Slot& slot) {
+                    std::int64_t first, std::int64_t m, Slot& slot, void* stream) {
     with_compartments_2_to_4(
-        b.n, [&](auto n) { prepare_inputs_n<decltype(n)::value>(b, first, m, slot); });
+        b.n, [&](auto n) { prepare_inputs_n<decltype(n)::value>(b, first, m, slot, p.summary); });
     const std::size_t in_bytes = p.in_per_subject * static_cast<std::size_t>(m);
-    rt_->record(slot.mark[0], slot.stream);
-    rt_->copy_to_device(slot.in.ptr(), slot.in_stage.ptr(), in_bytes, slot.stream);
-    rt_->record(slot.mark[1], slot.stream);
+    rt_->record(slot.mark[0], stream);
+    rt_->copy_to_device(slot.in.ptr(), slot.in_stage.ptr(), in_bytes, stream);
+    rt_->record(slot.mark[1], stream);
     device::DeviceChunk<Real> dc;
     dc.subjects = m;
     dc.k = static_cast<const double*>(slot.in.ptr());
@@ -481,8 +589,8 @@ class DeviceBackend final : public Backend {
     dc.out = static_cast<Real*>(slot.out.ptr());
     dc.status = static_cast<std::uint8_t*>(slot.status.ptr());
     rt_->launch(p.power ? device::Kernel::PowerSparse : device::Kernel::Batched, b.n, ds, dc,
-                slot.stream);
-    rt_->record(slot.mark[2], slot.stream);
+                stream);
+    rt_->record(slot.mark[2], stream);
   }
 
   // Copies chunk [first, first + m) back into the result and its statuses.
@@ -522,8 +630,9 @@ class DeviceBackend final : public Backend {
       out.status[first + j] = flags[j] ? SubjectStatus::NonFinite : SubjectStatus::Ok;
   }
 
+  // The sizes of a run of the batch in precision Real.
   template <class Real>
-  void run_all(const PreparedBatch& b, ResultView<Real> out) {
+  Plan make_plan(const PreparedBatch& b) const {
     const Schedule& s = b.schedule;
     Plan p;
     p.n_out = static_cast<std::int64_t>(b.out_steps.size());
@@ -535,25 +644,28 @@ class DeviceBackend final : public Backend {
     p.out_per_subject =
         static_cast<std::size_t>(p.n_out) * static_cast<std::size_t>(b.n) * sizeof(Real);
     p.table_per_subject = p.power ? static_cast<std::size_t>(p.levels) * 2 * nn * sizeof(Real) : 0;
+    p.rows = p.n_out * b.n;
+    return p;
+  }
 
-    const device::DeviceSchedule ds = upload_schedule(b, p);
-    plan_chunks(b, p, sched_.bytes());
-
-    // Buffers for a full chunk in each slot used (grown only when too small). plan_chunks()
-    // counted every cached device buffer as reusable, so when one must grow all are freed
-    // first (no old buffer stays next to the new ones), and an unused second slot gives its
-    // buffers back.
+  // Buffers for a full chunk in each slot used (grown only when too small). plan_chunks()
+  // counted every cached device buffer as reusable, so when one must grow all are freed first
+  // (no old buffer stays next to the new ones), and an unused second slot gives its buffers
+  // back.
+  void reserve_slots(const Plan& p) {
     const std::size_t um = static_cast<std::size_t>(p.chunk);
     const std::size_t need_in = p.in_per_subject * um;
     const std::size_t need_out = p.out_per_subject * um;
     const std::size_t need_table = p.table_per_subject * um;
+    const std::size_t need_sum = p.summary ? SumLayout(p, p.chunk).bytes : 0;
     const int slots = p.chunks > 1 ? 2 : 1;
-    bool grow = false;
+    bool grow = p.summary && sketch_.bytes() < p.fixed_bytes;
     for (int i = 0; i < slots; ++i) {
       const Slot& sl = slot_[i];
       grow = grow || sl.in.bytes() < need_in || sl.out.bytes() < need_out ||
-             sl.status.bytes() < um || sl.table.bytes() < need_table;
+             sl.status.bytes() < um || sl.table.bytes() < need_table || sl.sum.bytes() < need_sum;
     }
+    if (grow) sketch_.release();
     for (int i = 0; i < 2; ++i) {
       if (grow || i >= slots) slot_[i].release_device();
       if (i >= slots) continue;
@@ -563,7 +675,21 @@ class DeviceBackend final : public Backend {
       sl.status.reserve(um);
       sl.table.reserve(need_table);
       sl.in_stage.reserve(need_in);
+      if (p.summary) {
+        sl.sum.reserve(need_sum);
+        sl.sum_stage.reserve(SumLayout(p, p.chunk).stage_bytes);
+      }
     }
+    if (p.summary) sketch_.reserve(p.fixed_bytes);
+  }
+
+  template <class Real>
+  void run_all(const PreparedBatch& b, ResultView<Real> out) {
+    Plan p = make_plan<Real>(b);
+    const device::DeviceSchedule ds = upload_schedule(b, p);
+    plan_chunks(b, p, sched_.bytes());
+    reserve_slots(p);
+    const std::size_t um = static_cast<std::size_t>(p.chunk);
     status_stage_.reserve(um);
     p.piece = std::min(rt_->piece_bytes(), p.out_per_subject * um);
     for (Buffer& pb : piece_) pb.reserve(p.piece);
@@ -572,12 +698,162 @@ class DeviceBackend final : public Backend {
     auto chunk_size = [&](std::int64_t i) {
       return std::min(p.chunk, b.subjects - chunk_first(i));
     };
-    launch_chunk<Real>(b, p, ds, chunk_first(0), chunk_size(0), slot_[0]);
+    launch_chunk<Real>(b, p, ds, chunk_first(0), chunk_size(0), slot_[0], slot_[0].stream);
     for (std::int64_t i = 0; i < p.chunks; ++i) {
-      if (i + 1 < p.chunks)
-        launch_chunk<Real>(b, p, ds, chunk_first(i + 1), chunk_size(i + 1), slot_[(i + 1) % 2]);
+      if (i + 1 < p.chunks) {
+        Slot& next = slot_[(i + 1) % 2];
+        launch_chunk<Real>(b, p, ds, chunk_first(i + 1), chunk_size(i + 1), next, next.stream);
+      }
       drain_chunk<Real>(b, p, chunk_first(i), chunk_size(i), slot_[i % 2], out);
     }
+  }
+
+  // ---- The device summary -------------------------------------------------------------------
+  // One stream (slot 0's) orders everything, since every chunk's summary kernels update the one
+  // device sketch; the two slots still let the host prepare chunk i + 1 while the device runs
+  // chunk i. Only the sketch (at the start and the end) and each chunk's SumLayout and statuses
+  // cross the bus. The summary itself changes only at the end (FusedSummary::commit and the
+  // sketch's copy), so a failed call leaves it as it was.
+
+  // Copies the sketch between the host's (FusedSummary::device_sketch) and the device's.
+  void copy_sketch(Sketch& h, const SketchLayout& l, std::int64_t rows, bool to_device,
+                   void* stream) {
+    auto* d = static_cast<unsigned char*>(sketch_.ptr());
+    const std::size_t R = static_cast<std::size_t>(rows);
+    struct Part {
+      void* host;
+      std::size_t at, bytes;
+    } parts[] = {{h.counts, 0, l.counts_bytes},
+                 {h.lo.data(), l.lo, R * sizeof(std::int64_t)},
+                 {h.maxkey.data(), l.maxkey, R * sizeof(std::int64_t)},
+                 {h.zero.data(), l.zero, R * sizeof(std::uint64_t)},
+                 {h.under.data(), l.under, R * sizeof(std::uint64_t)}};
+    for (const Part& q : parts) {
+      if (to_device)
+        rt_->copy_to_device(d + q.at, q.host, q.bytes, stream);
+      else
+        rt_->copy_to_host(q.host, d + q.at, q.bytes, stream);
+    }
+  }
+
+  // Enqueues chunk [first, first + m): its simulation, its summary kernels and the copy of its
+  // results into the slot's sum_stage.
+  template <class Real>
+  void enqueue_summary_chunk(const PreparedBatch& b, const Plan& p,
+                             const device::DeviceSchedule& ds, device::SummaryChunk<Real> c,
+                             std::int64_t first, std::int64_t m, Slot& slot, void* stream) {
+    launch_chunk<Real>(b, p, ds, first, m, slot, stream);
+    const SumLayout l(p, m);
+    const std::int64_t nn = static_cast<std::int64_t>(b.n) * b.n;
+    const std::int64_t matrices = 2 + static_cast<std::int64_t>(b.schedule.partial_lengths.size());
+    auto* d = static_cast<unsigned char*>(slot.sum.ptr());
+    c.subjects = m;
+    c.out = static_cast<const Real*>(slot.out.ptr());
+    c.inv = static_cast<const double*>(slot.in.ptr()) + matrices * nn * m;
+    c.status = static_cast<const std::uint8_t*>(slot.status.ptr());
+    c.excluded = d;
+    c.metrics = reinterpret_cast<double*>(d + l.metrics);
+    c.block_max = reinterpret_cast<std::int64_t*>(d + l.block_max);
+    c.block_sums = reinterpret_cast<double*>(d + l.block_sums);
+    c.tail = reinterpret_cast<double*>(d + l.tail);
+    for (device::SummaryStage stage :
+         {device::SummaryStage::Subjects, device::SummaryStage::BlockMax,
+          device::SummaryStage::Rebase, device::SummaryStage::Count})
+      rt_->launch_summary(stage, c, stream);
+    rt_->record(slot.mark[2], stream);
+    rt_->record(slot.mark[3], stream);
+    auto* stage = static_cast<unsigned char*>(slot.sum_stage.ptr());
+    rt_->copy_to_host(stage, d, l.bytes, stream);
+    rt_->copy_to_host(stage + l.bytes, slot.status.ptr(), static_cast<std::size_t>(m), stream);
+    rt_->record(slot.mark[4], stream);
+    rt_->record(slot.sum_done, stream);
+  }
+
+  // Waits for chunk [first, first + m) and takes its results: statuses and metrics into the
+  // target, block sums, tail lanes and exclusions into the batch's.
+  void collect_summary_chunk(const Plan& p, const SummaryTarget& t, std::int64_t first,
+                             std::int64_t m, Slot& slot, double* block_sums, double* tail,
+                             unsigned char* excluded) {
+    rt_->wait_event(slot.sum_done);
+    times_.kernel_seconds += rt_->elapsed_seconds(slot.mark[1], slot.mark[2]);
+    times_.transfer_seconds += rt_->elapsed_seconds(slot.mark[0], slot.mark[1]) +
+                               rt_->elapsed_seconds(slot.mark[3], slot.mark[4]);
+    const SumLayout l(p, m);
+    const auto* stage = static_cast<const unsigned char*>(slot.sum_stage.ptr());
+    const std::size_t um = static_cast<std::size_t>(m);
+    std::memcpy(excluded + first, stage, um);
+    std::memcpy(t.metrics + first * kMetricCount, stage + l.metrics,
+                um * kMetricCount * sizeof(double));
+    const std::int64_t full = m / device::kSumBlock;
+    std::memcpy(block_sums + first / device::kSumBlock * p.rows, stage + l.block_sums,
+                static_cast<std::size_t>(full * p.rows) * sizeof(double));
+    if (m % device::kSumBlock != 0)
+      std::memcpy(tail, stage + l.tail, static_cast<std::size_t>(p.rows) * 8 * sizeof(double));
+    const auto* flags = stage + l.bytes;
+    for (std::int64_t j = 0; j < m; ++j)
+      t.status[first + j] = flags[j] ? SubjectStatus::NonFinite : SubjectStatus::Ok;
+  }
+
+  template <class Real>
+  void summarize_all(const PreparedBatch& b, const SummaryTarget& t) {
+    static_assert(device::kSumBlock == kBlock, "the device summary's blocks are the summary's");
+    TimeSummary& summary = *t.summary;
+    Sketch& h = FusedSummary::device_sketch(summary);
+    const std::vector<double>& times = FusedSummary::times(summary);
+    Plan p = make_plan<Real>(b);
+    p.summary = true;
+    p.in_per_subject += static_cast<std::size_t>(b.n) * sizeof(double);  // reciprocal volumes
+    // Excluded flag, metrics, and per block of subjects a largest key and a sum per row.
+    p.sum_per_subject =
+        1 + kMetricCount * sizeof(double) +
+        (16 * static_cast<std::size_t>(p.rows) + device::kSumBlock - 1) / device::kSumBlock;
+    const SketchLayout sl(h, p.rows, times.size());
+    p.fixed_bytes = sl.bytes;
+    const device::DeviceSchedule ds = upload_schedule(b, p);
+    plan_chunks(b, p, sched_.bytes());
+    reserve_slots(p);
+
+    void* st = slot_[0].stream;
+    auto* d = static_cast<unsigned char*>(sketch_.ptr());
+    copy_sketch(h, sl, p.rows, true, st);
+    rt_->copy_to_device(d + sl.times, times.data(), times.size() * sizeof(double), st);
+    rt_->synchronize(st);  // pageable sources
+
+    device::SummaryChunk<Real> c;
+    c.n_times = static_cast<std::int64_t>(times.size());
+    c.n = b.n;
+    c.rows = p.rows;
+    c.mc = t.metric_compartment;
+    c.i0 = first_index_at_or_after(times, t.last_dose_time);
+    c.times = reinterpret_cast<const double*>(d + sl.times);
+    c.sk.counts = reinterpret_cast<std::uint32_t*>(d);
+    c.sk.stride = h.stride;
+    c.sk.width = h.width;
+    c.sk.mask = h.mask;
+    c.sk.lo = reinterpret_cast<std::int64_t*>(d + sl.lo);
+    c.sk.maxkey = reinterpret_cast<std::int64_t*>(d + sl.maxkey);
+    c.sk.zero = reinterpret_cast<unsigned long long*>(d + sl.zero);
+    c.sk.under = reinterpret_cast<unsigned long long*>(d + sl.under);
+
+    const std::int64_t S = b.subjects;
+    std::vector<double> block_sums(static_cast<std::size_t>(S / kBlock * p.rows));
+    std::vector<double> tail(static_cast<std::size_t>(p.rows) * 8, 0.0);
+    std::vector<unsigned char> excluded(static_cast<std::size_t>(S), 0);
+    auto chunk_first = [&](std::int64_t i) { return i * p.chunk; };
+    auto chunk_size = [&](std::int64_t i) {
+      return std::min(p.chunk, b.subjects - chunk_first(i));
+    };
+    enqueue_summary_chunk<Real>(b, p, ds, c, chunk_first(0), chunk_size(0), slot_[0], st);
+    for (std::int64_t i = 0; i < p.chunks; ++i) {
+      if (i + 1 < p.chunks)
+        enqueue_summary_chunk<Real>(b, p, ds, c, chunk_first(i + 1), chunk_size(i + 1),
+                                    slot_[(i + 1) % 2], st);
+      collect_summary_chunk(p, t, chunk_first(i), chunk_size(i), slot_[i % 2], block_sums.data(),
+                            tail.data(), excluded.data());
+    }
+    copy_sketch(h, sl, p.rows, false, st);
+    rt_->synchronize(st);
+    FusedSummary::commit(summary, S, block_sums.data(), tail.data(), excluded.data());
   }
 };
 

@@ -9,12 +9,14 @@
 #include <cstdint>
 
 #include "device/subject_kernels.hpp"
+#include "device/summary_kernels.hpp"
 
 namespace pkscan::device {
 
-// Calls f(j) for every subject j in [0, n) on the policy's system: thrust::for_each. The CUDA
-// file overloads it for its own policy with a plain kernel launch (launch_cuda.cu: a Thrust
-// launch costs 5.3 us of host time on an H200 host, much of a small call).
+// Calls f(j) for every index j in [0, n) (subjects, or rows of a summary) on the policy's system:
+// thrust::for_each. The CUDA file overloads it for its own policy with a plain kernel launch
+// (launch_cuda.cu: a Thrust launch costs 5.3 us of host time on an H200 host, much of a small
+// call).
 template <class Policy, class F>
 void for_each_subject(const Policy& policy, std::int64_t n, const F& f) {
   const thrust::counting_iterator<std::int64_t> first(0), last(n);
@@ -41,6 +43,27 @@ void launch(const Policy& policy, Kernel kernel, int n, const DeviceSchedule& s,
     launch_n<3, Real>(policy, kernel, s, c);
   else
     launch_n<4, Real>(policy, kernel, s, c);
+}
+
+// The device summary's kernel of `stage` over its indices (summary_kernels.hpp).
+template <class Real, class Policy>
+void launch_summary(const Policy& policy, SummaryStage stage, const SummaryChunk<Real>& c) {
+  if (c.subjects <= 0) return;
+  const std::int64_t cells = (c.subjects + kSumBlock - 1) / kSumBlock * c.rows;
+  switch (stage) {
+    case SummaryStage::Subjects:
+      for_each_subject(policy, c.subjects, SubjectSummary<Real>{c});
+      break;
+    case SummaryStage::BlockMax:
+      for_each_subject(policy, cells, BlockMax<Real>{c});
+      break;
+    case SummaryStage::Rebase:
+      for_each_subject(policy, c.rows, Rebase<Real>{c});
+      break;
+    case SummaryStage::Count:
+      for_each_subject(policy, cells, Count<Real>{c});
+      break;
+  }
 }
 
 }  // namespace pkscan::device

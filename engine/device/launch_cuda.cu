@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device/subject_kernels.hpp"
+#include "device/summary_job.hpp"
 
 namespace pkscan::device {
 
@@ -48,6 +49,13 @@ void launch_cuda(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChun
   launch<Real>(CudaStream{static_cast<cudaStream_t>(stream)}, kernel, n, s, c);
 }
 
+template <class Real>
+void launch_summary_cuda(SummaryStage stage, const SummaryChunk<Real>& c, void* stream) {
+  launch_summary<Real>(CudaStream{static_cast<cudaStream_t>(stream)}, stage, c);
+}
+
+template void launch_summary_cuda<double>(SummaryStage, const SummaryChunk<double>&, void*);
+template void launch_summary_cuda<float>(SummaryStage, const SummaryChunk<float>&, void*);
 template void launch_cuda<double>(Kernel, int, const DeviceSchedule&, const DeviceChunk<double>&,
                                   void*);
 template void launch_cuda<float>(Kernel, int, const DeviceSchedule&, const DeviceChunk<float>&,

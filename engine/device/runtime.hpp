@@ -14,6 +14,7 @@
 #include <string>
 
 #include "device/subject_kernels.hpp"
+#include "device/summary_job.hpp"
 
 namespace pkscan::device {
 
@@ -57,6 +58,10 @@ class Runtime {
                       void* stream) = 0;
   virtual void launch(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<float>& c,
                       void* stream) = 0;
+
+  // Enqueues the device summary's kernel of `stage` over the chunk on `stream`.
+  virtual void launch_summary(SummaryStage stage, const SummaryChunk<double>& c, void* stream) = 0;
+  virtual void launch_summary(SummaryStage stage, const SummaryChunk<float>& c, void* stream) = 0;
 
   // Sizes of the pipeline: a chunk holds at least min_chunk_subjects() subjects (when there are
   // that many) and about target_chunk_bytes() of output; results come back in pieces of at

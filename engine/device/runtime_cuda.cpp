@@ -15,6 +15,9 @@ namespace pkscan::device {
 template <class Real>
 void launch_cuda(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<Real>& c,
                  void* stream);  // launch_cuda.cu
+template <class Real>
+void launch_summary_cuda(SummaryStage stage, const SummaryChunk<Real>& c,
+                         void* stream);  // launch_cuda.cu
 
 int cuda_device_count(std::string* why) noexcept {
   int count = 0;
@@ -120,6 +123,12 @@ class CudaRuntime final : public Runtime {
   void launch(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChunk<float>& c,
               void* stream) override {
     launch_cuda<float>(kernel, n, s, c, stream);
+  }
+  void launch_summary(SummaryStage stage, const SummaryChunk<double>& c, void* stream) override {
+    launch_summary_cuda<double>(stage, c, stream);
+  }
+  void launch_summary(SummaryStage stage, const SummaryChunk<float>& c, void* stream) override {
+    launch_summary_cuda<float>(stage, c, stream);
   }
 };
 

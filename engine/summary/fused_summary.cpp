@@ -466,10 +466,9 @@ bool FusedSummary::accepts(const TimeSummary& summary, std::int64_t subjects) no
                          static_cast<double>(m.opt.exact_values);
 }
 
-void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Precision precision,
-                             int metric_compartment, double last_dose, double* metrics,
-                             SubjectStatus* status, FusedScratch& scratch, double* seconds) {
-  TimeSummary::Impl& m = *summary.impl_;
+void FusedSummary::check_batch(const TimeSummary& summary, const PreparedBatch& b,
+                               int metric_compartment, const double* metrics) {
+  const TimeSummary::Impl& m = *summary.impl_;
   const char* where = "TimeSummary::add";
   if (b.n != m.compartments)
     throw_invalid(where, "chunk compartments", std::to_string(b.n),
@@ -492,6 +491,51 @@ void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Preci
     throw_invalid(where, "fused batch", "not accepted", "FusedSummary::accepts");
   if (m.subjects + S > static_cast<std::int64_t>(0xFFFFFFFFll))
     throw_domain(where, "number of subjects", std::to_string(m.subjects + S), "<= 4294967295");
+}
+
+void FusedSummary::commit(TimeSummary& summary, std::int64_t S, const double* block_sums,
+                          const double* tail, const unsigned char* excluded) {
+  TimeSummary::Impl& m = *summary.impl_;
+  // Block sums in block order; an incomplete last block is carried as add()'s lanes.
+  const std::int64_t full = S / kBlock;
+  for (std::int64_t blk = 0; blk < full; ++blk)
+    for (std::int64_t r = 0; r < m.rows; ++r)
+      m.total[static_cast<std::size_t>(r)] += block_sums[blk * m.rows + r];
+  if (S % kBlock != 0)
+    for (std::int64_t r = 0; r < m.rows; ++r)
+      for (int l = 0; l < 8; ++l)
+        m.part[static_cast<std::size_t>(l * m.lane_stride + r)] = tail[r * 8 + l];
+  std::int64_t n_excluded = 0;
+  for (std::int64_t s = 0; s < S; ++s) n_excluded += excluded[s] ? 1 : 0;
+  m.subjects += S;
+  m.included += S - n_excluded;
+  m.excluded += n_excluded;
+  m.exact = false;
+  std::vector<double>().swap(m.kept);
+  m.kept_subjects = 0;
+}
+
+const std::vector<double>& FusedSummary::times(const TimeSummary& summary) noexcept {
+  return summary.impl_->times;
+}
+
+Sketch& FusedSummary::device_sketch(TimeSummary& summary) {
+  TimeSummary::Impl& m = *summary.impl_;
+  if (!m.device) {
+    std::unique_ptr<Sketch, SketchFree> h(new Sketch);
+    init_sketch(*h, m.rows, m.opt.window_binades, false);
+    m.device = std::move(h);
+  }
+  return *m.device;
+}
+
+void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Precision precision,
+                             int metric_compartment, double last_dose, double* metrics,
+                             SubjectStatus* status, FusedScratch& scratch, double* seconds) {
+  check_batch(summary, b, metric_compartment, metrics);
+  TimeSummary::Impl& m = *summary.impl_;
+  const std::int64_t S = b.subjects;
+  if (S == 0) return;
 
   const int nt = std::max(1, b.threads);
   while (m.local.size() < static_cast<std::size_t>(nt)) {
@@ -524,25 +568,7 @@ void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Preci
     else
       fuse_all<N, float>(job, sketches, S, nt, scratch, seconds);
   });
-
-  // Block sums in block order; an incomplete last block is carried as add()'s lanes.
-  for (std::int64_t blk = 0; blk < full; ++blk)
-    for (std::int64_t r = 0; r < m.rows; ++r)
-      m.total[static_cast<std::size_t>(r)] +=
-          block_sums[static_cast<std::size_t>(blk * m.rows + r)];
-  if (S % kBlock != 0)
-    for (std::int64_t r = 0; r < m.rows; ++r)
-      for (int l = 0; l < 8; ++l)
-        m.part[static_cast<std::size_t>(l * m.lane_stride + r)] =
-            tail[static_cast<std::size_t>(r * 8 + l)];
-  std::int64_t n_excluded = 0;
-  for (unsigned char e : excluded) n_excluded += e;
-  m.subjects += S;
-  m.included += S - n_excluded;
-  m.excluded += n_excluded;
-  m.exact = false;
-  std::vector<double>().swap(m.kept);
-  m.kept_subjects = 0;
+  commit(summary, S, block_sums.data(), tail.data(), excluded.data());
 }
 
 }  // namespace pkscan::detail

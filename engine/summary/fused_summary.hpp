@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grid/backend.hpp"
+#include "summary/sketch.hpp"
 
 namespace pkscan::detail {
 
@@ -37,6 +38,21 @@ struct FusedSummary {
   // seconds in the recurrence, the sums and sketch, and the metrics (summed over threads).
   // @throws InvalidArgument as TimeSummary::add for mismatched times or compartments, a metric
   //         compartment out of range or a null `metrics`
+  // The checks of add_batch, shared with the device summary.
+  // @throws as add_batch
+  static void check_batch(const TimeSummary& summary, const PreparedBatch& batch,
+                          int metric_compartment, const double* metrics);
+  // Adds a summarised batch of S subjects that check_batch accepted: the sums of its complete
+  // blocks of kBlock subjects (block_sums[block * rows + row]), the 8 lane sums of its last,
+  // incomplete block (tail[row * 8 + lane]) and its excluded subjects (excluded[s] != 0). The
+  // summary leaves its exact phase.
+  static void commit(TimeSummary& summary, std::int64_t S, const double* block_sums,
+                     const double* tail, const unsigned char* excluded);
+  static const std::vector<double>& times(const TimeSummary& summary) noexcept;
+  // The sketch the device summary keeps in the summary (empty until first asked for); finish()
+  // merges it with the others.
+  static Sketch& device_sketch(TimeSummary& summary);
+
   static void add_batch(TimeSummary& summary, const PreparedBatch& batch, Precision precision,
                         int metric_compartment, double last_dose_time, double* metrics,
                         SubjectStatus* status, FusedScratch& scratch, double* seconds = nullptr);

@@ -10,26 +10,15 @@
 #include <vector>
 
 #include "core/simd.hpp"
+#include "summary/summary_hd.hpp"
 
 namespace pkscan::detail {
-
-constexpr double kDblMax = 1.7976931348623157e308;
 
 // ln(x) for x in [1, DBL_MAX]. x = 2^e m, m in [1, 2); j = the top 4 bits of m's fraction,
 // c_j = 1 + (j + 1/2)/16, ic_j = RN(1/c_j): ln m = -ln(ic_j) + log1p(u) with u = m ic_j - 1
 // (|u| < 0.031), -ln(ic_j) tabulated correctly rounded, log1p(u) by its Taylor series to u^10
 // (truncation < 2e-18). No division; about 1 ulp.
 PKSCAN_INLINE v8d log_ge1(v8d x) noexcept {
-  static constexpr double kInvC[16] = {
-      0.9696969696969697, 0.9142857142857143, 0.8648648648648649, 0.8205128205128205,
-      0.7804878048780488, 0.7441860465116279, 0.7111111111111111, 0.6808510638297872,
-      0.6530612244897959, 0.6274509803921569, 0.6037735849056604, 0.5818181818181818,
-      0.5614035087719298, 0.5423728813559322, 0.5245901639344263, 0.5079365079365079};
-  static constexpr double kLogC[16] = {
-      0.03077165866675366, 0.08961215868968717, 0.14518200984449783, 0.19782574332991992,
-      0.2478361639045812,  0.2954642128938359,  0.3409265869705932,  0.38441169891033206,
-      0.42608439531090014, 0.46608972992459924, 0.5045560107523953,  0.5415972824327444,
-      0.5773153650348236,  0.6118015411059929,  0.6451379613735847,  0.6773988235918061};
   const v8u b = vcast<v8u>(x);
   // Exponent as a double, exactly: 2^52 + (b >> 52) minus 2^52 + 1023.
   const v8d e = vcast<v8d>((b >> 52) | 0x4330000000000000ull) - 4503599627371519.0;
@@ -37,27 +26,17 @@ PKSCAN_INLINE v8d log_ge1(v8d x) noexcept {
   const v8i j = vcast<v8i>((b >> 48) & 15);
 #if defined(__GNUC__) && !defined(__clang__)
   // 16-entry table lookups as two-register permutes (vpermt2pd with AVX-512).
-  const v8d ic = __builtin_shuffle(load8(kInvC), load8(kInvC + 8), j);
+  const v8d ic = __builtin_shuffle(load8(kLogInvC), load8(kLogInvC + 8), j);
   const v8d lc = __builtin_shuffle(load8(kLogC), load8(kLogC + 8), j);
 #else
   v8d ic, lc;
   for (int l = 0; l < 8; ++l) {
-    ic[l] = kInvC[j[l]];
+    ic[l] = kLogInvC[j[l]];
     lc[l] = kLogC[j[l]];
   }
 #endif
   const v8d u = m * ic - 1.0;
-  const v8d p =
-      u *
-      (1.0 + u * (-1.0 / 2 +
-                  u * (1.0 / 3 +
-                       u * (-1.0 / 4 +
-                            u * (1.0 / 5 +
-                                 u * (-1.0 / 6 +
-                                      u * (1.0 / 7 +
-                                           u * (-1.0 / 8 + u * (1.0 / 9 + u * (-1.0 / 10))))))))));
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2 with 21 trailing zero bits
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;  // ln 2 - kLn2Hi
+  const v8d p = log1p_series(u);
   return e * kLn2Hi + (lc + (p + e * kLn2Lo));
 }
 
@@ -95,24 +74,6 @@ PKSCAN_INLINE v8d fma8(v8d a, v8d b, v8d c) noexcept {
 
 // Lane-wise a > b ? a : b (b where either is NaN).
 PKSCAN_INLINE v8d vmax(v8d a, v8d b) noexcept { return (a > b) ? a : b; }
-
-// Gregory's coefficients: x / ln(1 + x) = 1 + G_1 x + G_2 x^2 + ... (G_1 = 1/2, G_2 = -1/12, ...),
-// each the double nearest to the exact fraction.
-constexpr double kGregory[12] = {0.5,
-                                 -0.08333333333333333,
-                                 0.041666666666666664,
-                                 -0.02638888888888889,
-                                 0.01875,
-                                 -0.014269179894179895,
-                                 0.01136739417989418,
-                                 -0.00935653659611993,
-                                 0.00789255401234568,
-                                 -0.006785849984634707,
-                                 0.005924056412337663,
-                                 -0.005236693257950285};
-// Below this x = c1 / c2 - 1 the series is used: its terms after G_12 x^12 add up to less
-// than 1.1e-18 relative.
-constexpr double kSeriesMax = 0.0625;
 
 // The linear-up / log-down area of [t_{k-1}, t_k] divided by dt, from the values c1 at
 // t_{k-1} and c2 at t_k: 0.5 (c1 + c2), or, when c1 > c2 > 0 (q = min(c2, c1 - c2) > 0),

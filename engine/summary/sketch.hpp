@@ -9,13 +9,10 @@
 #include <vector>
 
 #include "core/simd.hpp"
+#include "summary/summary_hd.hpp"
 
 namespace pkscan::detail {
 
-constexpr std::uint64_t kPosFiniteMax = 0x7FEFFFFFFFFFFFFFull;  // bits of DBL_MAX
-constexpr std::uint64_t kAbsMask = 0x7FFFFFFFFFFFFFFFull;
-constexpr std::uint64_t kInfBits = 0x7FF0000000000000ull;
-constexpr int kKeyShift = 45;  // a key is the exponent and the top 7 mantissa bits
 constexpr std::int64_t kEmpty = std::numeric_limits<std::int64_t>::min() / 4;
 
 // Per (time, compartment) row: the window of keys [lo, maxkey] (lo = maxkey - width + 1), the

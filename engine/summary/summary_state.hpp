@@ -22,6 +22,7 @@
 
 #include "core/simd.hpp"
 #include "summary/sketch.hpp"
+#include "summary/summary_hd.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -80,9 +81,7 @@ inline double value_at(const Source& src, std::int64_t s, std::int64_t r) {
 
 // The 8 lane sums of one row, combined in a fixed tree.
 PKSCAN_INLINE double lane_tree(const double* part, std::int64_t lane_stride) noexcept {
-  const double* p = part;
-  const std::int64_t k = lane_stride;
-  return ((p[0] + p[k]) + (p[2 * k] + p[3 * k])) + ((p[4 * k] + p[5 * k]) + (p[6 * k] + p[7 * k]));
+  return lane_tree8(part, lane_stride);
 }
 
 // End of a block of kBlock subjects for rows [r0, r1): the block's sum is added to the total,
@@ -114,6 +113,8 @@ struct TimeSummary::Impl {
   detail::Sketch sk;  // add()'s sketch
   // The fused summary's, one per thread.
   std::vector<std::unique_ptr<detail::Sketch, detail::SketchFree>> local;
+  // The device summary's (device/summary_kernels.hpp), while it has run.
+  std::unique_ptr<detail::Sketch, detail::SketchFree> device;
 
   bool exact = true;
   std::vector<double> kept;  // included subjects x rows, while exact

@@ -191,7 +191,7 @@ std::size_t TimeSummary::state_bytes() const noexcept {
   const std::size_t per_sketch =
       static_cast<std::size_t>(m.rows) *
       (static_cast<std::size_t>(m.sk.stride) * sizeof(std::uint32_t) + 4 * sizeof(std::int64_t));
-  return per_sketch * (1 + m.local.size()) +
+  return per_sketch * (1 + m.local.size() + (m.device ? 1 : 0)) +
          (m.part.size() + m.total.size() + m.kept.capacity()) * sizeof(double);
 }
 
@@ -361,6 +361,7 @@ TimeSummaryTable TimeSummary::finish() const {
   for (std::size_t p = 0; p < P; ++p) rank_of(n, m.opt.percentiles[p], ks[p], gs[p]);
   std::vector<const Sketch*> sketches{&m.sk};
   for (const auto& h : m.local) sketches.push_back(h.get());
+  if (m.device) sketches.push_back(m.device.get());
   const int nt = resolve_threads(m.opt.threads);
   static_cast<void>(nt);  // read by the OpenMP pragma only
   detail::RegionError error;

@@ -558,8 +558,8 @@ TEST_P(DeviceTiming, ReusesItsScheduleAndBuffersOnlyWhileTheyFit) {
   const Path& path = GetParam();
   const auto& all = scenarios();
   auto named = [&](const char* name) {
-    const auto sc = std::find_if(all.begin(), all.end(),
-                                 [&](const Scenario& s) { return s.name == name; });
+    const auto sc =
+        std::find_if(all.begin(), all.end(), [&](const Scenario& s) { return s.name == name; });
     return sc == all.end() ? Problem{} : build(*sc);
   };
   const Problem a = named("ManySubjects_Short_Mixed_Exact_Sparse");
@@ -611,6 +611,138 @@ TEST_P(DeviceTiming, AutoTakesTheDeviceForMuchWorkWithSmallOutput) {
   EXPECT_EQ(device_for(1, 10'000'000, 1000), Device::Cpu);   // one subject: one device thread
 }
 
+// ---- The device summary -----------------------------------------------------------------------
+
+// Engine::summarize_into on the device summarises the trajectories where they are (device
+// memory) and gives the bits of the same trajectories simulated on the CPU and summarised by
+// TimeSummary::add: means, percentiles, metrics, statuses, counts, in both precisions. (Dense
+// power runs the batched kernel on the device, whose bits are the scan's.)
+using DeviceSummary = BackendAgreement;
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+TEST_P(DeviceSummary, GivesTheBitsOfSummarisingTheCpuPath) {
+  const Path& path = std::get<0>(GetParam());
+  const Scenario& sc = std::get<1>(GetParam());
+  const Problem p = build(sc);
+  Engine engine;
+  const Method cpu_method = path.method == Method::Power && !sc.sparse ? Method::Scan : path.method;
+  for (Precision precision : {Precision::Float64, Precision::Float32}) {
+    SCOPED_TRACE(precision == Precision::Float64 ? "float64" : "float32");
+    const SimulationResult ref = engine.simulate(p, opts(cpu_method, Device::Cpu, precision));
+    if (ref.times() * ref.compartments() > 2000)
+      GTEST_SKIP() << "the device sketch of " << ref.times() * ref.compartments()
+                   << " rows (16 KiB each) does not fit the test vehicle's 64 MiB";
+    TimeSummaryOptions to;
+    to.exact_values = 0;  // the sketch from the start, as the summarising paths need
+    to.percentiles = {0, 5, 50, 95, 100};
+    const int mc = std::min(1, ref.compartments() - 1);
+    const double last = last_dose_time(p.doses);
+    const std::size_t nm = static_cast<std::size_t>(ref.subjects() * kMetricCount);
+
+    TimeSummary want_sum(ref.output_times(), ref.compartments(), to);
+    std::vector<double> want_metrics(nm);
+    want_sum.add(ref, mc, last, want_metrics.data());
+    const TimeSummaryTable want = want_sum.finish();
+
+    TimeSummary got_sum(ref.output_times(), ref.compartments(), to);
+    std::vector<double> got_metrics(nm);
+    SimulationResult r;
+    ASSERT_TRUE(engine.summarize_into(p, opts(path.method, path.device, precision), got_sum, mc,
+                                      last, got_metrics.data(), r))
+        << "the device summarised";
+    EXPECT_EQ(r.summary().device, Device::Cuda);
+    EXPECT_GT(r.summary().device_kernel_seconds, 0.0);
+    const TimeSummaryTable got = got_sum.finish();
+    EXPECT_TRUE(same_bits(got.mean, want.mean)) << "means";
+    EXPECT_TRUE(same_bits(got.quantiles, want.quantiles)) << "percentiles";
+    EXPECT_TRUE(same_bits(got_metrics, want_metrics)) << "metrics";
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_EQ(got.excluded, want.excluded);
+    EXPECT_EQ(r.status(), ref.status());
+  }
+}
+
+// Many subjects in several calls on one summary, each call in several chunks of whole blocks of
+// 1024 subjects (the test vehicle's small chunks), with a call of the CPU's fused path between
+// them (its sketches and the device's are merged by finish()); values that span more than the
+// sketch's 2-binade window, so the window moves up between and within chunks; subjects left out
+// (a volume of 1e-320 makes every concentration infinite, or 0 * inf NaN) in some blocks. The
+// result is the bits of one TimeSummary::add of the CPU's trajectories.
+TEST_P(DeviceTiming, SummarisesManyBlocksInChunksAndCallsLikeTheCpu) {
+  const Path& path = GetParam();
+  const std::int64_t calls[] = {2048 + 1024, 1024, 2500};  // device, CPU fused, device
+  std::int64_t n = 0;
+  for (std::int64_t c : calls) n += c;
+  Problem all;
+  all.grid = {0.5, 40};
+  all.parameters = ParameterBatch(ModelKind::ThreeCompartment, n);
+  std::mt19937 rng(seed());
+  std::lognormal_distribution<double> bsv(0.0, 1.0);
+  for (std::int64_t s = 0; s < n; ++s) {
+    const double f = bsv(rng);
+    all.parameters.set("ka", s, 0.8 * f);
+    all.parameters.set("ke", s, 0.15 * f);
+    all.parameters.set("k12", s, 0.3);
+    all.parameters.set("k21", s, 0.1);
+    all.parameters.set("v_central", s, s % 997 == 3 ? 1e-320 : 20.0 * f);
+    all.parameters.set("v_peripheral", s, 60.0 * f);
+  }
+  DoseEvent oral;
+  oral.amount = 100.0;
+  oral.every = 6.0;
+  oral.repeat = 2;
+  all.doses = {oral};
+  auto part = [&](std::int64_t first, std::int64_t count) {
+    Problem q = all;
+    q.parameters = ParameterBatch(ModelKind::ThreeCompartment, count);
+    const std::int64_t cols = all.parameters.parameters();
+    std::copy(all.parameters.row(first), all.parameters.row(first) + count * cols,
+              q.parameters.mutable_values());
+    return q;
+  };
+  for (Precision precision : {Precision::Float64, Precision::Float32}) {
+    SCOPED_TRACE(precision == Precision::Float64 ? "float64" : "float32");
+    Engine engine;
+    const SimulationResult ref = engine.simulate(all, opts(Method::Scan, Device::Cpu, precision));
+    TimeSummaryOptions to;
+    to.exact_values = 0;
+    to.window_binades = 2;
+    const double last = last_dose_time(all.doses);
+    const std::size_t nm = static_cast<std::size_t>(n * kMetricCount);
+    TimeSummary want_sum(ref.output_times(), ref.compartments(), to);
+    std::vector<double> want_metrics(nm);
+    want_sum.add(ref, 1, last, want_metrics.data());
+    const TimeSummaryTable want = want_sum.finish();
+    ASSERT_GT(want.excluded, 0);
+
+    TimeSummary got_sum(ref.output_times(), ref.compartments(), to);
+    std::vector<double> got_metrics(nm);
+    std::int64_t first = 0;
+    for (int k = 0; k < 3; ++k) {
+      SimulationResult r;
+      const SimulateOptions o =
+          opts(Method::Batched, k == 1 ? Device::Cpu : path.device, precision);
+      ASSERT_TRUE(engine.summarize_into(part(first, calls[k]), o, got_sum, 1, last,
+                                        got_metrics.data() + first * kMetricCount, r))
+          << "call " << k;
+      EXPECT_EQ(r.summary().device, o.device);
+      for (std::int64_t s = 0; s < calls[k]; ++s)
+        EXPECT_EQ(r.status()[static_cast<std::size_t>(s)],
+                  ref.status()[static_cast<std::size_t>(first + s)]);
+      first += calls[k];
+    }
+    const TimeSummaryTable got = got_sum.finish();
+    EXPECT_TRUE(same_bits(got.mean, want.mean)) << "means";
+    EXPECT_TRUE(same_bits(got.quantiles, want.quantiles)) << "percentiles";
+    EXPECT_TRUE(same_bits(got_metrics, want_metrics)) << "metrics";
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_EQ(got.excluded, want.excluded);
+  }
+}
+
 std::vector<Path> cpu_paths() {
   return {{Method::Scan, Device::Cpu, 0.0},
           {Method::Batched, Device::Cpu, 0.0},
@@ -648,6 +780,10 @@ INSTANTIATE_TEST_SUITE_P(Gpu, DeviceTiming, ::testing::ValuesIn(gpu_paths()),
                          [](const ::testing::TestParamInfo<Path>& info) {
                            return path_name(info.param);
                          });
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceSummary,
+                         ::testing::Combine(::testing::ValuesIn(gpu_paths()),
+                                            ::testing::ValuesIn(scenarios())),
+                         test_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, BackendAgreement,
                          ::testing::Combine(::testing::ValuesIn(gpu_paths()),
                                             ::testing::ValuesIn(scenarios())),
