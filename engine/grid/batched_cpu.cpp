@@ -258,15 +258,15 @@ PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
   }
 }
 
+// Subjects [first, first + count) (count <= the block's kSubjects).
 template <int N, class Real>
-PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* out,
-                              SubjectStatus* status, std::vector<Transition<N>>& tr,
+PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, std::int64_t count,
+                              Real* out, SubjectStatus* status, std::vector<Transition<N>>& tr,
                               Block<N, Real>& B) {
   constexpr int W = Block<N, Real>::W;
   const Problem& p = *b.problem;
   const Schedule& s = b.schedule;
-  const int active =
-      static_cast<int>(std::min<std::int64_t>(Block<N, Real>::kSubjects, b.subjects - first));
+  const int active = static_cast<int>(count);
   for (int l = 0; l < active; ++l) {
     Mat<N> a;
     rate_matrix(*b.model, p.parameters.row(first + l), a.data());
@@ -306,11 +306,11 @@ PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, Real* 
 
 // One block of subjects, compiled per ISA (PKSCAN_CLONES, core/simd.hpp): one overload per
 // compartment count and precision, picked by type.
-#define PKSCAN_BLOCK(N, Real)                                                         \
-  PKSCAN_CLONES void run_block(const PreparedBatch& b, std::int64_t first, Real* out, \
-                               SubjectStatus* st, std::vector<Transition<N>>& tr,     \
-                               Block<N, Real>& B) {                                   \
-    block_body<N, Real>(b, first, out, st, tr, B);                                    \
+#define PKSCAN_BLOCK(N, Real)                                                           \
+  PKSCAN_CLONES void run_block(const PreparedBatch& b, std::int64_t first, std::int64_t count, \
+                               Real* out, SubjectStatus* st, std::vector<Transition<N>>& tr,  \
+                               Block<N, Real>& B) {                                            \
+    block_body<N, Real>(b, first, count, out, st, tr, B);                                      \
   }
 PKSCAN_BLOCK(2, double)
 PKSCAN_BLOCK(2, float)
@@ -352,22 +352,55 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
       return;
     }
     constexpr int kBlock = Block<N, Real>::kSubjects;
+    constexpr int W = Block<N, Real>::W;
+    // Work items: blocks of two lane groups (whose recurrences overlap), or, when there are
+    // fewer blocks than threads, single lane groups, so that each thread runs chains of its own
+    // (N = 10, T = 1e3 dense: docs/performance.md).
     const std::int64_t blocks = (b.subjects + kBlock - 1) / kBlock;
+    const std::int64_t unit = blocks < b.threads && b.subjects > W ? W : kBlock;
+    const std::int64_t items = (b.subjects + unit - 1) / unit;
+    auto count = [&](std::int64_t i) { return std::min(unit, b.subjects - i * unit); };
+    if (b.threads <= 1 || items == 1) {
+      // One thread: no parallel region (its start costs about a microsecond, much of a call of
+      // a few subjects), and the thread's scratch is reused from call to call.
+      Scratch<N, Real>& w = scratch<N, Real>();
+      for (std::int64_t i = 0; i < items; ++i)
+        run_block(b, i * unit, count(i), out.amounts, out.status, w.tr, *w.block);
+      return;
+    }
     RegionError err;
-#pragma omp parallel num_threads(b.threads)
+#pragma omp parallel num_threads(static_cast<int>(std::min<std::int64_t>(b.threads, items)))
     {
-      std::vector<Transition<N>> tr;
-      std::unique_ptr<Block<N, Real>> lanes_buf;
-      err.guard([&] {
-        tr.resize(kBlock);
-        lanes_buf = std::make_unique<Block<N, Real>>();
-      });
-#pragma omp for schedule(dynamic, 4)
-      for (std::int64_t blk = 0; blk < blocks; ++blk)
-        if (lanes_buf && !err.failed())
-          err.guard([&] { run_block(b, blk * kBlock, out.amounts, out.status, tr, *lanes_buf); });
+      Scratch<N, Real>* w = nullptr;
+      err.guard([&] { w = &scratch<N, Real>(); });
+#pragma omp for schedule(dynamic, unit == kBlock ? 4 : 1)
+      for (std::int64_t i = 0; i < items; ++i)
+        if (w && !err.failed())
+          err.guard([&] {
+            run_block(b, i * unit, count(i), out.amounts, out.status, w->tr, *w->block);
+          });
     }
     err.rethrow();
+  }
+
+ private:
+  // A thread's transitions and block buffers, kept for its later calls (a fitting loop calls
+  // with a few subjects millions of times: fresh buffers cost an allocation and its first
+  // touch each time). One per thread, compartment count and precision: about 33 KiB for three
+  // compartments in float64.
+  template <int N, class Real>
+  struct Scratch {
+    std::vector<Transition<N>> tr;
+    std::unique_ptr<Block<N, Real>> block;
+  };
+  template <int N, class Real>
+  static Scratch<N, Real>& scratch() {
+    thread_local Scratch<N, Real> w;
+    if (!w.block) {
+      w.tr.resize(Block<N, Real>::kSubjects);
+      w.block = std::make_unique<Block<N, Real>>();
+    }
+    return w;
   }
 };
 

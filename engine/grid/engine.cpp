@@ -135,11 +135,14 @@ void fill_batch(const Problem& problem, const SimulateOptions& options,
   batch.n = static_cast<int>(batch.model->compartments.size());
   batch.subjects = problem.parameters.subjects();
   batch.out_steps = detail::output_steps(problem.output, problem.grid);
-  // Threads by the work (docs/performance.md, "Threads"): a small call runs on fewer.
+  // Threads by the work, steps and values written (docs/performance.md, "Threads"): a small call
+  // runs on fewer.
+  const double subjects = static_cast<double>(batch.subjects);
   batch.threads = detail::threads_for_work(
       resolve_threads(options.threads),
-      static_cast<double>(batch.subjects) * static_cast<double>(problem.grid.steps),
-      detail::kSubjectStepsPerThread);
+      subjects * (static_cast<double>(problem.grid.steps) +
+                  static_cast<double>(batch.out_steps.size()) * batch.n),
+      detail::kGridWorkPerThread);
 }
 
 }  // namespace

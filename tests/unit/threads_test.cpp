@@ -70,10 +70,11 @@ TEST(Threads, TheLowestFailingIndexDecidesTheError) {
   }
 }
 
-// A call on a time grid uses at most one thread per 32768 subject-steps (docs/performance.md,
-// "Threads"): a small call wakes no thread, a large one uses the threads it is given.
+// A call on a time grid uses at most one thread per 16384 units of work, a unit being a
+// subject-step or a value written (docs/performance.md, "Threads"): a small call wakes no
+// thread, a large one uses the threads it is given.
 TEST(Threads, AGridCallUsesThreadsByItsWork) {
-  auto threads_of = [](std::int64_t subjects, std::int64_t steps) {
+  auto threads_of = [](std::int64_t subjects, std::int64_t steps, bool dense = true) {
     Problem p;
     p.model = ModelKind::TwoCompartment;
     p.grid = {0.5, steps};
@@ -87,13 +88,17 @@ TEST(Threads, AGridCallUsesThreadsByItsWork) {
     SimulateOptions o;
     o.method = Method::Batched;
     o.device = Device::Cpu;
+    if (!dense) p.output = OutputTimes::at_steps({steps});
     o.threads = 2;
     return simulate(p, o).summary().threads;
   };
-  EXPECT_EQ(threads_of(10, 1000), 1);  // 1e4 subject-steps
-  EXPECT_EQ(threads_of(64, 2048), 2);  // 131072: four threads' worth, two given
-  EXPECT_EQ(threads_of(16, 4095), 1);  // 65520: just under two threads' worth
-  EXPECT_EQ(threads_of(16, 4096), 2);  // 65536
+  // Two compartments: dense output writes 2 values per subject-step.
+  EXPECT_EQ(threads_of(10, 1000), 1);          // 10 x (1000 steps + 2002 values) = 30020
+  EXPECT_EQ(threads_of(11, 1000), 2);          // 33022: two threads' worth
+  EXPECT_EQ(threads_of(11, 1000, false), 1);   // 11022: the final state only
+  EXPECT_EQ(threads_of(16, 2045, false), 1);   // 16 x (2045 + 2) = 32752: just under two
+  EXPECT_EQ(threads_of(16, 2046, false), 2);   // 32768
+  EXPECT_EQ(threads_of(64, 2048, false), 2);   // eight threads' worth, two given
 }
 
 TEST(Threads, NothingToDoAndBadArguments) {
