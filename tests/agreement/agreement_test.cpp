@@ -29,6 +29,7 @@
 #include <limits>
 #include <memory>
 #include <pkscan/pkscan.hpp>
+#include <pkscan/population_run.hpp>
 #include <pkscan/predictor.hpp>
 #include <random>
 #include <set>
@@ -741,6 +742,68 @@ TEST_P(DeviceTiming, SummarisesManyBlocksInChunksAndCallsLikeTheCpu) {
     EXPECT_EQ(got.count, want.count);
     EXPECT_EQ(got.excluded, want.excluded);
   }
+}
+
+// The population driver (`pkscan run` with `trajectories: false`) summarising on the device: a
+// sweep of typical subjects given an IV bolus into the central compartment of two_compartment,
+// in chunks of 1024 rows. C = D/V exp(-CL/V t), and the log-down trapezoid AUC over [0, T] is
+// exact for one exponential: D/CL (1 - exp(-CL/V T)). The summary and the metrics are also the
+// bits of the same run on the CPU (its fused path).
+class KeepingSink final : public ResultSink {
+ public:
+  void write(const Chunk& c) override {
+    for (std::int64_t s = 0; s < c.result->subjects(); ++s)
+      for (int k = 0; k < kMetricCount; ++k) metrics.push_back(c.metrics[s * kMetricCount + k]);
+    devices.push_back(c.result->summary().device);
+  }
+  void write_summary(const TimeSummaryTable& t) override { summary = t; }
+  void commit() override { committed = true; }
+  std::vector<double> metrics;
+  std::vector<Device> devices;
+  TimeSummaryTable summary;
+  bool committed = false;
+};
+
+TEST_P(DeviceTiming, APopulationRunSummarisedOnTheDeviceGivesClosedFormAucAndTheCpusBits) {
+  const Path& path = GetParam();
+  PopulationRun run;
+  run.problem.grid = {0.5, 48};
+  DoseEvent d;
+  d.compartment = 1;
+  d.amount = 100.0;
+  run.problem.doses = {d};
+  PopulationSpec pop(ModelKind::TwoCompartment, 1500, 9);  // no variability: typical subjects
+  pop.set_typical("cl", 5.0);
+  pop.set_typical("v_central", 20.0);
+  pop.set_typical("ka", 1.0);
+  run.population = pop;
+  run.sweep.columns = {pop.column("cl")};
+  run.sweep.values = {{2.0, 8.0}};
+  run.summaries = true;
+  run.trajectories = false;
+  run.options.method = path.method;
+  PopulationRunOptions options;
+  options.chunk_rows = 1024;
+  KeepingSink dev, cpu;
+  run.options.device = path.device;
+  run_population(run, dev, options);
+  run.options.device = Device::Cpu;
+  run.options.method = Method::Batched;
+  run_population(run, cpu, options);
+  ASSERT_TRUE(dev.committed);
+  ASSERT_EQ(dev.devices.size(), 3u);
+  for (Device used : dev.devices) EXPECT_EQ(used, Device::Cuda);
+  ASSERT_EQ(dev.metrics.size(), std::size_t{3000} * kMetricCount);
+  for (std::size_t r = 0; r < 3000; ++r) {
+    const double cl = r < 1500 ? 2.0 : 8.0;
+    EXPECT_NEAR(dev.metrics[r * kMetricCount + 2], 100.0 / cl * (1.0 - std::exp(-cl / 20.0 * 24.0)),
+                1e-9 * 100.0 / cl)
+        << "row " << r;
+  }
+  EXPECT_EQ(dev.summary.count, 3000);
+  EXPECT_TRUE(same_bits(dev.metrics, cpu.metrics));
+  EXPECT_TRUE(same_bits(dev.summary.mean, cpu.summary.mean));
+  EXPECT_TRUE(same_bits(dev.summary.quantiles, cpu.summary.quantiles));
 }
 
 std::vector<Path> cpu_paths() {
