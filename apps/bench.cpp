@@ -462,7 +462,8 @@ SimulateOptions grid_options(const BenchOptions& o) {
 // The summaries-only cell (--output summaries): Engine::summarize_into on the bench problem
 // (every step an output time, the sketch from the start, metrics of the central compartment),
 // through the fused path, with the time of its parts (RunSummary::fused_*) per call and the
-// probe's no-output recurrence on the same subjects and threads beside it.
+// probe's no-output recurrence on the same subjects and threads beside it; on device cuda
+// through the device summary, with the kernel and transfer seconds of the last call.
 void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
   BenchOptions dense = o;
   dense.output = "dense";
@@ -500,7 +501,11 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
     << ",\"last_sums_sketch_s\":" << rs.fused_sums_seconds / threads
     << ",\"last_metrics_s\":" << rs.fused_metrics_seconds / threads
     << ",\"last_call_s\":" << rs.prepare_seconds + rs.scan_seconds << ",\"probe_s\":" << probe_s
-    << ",\"recurrence_over_probe\":" << recurrence_s / probe_s << "}\n";
+    << ",\"recurrence_over_probe\":" << recurrence_s / probe_s;
+  if (rs.device == Device::Cuda)  // summarised on the device: its kernels and copies (last call)
+    s << ",\"kernel_s\":" << rs.device_kernel_seconds << ",\"transfer_s\":"
+      << rs.device_transfer_seconds;
+  s << "}\n";
   out << s.str();
 }
 

@@ -3,7 +3,7 @@
 #  1. ctest -L gpu: the agreement suite on the CUDA instantiation of the device code;
 #  2. `pkscan bench --device cuda` cells, each beside the same cell on the CPU in the same run:
 #     dense N=1e6, T=1e3 in float64 and float32, N=1e5 dense, final state and sparse:50 at
-#     N=1e6, power N=1, T=1e6 (sparse:1000), population summaries N=2e5, T=1e3;
+#     N=1e6, power N=1, T=1e6 (sparse:1000), population summaries N=2e5 and 1e6, T=1e3;
 #  3. the seed's formulation in JAX (x_t = K x_{t-1} by lax.scan over stacked per-subject K) on
 #     the same GPU, if JAX with CUDA is importable (JAX=python path, default .venv/bin/python).
 # Writes bench/results/<gpu>-<date>.json (one JSON object per line; the ctest log beside it) and
@@ -11,7 +11,7 @@
 # usable CUDA device it prints one line saying so and exits 0.
 # Each cuda cell reports its kernel and transfer seconds and the device's copy ceilings measured
 # in the same process (device-to-device, device-to-host). Not measured yet (no device path for
-# them: issue 15 is open): summaries computed on the device, the Predictor on the device.
+# them: issue 15 is open): datasets and the Predictor on the device.
 # Usage: bench/gpu.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -70,8 +70,9 @@ both --method batched --n 10000 --t 1000 --output final
 both --method batched --n 100 --t 1000 --output final
 # Long horizon, one subject: the power path.
 both --method power --n 1 --t 1000000 --output sparse:1000
-# Population summaries (device cuda: dense on the device, summarised on the host).
+# Population summaries (device cuda: summarised on the device; the CPU's fused path beside it).
 both --n 200000 --t 1000 --output summaries
+both --n 1000000 --t 1000 --output summaries
 
 jax_python=$(command -v "${JAX:-.venv/bin/python}" || true)
 if [ -n "$jax_python" ] && "$jax_python" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' \

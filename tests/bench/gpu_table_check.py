@@ -18,8 +18,13 @@ for k in ("kernel_s", "transfer_s"):
 lone = dict(cuda, n=5)  # no CPU twin: no row
 other = dict(cuda, n=150000, best_s=0.01)  # after a failed cell: still paired
 other_cpu = dict(cpu, n=150000, best_s=0.03)
+summ = {"workload": "summaries", "method": "batched", "device": "cuda", "precision": "float64",
+        "n": 1000000, "t": 1000, "best_s": 0.1, "threads": 16, "kernel_s": 0.03, "transfer_s": 0.002}
+summ_cpu = dict(summ, device="cpu", best_s=0.9)
+for k in ("kernel_s", "transfer_s"):
+    del summ_cpu[k]
 lines = [{"ctest_gpu": "100% tests passed out of 7"}, cuda, cpu, lone,
-         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu,
+         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu,
          {"jax_seed_scan": {"device": "cuda:0", "n": 100000, "t": 1000, "best_s": 0.012,
                             "best_to_host_s": 1.5}}]
 with tempfile.TemporaryDirectory() as d:
@@ -37,6 +42,9 @@ with tempfile.TemporaryDirectory() as d:
     assert "N=1.5e5, T=1e3" in rows[1] and "| 3.00x |" in rows[1], rows[1]
     assert "N=1e6, T=1e3 (float64)" in row and "| 50 ms | 200 ms (16 threads) | 4.00x |" in row, row
     assert "kernel 2 ms" in row and "transfer 4 ms" in row and "compute (0.04 of its ceiling)" in row
+    srow = [x for x in out.splitlines() if x.startswith("| summaries only")]
+    assert len(srow) == 1 and "| 9.00x |" in srow[0], out
+    assert "kernel 30 ms; transfer 2 ms" in srow[0], srow[0]
     assert "100% tests passed out of 7" in out and "12 ms with the trajectories left" in out, out
     text = open(doc).read()
     assert text.startswith("intro\n<!-- gpu-table:begin -->\nMeasured by") and "old" not in text
