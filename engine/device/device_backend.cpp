@@ -56,8 +56,7 @@
 #include "grid/schedule.hpp"
 #include "grid/transition.hpp"
 #include "summary/fused_summary.hpp"
-#include "summary/metric_lanes.hpp"
-#include "summary/summary_state.hpp"
+#include "summary/summary_hd.hpp"
 
 namespace pkscan::detail {
 
@@ -254,22 +253,24 @@ class DeviceBackend final : public Backend {
     std::size_t piece = 0;  // bytes per staging piece of the way back
   };
 
-  // The device summary's results of a chunk of m subjects in a slot's `sum` buffer (offsets in
-  // bytes; summary_kernels.hpp gives the arrays), and in its `sum_stage` with the statuses after
-  // them.
+  // The device summary's buffers of a chunk of m subjects in a slot's `sum` (offsets in bytes;
+  // summary_kernels.hpp gives the arrays): its results, `results` bytes from 0 (copied into the
+  // slot's `sum_stage`, the statuses after them), then the largest keys (device only).
   struct SumLayout {
     SumLayout(const Plan& p, std::int64_t m) {
       const std::size_t um = static_cast<std::size_t>(m);
       const std::size_t cells =
           static_cast<std::size_t>((m + device::kSumBlock - 1) / device::kSumBlock * p.rows);
       metrics = align_up(um, kAlign);  // excluded at 0
-      block_max = metrics + align_up(um * 4 * sizeof(double), kAlign);
-      block_sums = block_max + align_up(cells * sizeof(std::int64_t), kAlign);
+      block_sums = metrics + align_up(um * 4 * sizeof(double), kAlign);
       tail = block_sums + align_up(cells * sizeof(double), kAlign);
-      bytes = tail + align_up(static_cast<std::size_t>(p.rows) * 8 * sizeof(double), kAlign);
-      stage_bytes = bytes + align_up(um, kAlign);
+      results = tail + align_up(static_cast<std::size_t>(p.rows) * 8 * sizeof(double), kAlign);
+      block_max = results;
+      bytes = block_max + align_up(cells * sizeof(std::int64_t), kAlign);
+      stage_bytes = results + align_up(um, kAlign);
     }
-    std::size_t metrics = 0, block_max = 0, block_sums = 0, tail = 0, bytes = 0, stage_bytes = 0;
+    std::size_t metrics = 0, block_sums = 0, tail = 0, results = 0, block_max = 0, bytes = 0,
+                stage_bytes = 0;
   };
 
   // The device's copy of the summary's sketch and the output times in sketch_ (offsets in bytes).
@@ -711,9 +712,11 @@ class DeviceBackend final : public Backend {
   // ---- The device summary -------------------------------------------------------------------
   // One stream (slot 0's) orders everything, since every chunk's summary kernels update the one
   // device sketch; the two slots still let the host prepare chunk i + 1 while the device runs
-  // chunk i. Only the sketch (at the start and the end) and each chunk's SumLayout and statuses
-  // cross the bus. The summary itself changes only at the end (FusedSummary::commit and the
-  // sketch's copy), so a failed call leaves it as it was.
+  // chunk i. Only the sketch (at the start and the end) and each chunk's results and statuses
+  // cross the bus. The sketch comes back into the summary's spare device sketch, which becomes
+  // its device sketch only once every copy has completed, and the sums are committed then
+  // (FusedSummary::swap_device_sketch and commit, neither of which throws): a failed call
+  // leaves the summary as it was.
 
   // Copies the sketch between the host's (FusedSummary::device_sketch) and the device's.
   void copy_sketch(Sketch& h, const SketchLayout& l, std::int64_t rows, bool to_device,
@@ -763,8 +766,8 @@ class DeviceBackend final : public Backend {
     rt_->record(slot.mark[2], stream);
     rt_->record(slot.mark[3], stream);
     auto* stage = static_cast<unsigned char*>(slot.sum_stage.ptr());
-    rt_->copy_to_host(stage, d, l.bytes, stream);
-    rt_->copy_to_host(stage + l.bytes, slot.status.ptr(), static_cast<std::size_t>(m), stream);
+    rt_->copy_to_host(stage, d, l.results, stream);
+    rt_->copy_to_host(stage + l.results, slot.status.ptr(), static_cast<std::size_t>(m), stream);
     rt_->record(slot.mark[4], stream);
     rt_->record(slot.sum_done, stream);
   }
@@ -789,16 +792,16 @@ class DeviceBackend final : public Backend {
                 static_cast<std::size_t>(full * p.rows) * sizeof(double));
     if (m % device::kSumBlock != 0)
       std::memcpy(tail, stage + l.tail, static_cast<std::size_t>(p.rows) * 8 * sizeof(double));
-    const auto* flags = stage + l.bytes;
+    const auto* flags = stage + l.results;
     for (std::int64_t j = 0; j < m; ++j)
       t.status[first + j] = flags[j] ? SubjectStatus::NonFinite : SubjectStatus::Ok;
   }
 
   template <class Real>
   void summarize_all(const PreparedBatch& b, const SummaryTarget& t) {
-    static_assert(device::kSumBlock == kBlock, "the device summary's blocks are the summary's");
     TimeSummary& summary = *t.summary;
-    Sketch& h = FusedSummary::device_sketch(summary);
+    Sketch& h = FusedSummary::device_sketch(summary, false);
+    Sketch& back = FusedSummary::device_sketch(summary, true);
     const std::vector<double>& times = FusedSummary::times(summary);
     Plan p = make_plan<Real>(b);
     p.summary = true;
@@ -836,7 +839,7 @@ class DeviceBackend final : public Backend {
     c.sk.under = reinterpret_cast<unsigned long long*>(d + sl.under);
 
     const std::int64_t S = b.subjects;
-    std::vector<double> block_sums(static_cast<std::size_t>(S / kBlock * p.rows));
+    std::vector<double> block_sums(static_cast<std::size_t>(S / device::kSumBlock * p.rows));
     std::vector<double> tail(static_cast<std::size_t>(p.rows) * 8, 0.0);
     std::vector<unsigned char> excluded(static_cast<std::size_t>(S), 0);
     auto chunk_first = [&](std::int64_t i) { return i * p.chunk; };
@@ -851,8 +854,9 @@ class DeviceBackend final : public Backend {
       collect_summary_chunk(p, t, chunk_first(i), chunk_size(i), slot_[i % 2], block_sums.data(),
                             tail.data(), excluded.data());
     }
-    copy_sketch(h, sl, p.rows, false, st);
+    copy_sketch(back, sl, p.rows, false, st);
     rt_->synchronize(st);
+    FusedSummary::swap_device_sketch(summary);
     FusedSummary::commit(summary, S, block_sums.data(), tail.data(), excluded.data());
   }
 };

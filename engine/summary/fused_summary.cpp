@@ -26,6 +26,7 @@
 
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
+#include "device/summary_job.hpp"
 #include "grid/backend.hpp"
 #include "grid/lanes.hpp"
 #include "grid/transition.hpp"
@@ -33,6 +34,8 @@
 #include "summary/summary_state.hpp"
 
 namespace pkscan::detail {
+
+static_assert(device::kSumBlock == kBlock, "the device summary's blocks are the summary's");
 
 namespace {
 
@@ -494,7 +497,7 @@ void FusedSummary::check_batch(const TimeSummary& summary, const PreparedBatch& 
 }
 
 void FusedSummary::commit(TimeSummary& summary, std::int64_t S, const double* block_sums,
-                          const double* tail, const unsigned char* excluded) {
+                          const double* tail, const unsigned char* excluded) noexcept {
   TimeSummary::Impl& m = *summary.impl_;
   // Block sums in block order; an incomplete last block is carried as add()'s lanes.
   const std::int64_t full = S / kBlock;
@@ -519,14 +522,20 @@ const std::vector<double>& FusedSummary::times(const TimeSummary& summary) noexc
   return summary.impl_->times;
 }
 
-Sketch& FusedSummary::device_sketch(TimeSummary& summary) {
+Sketch& FusedSummary::device_sketch(TimeSummary& summary, bool spare) {
   TimeSummary::Impl& m = *summary.impl_;
-  if (!m.device) {
+  std::unique_ptr<Sketch, SketchFree>& slot = spare ? m.device_spare : m.device;
+  if (!slot) {
     std::unique_ptr<Sketch, SketchFree> h(new Sketch);
     init_sketch(*h, m.rows, m.opt.window_binades, false);
-    m.device = std::move(h);
+    slot = std::move(h);
   }
-  return *m.device;
+  return *slot;
+}
+
+void FusedSummary::swap_device_sketch(TimeSummary& summary) noexcept {
+  TimeSummary::Impl& m = *summary.impl_;
+  std::swap(m.device, m.device_spare);
 }
 
 void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Precision precision,

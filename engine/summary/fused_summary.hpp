@@ -47,11 +47,13 @@ struct FusedSummary {
   // incomplete block (tail[row * 8 + lane]) and its excluded subjects (excluded[s] != 0). The
   // summary leaves its exact phase.
   static void commit(TimeSummary& summary, std::int64_t S, const double* block_sums,
-                     const double* tail, const unsigned char* excluded);
+                     const double* tail, const unsigned char* excluded) noexcept;
   static const std::vector<double>& times(const TimeSummary& summary) noexcept;
-  // The sketch the device summary keeps in the summary (empty until first asked for); finish()
-  // merges it with the others.
-  static Sketch& device_sketch(TimeSummary& summary);
+  // The sketch the device summary keeps in the summary (empty until first asked for), which
+  // finish() merges with the others, or (`spare`) the one it copies the device's back into.
+  static Sketch& device_sketch(TimeSummary& summary, bool spare);
+  // The spare becomes the device sketch (once the device's state is in it).
+  static void swap_device_sketch(TimeSummary& summary) noexcept;
 
   static void add_batch(TimeSummary& summary, const PreparedBatch& batch, Precision precision,
                         int metric_compartment, double last_dose_time, double* metrics,

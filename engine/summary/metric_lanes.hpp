@@ -158,12 +158,4 @@ inline void metric_out(const MetricLanes& L, int l, bool ok, double* out) noexce
   out[3] = ok && L.cmin[l] != std::numeric_limits<double>::infinity() ? L.cmin[l] : nan;
 }
 
-inline std::int64_t first_index_at_or_after(const std::vector<double>& t,
-                                            double last_dose) noexcept {
-  if (std::isnan(last_dose)) return 0;
-  std::int64_t i = 0;
-  while (i < static_cast<std::int64_t>(t.size()) && t[static_cast<std::size_t>(i)] < last_dose) ++i;
-  return i;
-}
-
 }  // namespace pkscan::detail

@@ -12,6 +12,7 @@
 // build with -ffp-contract=off, launch_cuda.cu with --fmad=false) both give the same bits.
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/hd.hpp"
 
@@ -94,19 +95,13 @@ PKSCAN_HD inline double log_ge1_one(double x) {
 }
 
 // Gregory's coefficients: x / ln(1 + x) = 1 + G_1 x + G_2 x^2 + ... (G_1 = 1/2, G_2 = -1/12, ...),
-// each the double nearest to the exact fraction.
-constexpr double kGregory[12] = {0.5,
-                                 -0.08333333333333333,
-                                 0.041666666666666664,
-                                 -0.02638888888888889,
-                                 0.01875,
-                                 -0.014269179894179895,
-                                 0.01136739417989418,
-                                 -0.00935653659611993,
-                                 0.00789255401234568,
-                                 -0.006785849984634707,
-                                 0.005924056412337663,
-                                 -0.005236693257950285};
+// each the double nearest to the exact fraction. A macro for the same reason as the logarithm's
+// tables.
+#define PKSCAN_GREGORY                                                                       \
+  0.5, -0.08333333333333333, 0.041666666666666664, -0.02638888888888889, 0.01875,            \
+      -0.014269179894179895, 0.01136739417989418, -0.00935653659611993, 0.00789255401234568, \
+      -0.006785849984634707, 0.005924056412337663, -0.005236693257950285
+inline constexpr double kGregory[12] = {PKSCAN_GREGORY};
 // Below this x = c1 / c2 - 1 the series is used: its terms after G_12 x^12 add up to less
 // than 1.1e-18 relative.
 constexpr double kSeriesMax = 0.0625;
@@ -126,6 +121,9 @@ PKSCAN_HD inline double auc_piece_one(double c1, double c2) {
   if (!(q > 0.0)) return 0.5 * (c1 + c2);
   const double x = d / c2;
   if (x < kSeriesMax) {
+#if defined(__CUDA_ARCH__)
+    const double kGregory[12] = {PKSCAN_GREGORY};
+#endif
     const double x2 = x * x;
     const double x4 = x2 * x2;
     const double x8 = x4 * x4;
@@ -186,5 +184,15 @@ struct MetricOne {
     prev = c;
   }
 };
+
+// The first output index at or after the last dose (0 when there is no dose: last_dose NaN):
+// where Cmin's interval starts.
+inline std::int64_t first_index_at_or_after(const std::vector<double>& t,
+                                            double last_dose) noexcept {
+  if (last_dose != last_dose) return 0;
+  std::int64_t i = 0;
+  while (i < static_cast<std::int64_t>(t.size()) && t[static_cast<std::size_t>(i)] < last_dose) ++i;
+  return i;
+}
 
 }  // namespace pkscan::detail

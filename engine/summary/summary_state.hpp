@@ -113,8 +113,9 @@ struct TimeSummary::Impl {
   detail::Sketch sk;  // add()'s sketch
   // The fused summary's, one per thread.
   std::vector<std::unique_ptr<detail::Sketch, detail::SketchFree>> local;
-  // The device summary's (device/summary_kernels.hpp), while it has run.
-  std::unique_ptr<detail::Sketch, detail::SketchFree> device;
+  // The device summary's (device/summary_kernels.hpp), once it has run, and the spare its next
+  // call copies the device's state into (FusedSummary::device_sketch).
+  std::unique_ptr<detail::Sketch, detail::SketchFree> device, device_spare;
 
   bool exact = true;
   std::vector<double> kept;  // included subjects x rows, while exact

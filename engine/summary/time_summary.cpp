@@ -191,7 +191,7 @@ std::size_t TimeSummary::state_bytes() const noexcept {
   const std::size_t per_sketch =
       static_cast<std::size_t>(m.rows) *
       (static_cast<std::size_t>(m.sk.stride) * sizeof(std::uint32_t) + 4 * sizeof(std::int64_t));
-  return per_sketch * (1 + m.local.size() + (m.device ? 1 : 0)) +
+  return per_sketch * (1 + m.local.size() + (m.device ? 1 : 0) + (m.device_spare ? 1 : 0)) +
          (m.part.size() + m.total.size() + m.kept.capacity()) * sizeof(double);
 }
 

@@ -58,7 +58,10 @@
 /// path of Engine::summarize_into keeps one more sketch per thread it ran on, in 4 KiB pages
 /// (47 MiB reserved each in the example, of which only the pages holding counters of values
 /// seen become resident: a few MiB), and the Engine keeps about 1.4 MiB of scratch per thread
-/// between calls (freed with the Engine). Nothing grows with the number of subjects.
+/// between calls (freed with the Engine). Summarised on device `cuda`, the summary keeps two
+/// more (the device's state, and a spare each call copies it back into), resident in full once
+/// used, and the device holds a copy of one while a call runs. Nothing grows with the number of
+/// subjects.
 
 #include <array>
 #include <cstdint>
