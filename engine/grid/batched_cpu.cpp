@@ -373,7 +373,7 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
     {
       Scratch<N, Real>* w = nullptr;
       err.guard([&] { w = &scratch<N, Real>(); });
-#pragma omp for schedule(dynamic, unit == kBlock ? 4 : 1)
+#pragma omp for schedule(dynamic, items >= 16 * b.threads ? 4 : 1)
       for (std::int64_t i = 0; i < items; ++i)
         if (w && !err.failed())
           err.guard([&] {
