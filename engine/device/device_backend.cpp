@@ -266,11 +266,12 @@ class DeviceBackend final : public Backend {
       tail = block_sums + align_up(cells * sizeof(double), kAlign);
       results = tail + align_up(static_cast<std::size_t>(p.rows) * 8 * sizeof(double), kAlign);
       block_max = results;
-      bytes = block_max + align_up(cells * sizeof(std::int64_t), kAlign);
+      nonfinite = block_max + align_up(cells * sizeof(std::int64_t), kAlign);
+      bytes = nonfinite + align_up(um * sizeof(std::uint32_t), kAlign);
       stage_bytes = results + align_up(um, kAlign);
     }
-    std::size_t metrics = 0, block_sums = 0, tail = 0, results = 0, block_max = 0, bytes = 0,
-                stage_bytes = 0;
+    std::size_t metrics = 0, block_sums = 0, tail = 0, results = 0, block_max = 0, nonfinite = 0,
+                bytes = 0, stage_bytes = 0;
   };
 
   // The device's copy of the summary's sketch and the output times in sketch_ (offsets in bytes).
@@ -511,11 +512,11 @@ class DeviceBackend final : public Backend {
                       fixed + 2 * slot_bytes(p, unit), usable);
     const std::size_t per = p.in_per_subject + p.out_per_subject + 1 + p.table_per_subject +
                             p.sum_per_subject;  // bytes per subject
-    // Alignment of both slots' buffers (2 x 4, and 2 x 5 for the summary's), and the summary's
+    // Alignment of both slots' buffers (2 x 4, and 2 x 6 for the summary's), and the summary's
     // tail lanes.
     const std::size_t slack =
         std::size_t{8} * kAlign +
-        (p.summary ? 2 * (5 * kAlign + static_cast<std::size_t>(p.rows) * 64) : 0);
+        (p.summary ? 2 * (6 * kAlign + static_cast<std::size_t>(p.rows) * 64) : 0);
     const std::size_t room = usable - fixed;
     std::int64_t fit = room > slack ? static_cast<std::int64_t>((room - slack) / (2 * per)) : 0;
     fit = std::max<std::int64_t>(fit, unit);  // one unit per slot fits (checked above)
@@ -757,11 +758,12 @@ class DeviceBackend final : public Backend {
     c.excluded = d;
     c.metrics = reinterpret_cast<double*>(d + l.metrics);
     c.block_max = reinterpret_cast<std::int64_t*>(d + l.block_max);
+    c.nonfinite = reinterpret_cast<std::uint32_t*>(d + l.nonfinite);
     c.block_sums = reinterpret_cast<double*>(d + l.block_sums);
     c.tail = reinterpret_cast<double*>(d + l.tail);
-    for (device::SummaryStage stage :
-         {device::SummaryStage::Subjects, device::SummaryStage::BlockMax,
-          device::SummaryStage::Rebase, device::SummaryStage::Count})
+    for (device::SummaryStage stage : {device::SummaryStage::Clear, device::SummaryStage::BlockMax,
+                                       device::SummaryStage::Subjects, device::SummaryStage::Rebase,
+                                       device::SummaryStage::Count})
       rt_->launch_summary(stage, c, stream);
     rt_->record(slot.mark[2], stream);
     rt_->record(slot.mark[3], stream);
@@ -806,9 +808,10 @@ class DeviceBackend final : public Backend {
     Plan p = make_plan<Real>(b);
     p.summary = true;
     p.in_per_subject += static_cast<std::size_t>(b.n) * sizeof(double);  // reciprocal volumes
-    // Excluded flag, metrics, and per block of subjects a largest key and a sum per row.
+    // Excluded and non-finite flags, metrics, and per block of subjects a largest key and a sum
+    // per row.
     p.sum_per_subject =
-        1 + kMetricCount * sizeof(double) +
+        1 + sizeof(std::uint32_t) + kMetricCount * sizeof(double) +
         (16 * static_cast<std::size_t>(p.rows) + device::kSumBlock - 1) / device::kSumBlock;
     const SketchLayout sl(h, p.rows, times.size());
     p.fixed_bytes = sl.bytes;

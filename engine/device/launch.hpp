@@ -51,6 +51,9 @@ void launch_summary(const Policy& policy, SummaryStage stage, const SummaryChunk
   if (c.subjects <= 0) return;
   const std::int64_t cells = (c.subjects + kSumBlock - 1) / kSumBlock * c.rows;
   switch (stage) {
+    case SummaryStage::Clear:
+      for_each_subject(policy, c.subjects, ClearFlags<Real>{c});
+      break;
     case SummaryStage::Subjects:
       for_each_subject(policy, c.subjects, SubjectSummary<Real>{c});
       break;

@@ -29,6 +29,7 @@ struct SummaryChunk {
   const double* inv = nullptr;
   const std::uint8_t* status = nullptr;
   std::uint8_t* excluded = nullptr;
+  std::uint32_t* nonfinite = nullptr;  // per subject: a value is not finite (device only)
   double* metrics = nullptr;
   int mc = 0;                     // metric compartment
   std::int64_t i0 = 0;            // first output index of the last dosing interval
@@ -40,7 +41,7 @@ struct SummaryChunk {
 };
 
 // The summary kernels, in the order the backend enqueues them: per subject, per (block, row),
-// per row, per (block, row).
-enum class SummaryStage { Subjects, BlockMax, Rebase, Count };
+// per subject, per row, per (block, row).
+enum class SummaryStage { Clear, BlockMax, Subjects, Rebase, Count };
 
 }  // namespace pkscan::device

@@ -20,6 +20,7 @@
 //   out[j * rows + r]          the chunk's trajectories (r = time * n + compartment)
 //   inv[j * n + c]             reciprocal volumes
 //   status[j]                  the simulation kernel's (0 Ok)
+//   nonfinite[j]               1 when a value of the subject is not finite (BlockMax sets it)
 //   excluded[j]                out: 1 when the subject is left out of the summary
 //   metrics[j * 4 + k]         out: cmax, tmax, auc, cmin of compartment mc
 //   block_max[b * rows + r]    the largest key of block b's finite positive values (-1: none)
@@ -43,16 +44,21 @@ PKSCAN_HD inline void atomic_increment(T& counter) {
                                                                     cuda::memory_order_relaxed);
 }
 
-// Per subject j: excluded or not, and its metrics.
+// Per subject j: no value found not finite yet.
+template <class Real>
+struct ClearFlags {
+  SummaryChunk<Real> c;
+  PKSCAN_HD void operator()(std::int64_t j) const { c.nonfinite[j] = 0; }
+};
+
+// Per subject j: excluded or not (its status, or a value BlockMax found not finite), and its
+// metrics (the metric compartment's values only: on a GPU a thread's reads of its own subject
+// are far from its neighbours', so the pass over every value is BlockMax's, by rows).
 template <class Real>
 struct SubjectSummary {
   SummaryChunk<Real> c;
   PKSCAN_HD void operator()(std::int64_t j) const {
-    bool bad = c.status[j] != 0;
-    for (std::int64_t r = 0; r < c.rows; ++r)
-      bad =
-          bad || !((detail::hd_bits(summary_value(c, j, r)) & detail::kAbsMask) < detail::kInfBits);
-    c.excluded[j] = bad ? 1 : 0;
+    c.excluded[j] = c.status[j] != 0 || c.nonfinite[j] != 0 ? 1 : 0;
     detail::MetricOne m;
     m.first(summary_value(c, j, c.mc), c.times[0], 0 >= c.i0);
     for (std::int64_t k = 1; k < c.n_times; ++k) {
@@ -63,7 +69,9 @@ struct SubjectSummary {
   }
 };
 
-// Per (block, row) i = b * rows + r: the largest key of the block's finite positive values.
+// Per (block, row) i = b * rows + r: the largest key of the block's finite positive values; a
+// subject with a value that is not finite is flagged (rare: several threads may store the same
+// 1).
 template <class Real>
 struct BlockMax {
   SummaryChunk<Real> c;
@@ -75,6 +83,9 @@ struct BlockMax {
       const std::uint64_t bits = detail::hd_bits(summary_value(c, j, r));
       const std::int64_t key = static_cast<std::int64_t>(bits >> detail::kKeyShift);
       if (bits - 1 < detail::kPosFiniteMax && key > mx) mx = key;
+      if ((bits & detail::kAbsMask) >= detail::kInfBits)
+        cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(c.nonfinite[j])
+            .store(1u, cuda::memory_order_relaxed);
     }
     c.block_max[i] = mx;
   }
