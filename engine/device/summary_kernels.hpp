@@ -38,6 +38,16 @@ PKSCAN_HD inline double summary_value(const SummaryChunk<Real>& c, std::int64_t 
   return static_cast<double>(c.out[j * c.rows + r]) * c.inv[j * c.n + r % c.n];
 }
 
+// The (block, row) cell i = b * rows + r of a chunk: its row and its block's subjects [j0, j1).
+struct Cell {
+  std::int64_t r, j0, j1;
+};
+template <class Real>
+PKSCAN_HD inline Cell cell_of(const SummaryChunk<Real>& c, std::int64_t i) {
+  const std::int64_t j0 = i / c.rows * kSumBlock;
+  return {i % c.rows, j0, j0 + kSumBlock < c.subjects ? j0 + kSumBlock : c.subjects};
+}
+
 template <class T>
 PKSCAN_HD inline void atomic_increment(T& counter) {
   cuda::atomic_ref<T, cuda::thread_scope_device>(counter).fetch_add(T{1},
@@ -76,11 +86,10 @@ template <class Real>
 struct BlockMax {
   SummaryChunk<Real> c;
   PKSCAN_HD void operator()(std::int64_t i) const {
-    const std::int64_t b = i / c.rows, r = i % c.rows;
-    const std::int64_t j1 = (b + 1) * kSumBlock < c.subjects ? (b + 1) * kSumBlock : c.subjects;
+    const Cell cell = cell_of(c, i);
     std::int64_t mx = -1;
-    for (std::int64_t j = b * kSumBlock; j < j1; ++j) {
-      const std::uint64_t bits = detail::hd_bits(summary_value(c, j, r));
+    for (std::int64_t j = cell.j0; j < cell.j1; ++j) {
+      const std::uint64_t bits = detail::hd_bits(summary_value(c, j, cell.r));
       const std::int64_t key = static_cast<std::int64_t>(bits >> detail::kKeyShift);
       if (bits - 1 < detail::kPosFiniteMax && key > mx) mx = key;
       if ((bits & detail::kAbsMask) >= detail::kInfBits)
@@ -123,12 +132,11 @@ struct Count {
   SummaryChunk<Real> c;
   PKSCAN_HD void operator()(std::int64_t i) const {
     const DeviceSketch& h = c.sk;
-    const std::int64_t b = i / c.rows, r = i % c.rows;
-    const std::int64_t j0 = b * kSumBlock;
-    const std::int64_t j1 = j0 + kSumBlock < c.subjects ? j0 + kSumBlock : c.subjects;
+    const Cell cell = cell_of(c, i);
+    const std::int64_t r = cell.r;
     const std::int64_t lo = h.lo[r];
     double lane[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    for (std::int64_t j = j0; j < j1; ++j) {
+    for (std::int64_t j = cell.j0; j < cell.j1; ++j) {
       if (c.excluded[j]) continue;
       const double v = summary_value(c, j, r);
       lane[j & 7] += v;
@@ -143,7 +151,7 @@ struct Count {
         atomic_increment(h.zero[r]);  // finite (included) and <= 0
       }
     }
-    if (j1 - j0 == kSumBlock) {
+    if (cell.j1 - cell.j0 == kSumBlock) {
       c.block_sums[i] = detail::lane_tree8(lane, 1);
     } else {
       for (int l = 0; l < 8; ++l) c.tail[r * 8 + l] = lane[l];
