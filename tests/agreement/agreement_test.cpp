@@ -806,6 +806,83 @@ TEST_P(DeviceTiming, APopulationRunSummarisedOnTheDeviceGivesClosedFormAucAndThe
   EXPECT_TRUE(same_bits(dev.summary.quantiles, cpu.summary.quantiles));
 }
 
+#if defined(PKSCAN_DEVICE_HOST_SYSTEM)
+}  // namespace
+}  // namespace pkscan
+extern std::size_t pkscan_device_host_memory;  // device_host_main.cpp
+namespace pkscan {
+namespace {
+
+// The device summary when device memory is short (the host system with a few MiB of "device
+// memory"): the sketch and two slots of one block of 1024 subjects fit, two blocks do not, so
+// 5000 subjects run in chunks of whole blocks and give the CPU's bits; with less memory than
+// the sketch and a block per slot, the call fails with a message that says so, and the
+// summary is left as it was (a later call with enough memory gives the same bits).
+TEST_P(DeviceTiming, SummarisesInWholeBlocksWhenMemoryIsShort) {
+  const Path& path = GetParam();
+  struct Restore {
+    std::size_t was = pkscan_device_host_memory;
+    ~Restore() { pkscan_device_host_memory = was; }
+  } restore;
+  Problem p;
+  p.grid = {0.5, 40};
+  const std::int64_t n = 5000;
+  p.parameters = ParameterBatch(ModelKind::ThreeCompartment, n);
+  std::mt19937 rng(seed());
+  std::lognormal_distribution<double> bsv(0.0, 0.5);
+  for (std::int64_t s = 0; s < n; ++s) {
+    const double f = bsv(rng);
+    p.parameters.set("ka", s, 0.8 * f);
+    p.parameters.set("ke", s, 0.15 * f);
+    p.parameters.set("k12", s, 0.3);
+    p.parameters.set("k21", s, 0.1);
+    p.parameters.set("v_central", s, 20.0 * f);
+    p.parameters.set("v_peripheral", s, 60.0);
+  }
+  DoseEvent oral;
+  oral.amount = 100.0;
+  p.doses = {oral};
+  const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, Precision::Float64));
+  TimeSummaryOptions to;
+  to.exact_values = 0;
+  const double last = last_dose_time(p.doses);
+  const std::size_t nm = static_cast<std::size_t>(n * kMetricCount);
+  TimeSummary want_sum(ref.output_times(), ref.compartments(), to);
+  std::vector<double> want_metrics(nm);
+  want_sum.add(ref, 1, last, want_metrics.data());
+  const TimeSummaryTable want = want_sum.finish();
+
+  // 123 rows: a sketch of 2.0 MB; about 1.2 kB a subject in a slot.
+  TimeSummary got_sum(ref.output_times(), ref.compartments(), to);
+  std::vector<double> got_metrics(nm);
+  SimulationResult r;
+  pkscan_device_host_memory = std::size_t{1} << 20;  // less than the sketch
+  {
+    Engine small;
+    try {
+      small.summarize_into(p, opts(path.method, path.device, Precision::Float64), got_sum, 1, last,
+                           got_metrics.data(), r);
+      ADD_FAILURE() << "the call ran with 1 MiB";
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find("the summary's sketch and one block of subjects"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(got_sum.subjects(), 0);
+  }
+  pkscan_device_host_memory = std::size_t{7} << 20;  // a block per slot, not two
+  Engine engine;
+  ASSERT_TRUE(engine.summarize_into(p, opts(path.method, path.device, Precision::Float64), got_sum,
+                                    1, last, got_metrics.data(), r));
+  EXPECT_EQ(r.summary().device, Device::Cuda);
+  const TimeSummaryTable got = got_sum.finish();
+  EXPECT_TRUE(same_bits(got.mean, want.mean)) << "means";
+  EXPECT_TRUE(same_bits(got.quantiles, want.quantiles)) << "percentiles";
+  EXPECT_TRUE(same_bits(got_metrics, want_metrics)) << "metrics";
+  EXPECT_EQ(got.count, want.count);
+}
+#endif
+
 std::vector<Path> cpu_paths() {
   return {{Method::Scan, Device::Cpu, 0.0},
           {Method::Batched, Device::Cpu, 0.0},

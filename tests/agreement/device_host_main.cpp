@@ -10,11 +10,14 @@
 #include "device/runtime_host.hpp"
 #include "grid/device_backend.hpp"
 
+// The "device memory" of the runtimes made from now on (a test may make it small for a while).
+std::size_t pkscan_device_host_memory = std::size_t{64} << 20;
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   pkscan::detail::set_device_runtime_factory([]() -> std::unique_ptr<pkscan::device::Runtime> {
     pkscan::device::HostRuntimeOptions o;
-    o.memory_bytes = std::size_t{64} << 20;
+    o.memory_bytes = pkscan_device_host_memory;
     o.min_chunk_subjects = 16;
     o.target_chunk_bytes = std::size_t{64} << 10;
     o.piece_bytes = std::size_t{4} << 10;
