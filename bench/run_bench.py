@@ -156,13 +156,13 @@ def main():
     sources.append(summ)
 
     # 6. Few subjects, many steps (latency-bound): the original model's size, and N=100, T=1e4.
-    small = record("batched dense N=10 T=1e3", pk(["--n", 10, "--t", 1000, "--output", "dense", "--repeat", 200], exe))
+    small = record("batched dense N=10 T=1e3", pk(["--n", 10, "--t", 1000, "--output", "dense", "--repeat", 1000], exe))
     rows.append(("auto, dense f64, N=10, T=1e3 (the seed model's size)",
                  f"{small['best_s'] * 1e6:.1f} us ({small['method']}, {small['threads']} thread(s))",
                  f"probe's no-output recurrence: {small['probe_s'] * 1e6:.1f} us",
                  f"{small['over_probe']:.2f}x its time", "<= 20 us"))
     sources.append(small)
-    mid = record("batched dense N=100 T=1e4", pk(["--n", 100, "--t", 10000, "--output", "dense", "--repeat", 30], exe))
+    mid = record("batched dense N=100 T=1e4", pk(["--n", 100, "--t", 10000, "--output", "dense", "--repeat", 100], exe))
     rows.append(("auto, dense f64, N=100, T=1e4",
                  f"{mid['best_s'] * 1e3:.2f} ms ({mid['method']}, {mid['threads']} thread(s))",
                  f"probe's no-output recurrence: {mid['probe_s'] * 1e3:.2f} ms; non-temporal fill of "
