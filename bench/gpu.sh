@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU measurements of docs/performance.md (issue 15), in one command on a machine with a GPU:
-#  1. ctest -L gpu: the agreement suite on the CUDA instantiation of the device code;
+#  1. ctest -L gpu: the agreement suite on the CUDA instantiation of the device code, then
+#     compute-sanitizer's memcheck on a subset of it (when the sanitizer is installed);
 #  2. `pkscan bench --device cuda` cells, each beside the same cell on the CPU in the same run:
 #     dense N=1e6, T=1e3 in float64 and float32, N=1e5 dense, final state and sparse:50 at
 #     N=1e6, power N=1, T=1e6 (sparse:1000), population summaries N=2e5 and 1e6, T=1e3;
@@ -41,6 +42,20 @@ say "ctest -L gpu"
 ctest --test-dir "$build" -L gpu -j "$(nproc)" --output-on-failure >"$out.ctest.log" 2>&1 || true
 { grep -E "tests passed|tests failed" "$out.ctest.log" || echo "no ctest summary (see the log)"; } |
   python3 -c 'import json,sys; print(json.dumps({"ctest_gpu": sys.stdin.read().strip()}))' >>"$out"
+
+# compute-sanitizer's memcheck on the cases that cover every kernel and copy path (timing, buffer
+# reuse, overflow, the device summary's chunks, calls and population run, and a few agreement
+# scenarios), when the toolkit's sanitizer is there: the log beside the results, its summary
+# line in them.
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$sanitizer" ] && [ -x "$build/tests/pkscan_backend_tests" ]; then
+  say "compute-sanitizer --tool memcheck"
+  "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/pkscan_backend_tests" \
+    --gtest_filter='Gpu/DeviceTiming.*:Gpu/OverflowStatus.*:Gpu/*ManySubjects_Short_Mixed_Exact*' \
+    >"$out.memcheck.log" 2>&1 || true
+  { grep -E "ERROR SUMMARY" "$out.memcheck.log" | tail -1 || echo "no memcheck summary (see the log)"; } |
+    python3 -c 'import json,sys; print(json.dumps({"memcheck": sys.stdin.read().strip()}))' >>"$out"
+fi
 
 cell() {  # device, then pkscan bench options; each cuda cell beside the same cell on the CPU
   say "pkscan bench --device $*"

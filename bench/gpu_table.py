@@ -50,6 +50,7 @@ def device_part(c):
 def table(lines, source):
     cells = [json.loads(x) for x in lines if x.strip()]
     ctest = next((c["ctest_gpu"] for c in cells if "ctest_gpu" in c), "not run")
+    memcheck = next((c["memcheck"] for c in cells if "memcheck" in c), None)
     jax = next((c["jax_seed_scan"] for c in cells if "jax_seed_scan" in c), None)
     grid = [c for c in cells if "best_s" in c and "n" in c]
     rows = ["| cell | cuda | cpu | cpu / cuda | on the device | regime (cuda) |",
@@ -65,8 +66,10 @@ def table(lines, source):
         rows.append(f"| {label(g)} | {g['best_s'] * 1e3:.4g} ms | {h['best_s'] * 1e3:.4g} ms "
                     f"({h['threads']} threads) | {h['best_s'] / g['best_s']:.2f}x | "
                     f"{device_part(g)} | {regime(g)} |")
-    text = [f"Measured by `bench/gpu.sh`; raw JSON in `{source}`. `ctest -L gpu`: {ctest}.", "",
-            *rows, ""]
+    head = f"Measured by `bench/gpu.sh`; raw JSON in `{source}`. `ctest -L gpu`: {ctest}."
+    if memcheck:
+        head += f" compute-sanitizer memcheck on a subset: {memcheck}."
+    text = [head, "", *rows, ""]
     if isinstance(jax, dict):
         text.append(f"The seed's JAX scan on {jax['device']} (N={num(jax['n'])}, T={num(jax['t'])}, "
                     f"float64): {jax['best_s'] * 1e3:.4g} ms with the trajectories left on the "

@@ -23,7 +23,8 @@ summ = {"workload": "summaries", "method": "batched", "device": "cuda", "precisi
 summ_cpu = dict(summ, device="cpu", best_s=0.9)
 for k in ("kernel_s", "transfer_s"):
     del summ_cpu[k]
-lines = [{"ctest_gpu": "100% tests passed out of 7"}, cuda, cpu, lone,
+lines = [{"ctest_gpu": "100% tests passed out of 7"},
+         {"memcheck": "========= ERROR SUMMARY: 0 errors"}, cuda, cpu, lone,
          {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu,
          {"jax_seed_scan": {"device": "cuda:0", "n": 100000, "t": 1000, "best_s": 0.012,
                             "best_to_host_s": 1.5}}]
@@ -45,6 +46,7 @@ with tempfile.TemporaryDirectory() as d:
     srow = [x for x in out.splitlines() if x.startswith("| summaries only")]
     assert len(srow) == 1 and "| 9.00x |" in srow[0], out
     assert "kernel 30 ms; transfer 2 ms" in srow[0], srow[0]
+    assert "memcheck on a subset: ========= ERROR SUMMARY: 0 errors." in out, out
     assert "100% tests passed out of 7" in out and "12 ms with the trajectories left" in out, out
     text = open(doc).read()
     assert text.startswith("intro\n<!-- gpu-table:begin -->\nMeasured by") and "old" not in text
