@@ -262,7 +262,7 @@ class DeviceBackend final : public Backend {
       const std::size_t cells =
           static_cast<std::size_t>((m + device::kSumBlock - 1) / device::kSumBlock * p.rows);
       metrics = align_up(um, kAlign);  // excluded at 0
-      block_sums = metrics + align_up(um * 4 * sizeof(double), kAlign);
+      block_sums = metrics + align_up(um * kMetricCount * sizeof(double), kAlign);
       tail = block_sums + align_up(cells * sizeof(double), kAlign);
       results = tail + align_up(static_cast<std::size_t>(p.rows) * 8 * sizeof(double), kAlign);
       block_max = results;
@@ -562,11 +562,8 @@ class DeviceBackend final : public Backend {
           for (std::size_t l = 0; l < np; ++l)
             for (int e = 0; e < N * N; ++e)
               part[(static_cast<std::int64_t>(l) * N * N + e) * m + j] = tr.partial[l].data()[e];
-          if (inv)  // the fused summary's reciprocal (fused_summary.cpp)
-            for (int c = 0; c < N; ++c)
-              iv[j * N + c] =
-                  1.0 / pr.parameters.get(first + j,
-                                          b.model->volume_parameter[static_cast<std::size_t>(c)]);
+          if (inv)
+            for (int c = 0; c < N; ++c) iv[j * N + c] = reciprocal_volume(b, first + j, c);
         },
         64);
   }
@@ -593,6 +590,13 @@ class DeviceBackend final : public Backend {
     rt_->launch(p.power ? device::Kernel::PowerSparse : device::Kernel::Batched, b.n, ds, dc,
                 stream);
     rt_->record(slot.mark[2], stream);
+  }
+
+  // Adds a completed chunk's device times (its slot's marks) to last_device_times().
+  void add_times(const Slot& slot) {
+    times_.kernel_seconds += rt_->elapsed_seconds(slot.mark[1], slot.mark[2]);
+    times_.transfer_seconds += rt_->elapsed_seconds(slot.mark[0], slot.mark[1]) +
+                               rt_->elapsed_seconds(slot.mark[3], slot.mark[4]);
   }
 
   // Copies chunk [first, first + m) back into the result and its statuses.
@@ -624,9 +628,7 @@ class DeviceBackend final : public Backend {
     rt_->record(slot.mark[4], st);
     // Execution errors of the chunk's kernel and copies surface here (or at an event above).
     rt_->synchronize(st);
-    times_.kernel_seconds += rt_->elapsed_seconds(slot.mark[1], slot.mark[2]);
-    times_.transfer_seconds += rt_->elapsed_seconds(slot.mark[0], slot.mark[1]) +
-                               rt_->elapsed_seconds(slot.mark[3], slot.mark[4]);
+    add_times(slot);
     const auto* flags = static_cast<const std::uint8_t*>(status_stage_.ptr());
     for (std::int64_t j = 0; j < m; ++j)
       out.status[first + j] = flags[j] ? SubjectStatus::NonFinite : SubjectStatus::Ok;
@@ -780,9 +782,7 @@ class DeviceBackend final : public Backend {
                              std::int64_t m, Slot& slot, double* block_sums, double* tail,
                              unsigned char* excluded) {
     rt_->wait_event(slot.sum_done);
-    times_.kernel_seconds += rt_->elapsed_seconds(slot.mark[1], slot.mark[2]);
-    times_.transfer_seconds += rt_->elapsed_seconds(slot.mark[0], slot.mark[1]) +
-                               rt_->elapsed_seconds(slot.mark[3], slot.mark[4]);
+    add_times(slot);
     const SumLayout l(p, m);
     const auto* stage = static_cast<const unsigned char*>(slot.sum_stage.ptr());
     const std::size_t um = static_cast<std::size_t>(m);

@@ -30,6 +30,12 @@ struct PreparedBatch {
   int threads = 1;                      // threads the backend may use
 };
 
+// The reciprocal volume of compartment c of subject s: what the summarising paths (the fused
+// CPU path and the device summary) multiply amounts by, so both take it from here.
+inline double reciprocal_volume(const PreparedBatch& b, std::int64_t s, int c) noexcept {
+  return 1.0 / b.problem->parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
+}
+
 // Where a backend writes: amounts, subject-major (subject, output time, compartment).
 template <class Real>
 struct ResultView {

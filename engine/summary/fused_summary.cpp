@@ -362,8 +362,7 @@ PKSCAN_INLINE bool fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketc
     for (int c = 0; c < N; ++c)
       for (int l = 0; l < 8; ++l) {
         const std::int64_t s = first + std::min<std::int64_t>(g * 8 + l, count - 1);
-        w.inv[static_cast<std::size_t>((g * N + c) * 8 + l)] =
-            1.0 / p.parameters.get(s, b.model->volume_parameter[static_cast<std::size_t>(c)]);
+        w.inv[static_cast<std::size_t>((g * N + c) * 8 + l)] = reciprocal_volume(b, s, c);
       }
   std::fill(w.amount_bad.begin(), w.amount_bad.end(), 0);
   std::fill(w.bad.begin(), w.bad.end(), 0);
