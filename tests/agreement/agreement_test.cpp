@@ -200,6 +200,35 @@ SimulateOptions opts(Method m, Device d, Precision p) {
   return o;
 }
 
+// A chunk summarised the reference way (TimeSummary::add), with its metrics of compartment mc.
+struct Summarised {
+  TimeSummaryTable table;
+  std::vector<double> metrics;
+};
+
+Summarised summarise(const SimulationResult& r, const TimeSummaryOptions& to, int mc, double last) {
+  TimeSummary summary(r.output_times(), r.compartments(), to);
+  Summarised out;
+  out.metrics.resize(static_cast<std::size_t>(r.subjects() * kMetricCount));
+  summary.add(r, mc, last, out.metrics.data());
+  out.table = summary.finish();
+  return out;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// The same means, percentiles and metrics, bit for bit, and the same counts.
+void expect_same_summary(const TimeSummaryTable& got, const std::vector<double>& got_metrics,
+                         const Summarised& want) {
+  EXPECT_TRUE(same_bits(got.mean, want.table.mean)) << "means";
+  EXPECT_TRUE(same_bits(got.quantiles, want.table.quantiles)) << "percentiles";
+  EXPECT_TRUE(same_bits(got_metrics, want.metrics)) << "metrics";
+  EXPECT_EQ(got.count, want.table.count);
+  EXPECT_EQ(got.excluded, want.table.excluded);
+}
+
 class BackendAgreement : public ::testing::TestWithParam<std::tuple<Path, Scenario>> {
  protected:
   void SetUp() override {
@@ -383,11 +412,7 @@ TEST_P(EngineAgreement, FusedSummaryEqualsSummarisingTheReference) {
   const int mc = std::min(1, shape.compartments() - 1);
   const double last = last_dose_time(p.doses);
   const std::size_t nm = static_cast<std::size_t>(shape.subjects() * kMetricCount);
-
-  TimeSummary want_sum(shape.output_times(), shape.compartments(), to);
-  std::vector<double> want_metrics(nm);
-  want_sum.add(shape, mc, last, want_metrics.data());
-  const TimeSummaryTable want = want_sum.finish();
+  const Summarised want = summarise(shape, to, mc, last);
 
   o.method = Method::Batched;
   TimeSummary got_sum(shape.output_times(), shape.compartments(), to);
@@ -395,14 +420,7 @@ TEST_P(EngineAgreement, FusedSummaryEqualsSummarisingTheReference) {
   SimulationResult r;
   ASSERT_TRUE(engine.summarize_into(p, o, got_sum, mc, last, got_metrics.data(), r))
       << "the fused path ran";
-  const TimeSummaryTable got = got_sum.finish();
-  auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-  };
-  EXPECT_TRUE(same(got.mean, want.mean)) << "means";
-  EXPECT_TRUE(same(got.quantiles, want.quantiles)) << "percentiles";
-  EXPECT_TRUE(same(got_metrics, want_metrics)) << "metrics";
-  EXPECT_EQ(got.count, want.count);
+  expect_same_summary(got_sum.finish(), got_metrics, want);
   EXPECT_EQ(r.status(), shape.status());
   // The parts' times (RunSummary::fused_*): each measured, together within the call's threads'
   // time; a later plain simulation clears them.
@@ -620,10 +638,6 @@ TEST_P(DeviceTiming, AutoTakesTheDeviceForMuchWorkWithSmallOutput) {
 // power runs the batched kernel on the device, whose bits are the scan's.)
 using DeviceSummary = BackendAgreement;
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
 TEST_P(DeviceSummary, GivesTheBitsOfSummarisingTheCpuPath) {
   const Path& path = std::get<0>(GetParam());
   const Scenario& sc = std::get<1>(GetParam());
@@ -642,11 +656,7 @@ TEST_P(DeviceSummary, GivesTheBitsOfSummarisingTheCpuPath) {
     const int mc = std::min(1, ref.compartments() - 1);
     const double last = last_dose_time(p.doses);
     const std::size_t nm = static_cast<std::size_t>(ref.subjects() * kMetricCount);
-
-    TimeSummary want_sum(ref.output_times(), ref.compartments(), to);
-    std::vector<double> want_metrics(nm);
-    want_sum.add(ref, mc, last, want_metrics.data());
-    const TimeSummaryTable want = want_sum.finish();
+    const Summarised want = summarise(ref, to, mc, last);
 
     TimeSummary got_sum(ref.output_times(), ref.compartments(), to);
     std::vector<double> got_metrics(nm);
@@ -656,12 +666,7 @@ TEST_P(DeviceSummary, GivesTheBitsOfSummarisingTheCpuPath) {
         << "the device summarised";
     EXPECT_EQ(r.summary().device, Device::Cuda);
     EXPECT_GT(r.summary().device_kernel_seconds, 0.0);
-    const TimeSummaryTable got = got_sum.finish();
-    EXPECT_TRUE(same_bits(got.mean, want.mean)) << "means";
-    EXPECT_TRUE(same_bits(got.quantiles, want.quantiles)) << "percentiles";
-    EXPECT_TRUE(same_bits(got_metrics, want_metrics)) << "metrics";
-    EXPECT_EQ(got.count, want.count);
-    EXPECT_EQ(got.excluded, want.excluded);
+    expect_same_summary(got_sum.finish(), got_metrics, want);
     EXPECT_EQ(r.status(), ref.status());
   }
 }
@@ -713,11 +718,8 @@ TEST_P(DeviceTiming, SummarisesManyBlocksInChunksAndCallsLikeTheCpu) {
     to.window_binades = 2;
     const double last = last_dose_time(all.doses);
     const std::size_t nm = static_cast<std::size_t>(n * kMetricCount);
-    TimeSummary want_sum(ref.output_times(), ref.compartments(), to);
-    std::vector<double> want_metrics(nm);
-    want_sum.add(ref, 1, last, want_metrics.data());
-    const TimeSummaryTable want = want_sum.finish();
-    ASSERT_GT(want.excluded, 0);
+    const Summarised want = summarise(ref, to, 1, last);
+    ASSERT_GT(want.table.excluded, 0);
 
     TimeSummary got_sum(ref.output_times(), ref.compartments(), to);
     std::vector<double> got_metrics(nm);
@@ -735,12 +737,7 @@ TEST_P(DeviceTiming, SummarisesManyBlocksInChunksAndCallsLikeTheCpu) {
                   ref.status()[static_cast<std::size_t>(first + s)]);
       first += calls[k];
     }
-    const TimeSummaryTable got = got_sum.finish();
-    EXPECT_TRUE(same_bits(got.mean, want.mean)) << "means";
-    EXPECT_TRUE(same_bits(got.quantiles, want.quantiles)) << "percentiles";
-    EXPECT_TRUE(same_bits(got_metrics, want_metrics)) << "metrics";
-    EXPECT_EQ(got.count, want.count);
-    EXPECT_EQ(got.excluded, want.excluded);
+    expect_same_summary(got_sum.finish(), got_metrics, want);
   }
 }
 
@@ -847,10 +844,7 @@ TEST_P(DeviceTiming, SummarisesInWholeBlocksWhenMemoryIsShort) {
   to.exact_values = 0;
   const double last = last_dose_time(p.doses);
   const std::size_t nm = static_cast<std::size_t>(n * kMetricCount);
-  TimeSummary want_sum(ref.output_times(), ref.compartments(), to);
-  std::vector<double> want_metrics(nm);
-  want_sum.add(ref, 1, last, want_metrics.data());
-  const TimeSummaryTable want = want_sum.finish();
+  const Summarised want = summarise(ref, to, 1, last);
 
   // 123 rows: a sketch of 2.0 MB; about 1.2 kB a subject in a slot.
   TimeSummary got_sum(ref.output_times(), ref.compartments(), to);
@@ -875,11 +869,7 @@ TEST_P(DeviceTiming, SummarisesInWholeBlocksWhenMemoryIsShort) {
   ASSERT_TRUE(engine.summarize_into(p, opts(path.method, path.device, Precision::Float64), got_sum,
                                     1, last, got_metrics.data(), r));
   EXPECT_EQ(r.summary().device, Device::Cuda);
-  const TimeSummaryTable got = got_sum.finish();
-  EXPECT_TRUE(same_bits(got.mean, want.mean)) << "means";
-  EXPECT_TRUE(same_bits(got.quantiles, want.quantiles)) << "percentiles";
-  EXPECT_TRUE(same_bits(got_metrics, want_metrics)) << "metrics";
-  EXPECT_EQ(got.count, want.count);
+  expect_same_summary(got_sum.finish(), got_metrics, want);
 }
 #endif
 
