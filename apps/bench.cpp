@@ -304,7 +304,11 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
     << ",\"observations\":" << o.observations << ",\"rows\":" << rows
     << ",\"threads\":" << sum.threads << ",\"repeat\":" << o.repeat << ",\"best_s\":" << best
     << ",\"median_s\":" << median(t.times) << ",\"first_call_s\":" << t.first_call
-    << ",\"us_per_subject\":" << best * 1e6 / static_cast<double>(o.n) << "}\n";
+    << ",\"us_per_subject\":" << best * 1e6 / static_cast<double>(o.n);
+  if (sum.device == Device::Cuda)  // the last call's device seconds
+    s << ",\"kernel_s\":" << sum.device_kernel_seconds
+      << ",\"transfer_s\":" << sum.device_transfer_seconds;
+  s << "}\n";
   out << s.str();
 }
 }  // namespace

@@ -20,14 +20,17 @@ def num(x):
 
 
 def label(c):
+    if c.get("workload") in ("irregular", "regular"):
+        return (f"dataset {c['workload']}, N={num(c['n'])}, {c['doses']} doses + "
+                f"{c['observations']} observations (float64)")
     if c.get("workload") == "summaries":
         return f"summaries only, N={num(c['n'])}, T={num(c['t'])} ({c['precision']})"
     return f"{c['method']} {c['output']}, N={num(c['n'])}, T={num(c['t'])} ({c['precision']})"
 
 
 def key(c):
-    return (c.get("workload", "grid"), c.get("method"), c["n"], c["t"], c.get("output"),
-            c["precision"])
+    return (c.get("workload", "grid"), c.get("method"), c["n"], c.get("t"), c.get("output"),
+            c.get("precision"), c.get("doses"), c.get("observations"))
 
 
 def regime(c):
@@ -39,7 +42,7 @@ def regime(c):
 def device_part(c):
     if "kernel_s" not in c:
         return "-"
-    if "device_write_over_kernel" not in c:  # a summaries cell: the last call's split
+    if "device_write_over_kernel" not in c:  # summaries, datasets: the last call's split
         return f"kernel {c['kernel_s'] * 1e3:.3g} ms; transfer {c['transfer_s'] * 1e3:.3g} ms"
     return (f"kernel {c['kernel_s'] * 1e3:.3g} ms ({c['device_write_over_kernel']:.2f} of the "
             f"device write at {c['d2d_gb_per_s']:.0f} GB/s); transfer "

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <pkscan/backend.hpp>
 #include <pkscan/dataset.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
@@ -112,11 +113,11 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
       spec.output_path_column = pth->second.value.Mark().column + 1;
     }
   }
-  if (spec.options.device == Device::Cuda) {
-    throw BackendUnavailable(
-        L.where(engine_mark) +
-        ": engine.device: device 'cuda' has no path for datasets yet; use cpu or auto");
-  }
+  // Availability of the requested path (device cuda runs datasets too): exit status 3, not 2.
+  if (std::string why; !is_backend_available(spec.options.method, spec.options.device, &why))
+    throw BackendUnavailable(L.where(engine_mark) + ": engine." +
+                             (spec.options.device == Device::Cuda ? "device" : "method") + ": " +
+                             why);
   // Per-record parameter checks, the library's: a value from the dataset is reported at the
   // dataset's line, one from the run file (Error::field() "parameters[s].NAME") at its node.
   try {

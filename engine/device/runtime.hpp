@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "device/dataset_job.hpp"
 #include "device/subject_kernels.hpp"
 #include "device/summary_job.hpp"
 
@@ -62,6 +63,10 @@ class Runtime {
   // Enqueues the device summary's kernel of `stage` over the chunk on `stream`.
   virtual void launch_summary(SummaryStage stage, const SummaryChunk<double>& c, void* stream) = 0;
   virtual void launch_summary(SummaryStage stage, const SummaryChunk<float>& c, void* stream) = 0;
+
+  // Enqueues the dataset kernel (dataset_kernels.hpp) over the chunk's subjects, for a model of
+  // n compartments (1 to 6), on `stream`.
+  virtual void launch_dataset(int n, const DatasetChunk& c, void* stream) = 0;
 
   // Sizes of the pipeline: a chunk holds at least min_chunk_subjects() subjects (when there are
   // that many) and about target_chunk_bytes() of output; results come back in pieces of at

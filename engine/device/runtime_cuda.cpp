@@ -17,7 +17,8 @@ void launch_cuda(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChun
                  void* stream);  // launch_cuda.cu
 template <class Real>
 void launch_summary_cuda(SummaryStage stage, const SummaryChunk<Real>& c,
-                         void* stream);  // launch_cuda.cu
+                         void* stream);                                // launch_cuda.cu
+void launch_dataset_cuda(int n, const DatasetChunk& c, void* stream);  // launch_cuda.cu
 
 int cuda_device_count(std::string* why) noexcept {
   int count = 0;
@@ -129,6 +130,9 @@ class CudaRuntime final : public Runtime {
   }
   void launch_summary(SummaryStage stage, const SummaryChunk<float>& c, void* stream) override {
     launch_summary_cuda<float>(stage, c, stream);
+  }
+  void launch_dataset(int n, const DatasetChunk& c, void* stream) override {
+    launch_dataset_cuda(n, c, stream);
   }
 };
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "events/step_hd.hpp"
 #include "grid/transition.hpp"
 
 namespace pkscan::detail {
@@ -80,8 +81,8 @@ class Propagator {
     }
     if (fast_) {
       eigen_terms(d, e, s);
-      k = (v_ * e.asDiagonal() * vinv_).cwiseProduct(mask_);
-      g = (v_ * s.asDiagonal() * vinv_).cwiseProduct(mask_);
+      eigen_matrix_hd<N>(v_.data(), vinv_.data(), mask_.data(), e.data(), k.data());
+      eigen_matrix_hd<N>(v_.data(), vinv_.data(), mask_.data(), s.data(), g.data());
       return;
     }
     for (std::size_t i = 0; i < cache_d_.size(); ++i)
@@ -102,13 +103,7 @@ class Propagator {
   // s_i = (exp(lambda_i d) - 1) / lambda_i (d when lambda_i = 0), so that K = V diag(e) V^-1
   // and G = V diag(s) V^-1 before masking.
   void eigen_terms(double d, Vec<N>& e, Vec<N>& s) const {
-    for (int i = 0; i < N; ++i) {
-      const double l = lambda_(i);
-      const double x = l * d;
-      e(i) = std::exp(x);
-      // exp(x) - 1 is accurate to ~1e-14 relative for |x| >= 0.01; expm1 below that.
-      s(i) = l == 0.0 ? d : (std::fabs(x) < 0.01 ? std::expm1(x) : e(i) - 1.0) / l;
-    }
+    eigen_terms_hd<N>(lambda_.data(), d, e.data(), s.data());
   }
 
   const Mat<N>& a() const { return a_; }
@@ -118,6 +113,8 @@ class Propagator {
   const Eigen::Matrix<double, N, N>& v() const { return v_; }
   const Eigen::Matrix<double, N, N>& vinv() const { return vinv_; }
   const Eigen::Matrix<double, N, 1>& lambda() const { return lambda_; }
+  // The structural-zero mask of K and G (1 or 0), column-major.
+  const Eigen::Matrix<double, N, N>& mask() const { return mask_; }
 
  private:
   Mat<N> a_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <pkscan/backend.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
 #include <pkscan/threads.hpp>
@@ -16,6 +17,7 @@
 #include "core/parallel.hpp"
 #include "events/plan.hpp"
 #include "events/solver.hpp"
+#include "grid/device_backend.hpp"
 
 namespace pkscan {
 
@@ -31,9 +33,9 @@ detail::DatasetSetup make_setup(const Dataset& data, ModelKind model,
         "simulate_dataset: the parameter batch has " + std::to_string(parameters.subjects()) +
         " subjects of model " + to_string(parameters.model()) + ", but must have " +
         std::to_string(subjects) + " (one per dataset subject) of model " + m.name);
-  if (options.device == Device::Cuda)
-    throw BackendUnavailable(
-        "device 'cuda' has no path for datasets (event lists) yet; use device: cpu or auto");
+  std::string why;
+  if (options.device == Device::Cuda && !is_backend_available(options.method, Device::Cuda, &why))
+    throw BackendUnavailable("simulate_dataset: " + why);
   // The batch outlives the call: share its model without ownership.
   return detail::DatasetSetup(data, std::shared_ptr<const ModelInfo>(std::shared_ptr<void>(), &m),
                               "simulate_dataset", false);
@@ -94,8 +96,20 @@ void simulate_dataset_into(const Dataset& data, ModelKind model, const Parameter
   res.prediction.resize(rows);
   res.status.assign(static_cast<std::size_t>(subjects), SubjectStatus::Ok);
   const Method method = options.method == Method::Auto ? Method::Batched : options.method;
-  const int threads = method == Method::Scan ? 1 : resolve_threads(options.threads);
+  const bool on_device = options.device == Device::Cuda;
+  const int threads = method == Method::Scan && !on_device ? 1 : resolve_threads(options.threads);
   const auto t1 = std::chrono::steady_clock::now();
+  if (on_device) {
+    detail::simulate_dataset_on_device(setup, parameters, first_row, threads, res);
+    res.summary.method = method;
+    res.summary.device = Device::Cuda;
+    res.summary.threads = threads;
+    res.summary.prepare_seconds = std::chrono::duration<double>(t1 - t0).count();
+    res.summary.scan_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    for (SubjectStatus st : res.status) res.summary.non_finite_subjects += st != SubjectStatus::Ok;
+    return;
+  }
   // One solver and one plan per thread, reused across its subjects.
   struct Worker {
     detail::SubjectPlan plan;

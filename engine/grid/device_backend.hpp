@@ -1,7 +1,10 @@
 #pragma once
 // The device backends (engine/device/) as the rest of the library sees them.
+#include <cstdint>
 #include <memory>
 #include <pkscan/backend.hpp>
+#include <pkscan/events.hpp>
+#include <vector>
 
 #include "grid/backend.hpp"
 
@@ -22,5 +25,16 @@ std::unique_ptr<Backend> make_device_backend(Method method,
 using RuntimeFactory = std::unique_ptr<device::Runtime> (*)();
 void set_device_runtime_factory(RuntimeFactory factory) noexcept;
 std::unique_ptr<device::Runtime> make_device_runtime();  // null when device 'cuda' has none
+
+struct DatasetSetup;
+
+// simulate_dataset_into's path for device 'cuda' (engine/device/device_dataset.cpp): the rows
+// and statuses of `res` (sized by the caller; subject s's rows start at first_row[s]), its
+// device seconds, with `threads` host threads recording the subjects' programs.
+// @throws BackendUnavailable when device 'cuda' has no usable device
+// @throws DeviceError from the runtime, DomainError as the CPU path (naming the record)
+void simulate_dataset_on_device(const DatasetSetup& setup, const ParameterBatch& parameters,
+                                const std::vector<std::int64_t>& first_row, int threads,
+                                DatasetResult& res);
 
 }  // namespace pkscan::detail

@@ -145,6 +145,13 @@ def test_dataset_errors():
     d = pkscan.parse_dataset(TEXT, "two_compartment")
     with pytest.raises(ValueError, match="read it again"):
         pkscan.simulate_dataset(d, "three_compartment", {"ka": 1.0})
-    # No event-list path on CUDA: BackendUnavailable -> RuntimeError.
-    with pytest.raises(RuntimeError):
-        pkscan.simulate_dataset(d, parameters={"ka": 1.0, "ke": 0.1, "v_central": 1}, device="cuda")
+    # Device cuda: without a GPU, BackendUnavailable -> RuntimeError naming the device; with one,
+    # the CPU's predictions (within CUDA's exp: 1e-10 relative).
+    params = {"ka": 1.0, "ke": 0.1, "v_central": 1}
+    try:
+        on_device = pkscan.simulate_dataset(d, parameters=params, device="cuda")
+    except RuntimeError as e:
+        assert "device 'cuda' is not available" in str(e)
+    else:
+        on_cpu = pkscan.simulate_dataset(d, parameters=params)
+        np.testing.assert_allclose(on_device["prediction"], on_cpu["prediction"], rtol=1e-10)

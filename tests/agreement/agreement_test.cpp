@@ -37,6 +37,7 @@
 #include <string>
 
 #include "support/expect_close.hpp"
+#include "unit/predictor_support.hpp"
 
 namespace pkscan {
 namespace {
@@ -873,6 +874,250 @@ TEST_P(DeviceTiming, SummarisesInWholeBlocksWhenMemoryIsShort) {
 }
 #endif
 
+// ---- Datasets on the device (simulate_dataset with device 'cuda') --------------------------
+
+// CUDA's exp and expm1 are not glibc's (within an ulp or two); the host system runs glibc's.
+#ifdef PKSCAN_DEVICE_HOST_SYSTEM
+constexpr double kDeviceEvents = 0.0;  // the CPU's bits (events/step_hd.hpp on both sides)
+#else
+constexpr double kDeviceEvents = 1e-10;  // relative, floor 1e-3 of the subject's peak amount
+#endif
+
+// simulate_dataset on device 'cuda' against device 'cpu': the same index columns and statuses;
+// amounts, concentrations and predictions within kDeviceEvents (the same bits when it is 0).
+void expect_device_rows_like_cpu(const Dataset& d, ModelKind kind, const ParameterBatch& b,
+                                 const std::string& what) {
+  SimulateOptions o;
+  o.method = Method::Batched;
+  const DatasetResult cpu = simulate_dataset(d, kind, b, o);
+  o.device = Device::Cuda;
+  const DatasetResult dev = simulate_dataset(d, kind, b, o);
+  EXPECT_EQ(dev.summary.device, Device::Cuda) << what;
+  ASSERT_EQ(dev.rows(), cpu.rows()) << what;
+  EXPECT_EQ(dev.subject, cpu.subject) << what;
+  EXPECT_EQ(dev.record, cpu.record) << what;
+  EXPECT_EQ(dev.compartment, cpu.compartment) << what;
+  EXPECT_EQ(std::memcmp(dev.time.data(), cpu.time.data(), cpu.time.size() * sizeof(double)), 0)
+      << what;
+  EXPECT_EQ(dev.status, cpu.status) << what;
+  EXPECT_EQ(dev.summary.non_finite_subjects, cpu.summary.non_finite_subjects) << what;
+  const int n = cpu.compartments;
+  if (kDeviceEvents == 0.0) {
+    for (std::vector<double> DatasetResult::*v :
+         {&DatasetResult::amounts, &DatasetResult::concentrations, &DatasetResult::prediction})
+      EXPECT_EQ(std::memcmp((dev.*v).data(), (cpu.*v).data(), (cpu.*v).size() * sizeof(double)), 0)
+          << what;
+    return;
+  }
+  std::vector<double> peak(d.subjects.size(), 0.0);
+  for (std::int64_t r = 0; r < cpu.rows(); ++r)
+    for (int c = 0; c < n; ++c) {
+      double& p = peak[static_cast<std::size_t>(cpu.subject[static_cast<std::size_t>(r)])];
+      p = std::max(p, std::fabs(cpu.amounts[static_cast<std::size_t>(r * n + c)]));
+    }
+  for (std::int64_t r = 0; r < cpu.rows(); ++r) {
+    const std::size_t ur = static_cast<std::size_t>(r);
+    const double floor = 1e-3 * peak[static_cast<std::size_t>(cpu.subject[ur])];
+    for (int c = 0; c < n; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r * n + c);
+      PKSCAN_EXPECT_CLOSE(cpu.amounts[i], dev.amounts[i], kDeviceEvents, kDeviceEvents * floor,
+                          what << " row " << r << " compartment " << c);
+    }
+    const double v = cpu.amounts[ur * static_cast<std::size_t>(n) +
+                                 static_cast<std::size_t>(cpu.compartment[ur])] /
+                     cpu.prediction[ur];
+    PKSCAN_EXPECT_CLOSE(cpu.prediction[ur], dev.prediction[ur], kDeviceEvents,
+                        kDeviceEvents * floor / std::fabs(v), what << " prediction row " << r);
+  }
+}
+
+class DeviceDatasets : public ::testing::TestWithParam<Scenario> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!is_backend_available(Method::Batched, Device::Cuda, &why)) GTEST_SKIP() << why;
+  }
+};
+
+// The agreement scenarios as datasets: the device's rows against the exact grid reference (an
+// independent solution: the grid's matrix exponential) and against the CPU's rows.
+TEST_P(DeviceDatasets, MatchTheExactGridAndTheCpu) {
+  const Scenario& sc = GetParam();
+  if (sc.disc != Discretization::Exact) GTEST_SKIP() << "the event engine is exact";
+  const Problem p = build(sc);
+  const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, Precision::Float64));
+  const Dataset data = parse_dataset(dataset_csv(p, ref), "agreement.csv", {}, ref.compartments());
+  SimulateOptions o;
+  o.device = Device::Cuda;
+  const DatasetResult dev = simulate_dataset(data, sc.model, p.parameters, o);
+  ASSERT_EQ(dev.rows(), ref.subjects() * ref.times());
+  for (std::int64_t s = 0; s < ref.subjects(); ++s) {
+    double peak = 0.0;
+    for (std::int64_t i = 0; i < ref.times(); ++i)
+      for (int c = 0; c < ref.compartments(); ++c) peak = std::max(peak, ref.amount(s, i, c));
+    for (std::int64_t i = 0; i < ref.times(); ++i)
+      for (int c = 0; c < ref.compartments(); ++c)
+        PKSCAN_EXPECT_CLOSE(
+            ref.amount(s, i, c),
+            dev.amounts[static_cast<std::size_t>((s * ref.times() + i) * ref.compartments() + c)],
+            kEventVsGrid, kEventVsGrid * 1e-3 * peak,
+            "subject " << s << " time index " << i << " compartment " << c);
+  }
+  expect_device_rows_like_cpu(data, sc.model, p.parameters, sc.name);
+}
+
+// Models of 1 to 6 compartments for the dataset kernel (compiled for each count).
+struct EventModel {
+  std::string name;
+  std::shared_ptr<const ModelInfo> model;
+  bool clearances = false;
+  bool declared = false;  // not one of the Predictor tests' models (no typical row)
+};
+
+void PrintTo(const EventModel& m, std::ostream* os) { *os << m.name; }
+
+std::vector<EventModel> event_models() {
+  std::vector<EventModel> v;
+  for (const Case& c : all_cases()) {
+    std::string name = c.name;
+    std::replace(name.begin(), name.end(), '/', '_');
+    v.push_back({name, c.model, c.clearances});
+  }
+  v.push_back({"linear1", make_linear_model({"central"}, {{"central", "", "ke"}}), false, true});
+  v.push_back(
+      {"linear5",
+       make_linear_model({"depot", "central", "p1", "p2", "p3"}, {{"depot", "central", "ka"},
+                                                                  {"central", "p1", "k12"},
+                                                                  {"p1", "central", "k21"},
+                                                                  {"central", "p2", "k13"},
+                                                                  {"p2", "central", "k31"},
+                                                                  {"p2", "p3", "k34"},
+                                                                  {"p3", "", "k40"},
+                                                                  {"central", "", "ke"}}),
+       false, true});
+  v.push_back(
+      {"linear6",
+       make_linear_model({"depot", "central", "p1", "p2", "p3", "p4"}, {{"depot", "central", "ka"},
+                                                                        {"central", "p1", "k12"},
+                                                                        {"p1", "central", "k21"},
+                                                                        {"central", "p2", "k13"},
+                                                                        {"p2", "central", "k31"},
+                                                                        {"central", "p3", "k14"},
+                                                                        {"p3", "central", "k41"},
+                                                                        {"p1", "p4", "k25"},
+                                                                        {"p4", "", "k50"},
+                                                                        {"central", "", "ke"}}),
+       false, true});
+  return v;
+}
+
+// A random row: the Predictor tests' typical values (built-in models) or rates of 0.05 to 1.5 and
+// volumes of 5 to 50 (declared models), times 0.5 to 1.5; most lags 0 and F 1, as in real data.
+std::vector<double> random_event_row(const EventModel& em, std::mt19937_64& rng) {
+  const ModelInfo& m = *em.model;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const bool builtin_model = !em.declared;
+  const std::vector<double> typical =
+      builtin_model ? typical_row(m, em.clearances) : std::vector<double>(m.parameters.size());
+  std::vector<double> row(m.parameters.size());
+  for (std::size_t c = 0; c < row.size(); ++c) {
+    const ParameterRole role = m.parameters[c].role;
+    double x = typical[c];
+    if (!builtin_model) {
+      if (role == ParameterRole::Rate) x = 0.05 + 1.45 * u(rng);
+      if (role == ParameterRole::Volume) x = 5.0 + 45.0 * u(rng);
+      if (role == ParameterRole::Lag) x = 0.1 + 0.4 * u(rng);
+      if (role == ParameterRole::Bioavailability) x = 0.6 + 0.4 * u(rng);
+    }
+    if (!std::isnan(x)) x *= 0.5 + u(rng);
+    if (role == ParameterRole::Lag && u(rng) < 0.8) x = 0.0;
+    if (role == ParameterRole::Bioavailability && u(rng) < 0.8) x = 1.0;
+    row[c] = x;
+  }
+  return row;
+}
+
+class DeviceEventModels : public ::testing::TestWithParam<EventModel> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!is_backend_available(Method::Batched, Device::Cuda, &why)) GTEST_SKIP() << why;
+  }
+};
+
+// Random datasets with every record kind (boluses, infusions, ADDL, SS=1 and 2, EVID 2, 3 and
+// 4, per-record KA), 300 subjects in several chunks, and the rich dataset (lags, F, steady-state
+// infusions longer than II, constant infusions): the CPU's rows.
+TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
+  const EventModel& em = GetParam();
+  const int n = static_cast<int>(em.model->compartments.size());
+  const bool has_ka = parameter_index(*em.model, "ka") >= 0;
+  std::mt19937_64 rng(seed() + static_cast<std::uint32_t>(n));
+  for (int round = 0; round < 2; ++round) {
+    const Dataset d = parse_for(*em.model, random_csv(rng, n, round == 0 ? 300 : 20, has_ka));
+    ParameterBatch b(em.model, static_cast<std::int64_t>(d.subjects.size()));
+    for (std::int64_t s = 0; s < b.subjects(); ++s) {
+      const std::vector<double> row = random_event_row(em, rng);
+      for (int c = 0; c < b.parameters(); ++c)
+        b.set(em.model->parameters[static_cast<std::size_t>(c)].name, s,
+              row[static_cast<std::size_t>(c)]);
+    }
+    expect_device_rows_like_cpu(d, em.model->kind, b,
+                                em.name + " random round " + std::to_string(round));
+  }
+  if (!em.declared) {
+    const Dataset d = parse_for(*em.model, rich_csv(n));
+    ParameterBatch b(em.model, static_cast<std::int64_t>(d.subjects.size()));
+    const std::vector<double> row = typical_row(*em.model, em.clearances);
+    for (std::int64_t s = 0; s < b.subjects(); ++s)
+      for (int c = 0; c < b.parameters(); ++c)
+        b.set(em.model->parameters[static_cast<std::size_t>(c)].name, s,
+              row[static_cast<std::size_t>(c)]);
+    expect_device_rows_like_cpu(d, em.model->kind, b, em.name + " rich dataset");
+  }
+}
+
+// Close and equal eigenvalues (the rows without a fast eigendecomposition: K and G from the
+// host), a steady state that does not exist (NonFinite), an invalid dataset cell (the CPU's
+// message) and method scan (CPU only).
+TEST_P(DeviceEventModels, GiveTheCpusFallbacksStatusesAndErrors) {
+  const EventModel& em = GetParam();
+  if (em.name != "two_compartment_micro") GTEST_SKIP() << "one model is enough";
+  const ModelInfo& m = *em.model;
+  const std::string csv =
+      "ID,TIME,AMT,RATE,EVID,CMT,II,SS,KA\n"
+      "1,0,100,.,1,1,.,.,.\n1,1,.,.,0,2,.,.,.\n1,5,.,.,0,2,.,.,.\n1,9,.,.,0,2,.,.,0.2\n"
+      "1,12,.,.,0,2,.,.,.\n"
+      "2,0,100,.,1,1,12,1,.\n2,1,.,.,0,2,.,.,.\n"
+      "3,0,50,10,1,2,.,.,.\n3,2,.,.,0,2,.,.,0.2000001\n3,7,.,.,0,2,.,.,.\n";
+  const Dataset d = parse_for(m, csv);
+  ParameterBatch b(em.model, 3);
+  b.set_all("ka", 0.2);  // = ke: equal eigenvalues
+  b.set_all("ke", 0.2);
+  b.set_all("v_central", 10.0);
+  b.set("ke", 1, 0.0);  // no elimination: the SS=1 steady state does not exist
+  expect_device_rows_like_cpu(d, m.kind, b, "fallbacks");
+  SimulateOptions o;
+  o.device = Device::Cuda;
+  EXPECT_EQ(simulate_dataset(d, m.kind, b, o).status[1], SubjectStatus::NonFinite);
+  b.set("ke", 2, -1.0);
+  std::string cpu_message, device_message;
+  try {
+    simulate_dataset(d, m.kind, b);
+  } catch (const DomainError& e) {
+    cpu_message = e.what();
+  }
+  try {
+    simulate_dataset(d, m.kind, b, o);
+  } catch (const DomainError& e) {
+    device_message = e.what();
+  }
+  EXPECT_FALSE(cpu_message.empty());
+  EXPECT_EQ(device_message, cpu_message);
+  o.method = Method::Scan;
+  EXPECT_THROW(simulate_dataset(d, m.kind, b, o), BackendUnavailable);
+}
+
 std::vector<Path> cpu_paths() {
   return {{Method::Scan, Device::Cpu, 0.0},
           {Method::Batched, Device::Cpu, 0.0},
@@ -918,6 +1163,15 @@ INSTANTIATE_TEST_SUITE_P(Gpu, BackendAgreement,
                          ::testing::Combine(::testing::ValuesIn(gpu_paths()),
                                             ::testing::ValuesIn(scenarios())),
                          test_name);
+
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceDatasets, ::testing::ValuesIn(scenarios()),
+                         [](const ::testing::TestParamInfo<Scenario>& info) {
+                           return info.param.name;
+                         });
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceEventModels, ::testing::ValuesIn(event_models()),
+                         [](const ::testing::TestParamInfo<EventModel>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace pkscan

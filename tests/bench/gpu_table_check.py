@@ -23,9 +23,15 @@ summ = {"workload": "summaries", "method": "batched", "device": "cuda", "precisi
 summ_cpu = dict(summ, device="cpu", best_s=0.9)
 for k in ("kernel_s", "transfer_s"):
     del summ_cpu[k]
+data = {"workload": "irregular", "method": "batched", "device": "cuda", "n": 100000, "doses": 20,
+        "observations": 30, "rows": 3000000, "threads": 2, "best_s": 0.2, "kernel_s": 0.01,
+        "transfer_s": 0.05}
+data_cpu = dict(data, device="cpu", best_s=0.5)
+for k in ("kernel_s", "transfer_s"):
+    del data_cpu[k]
 lines = [{"ctest_gpu": "100% tests passed out of 7"},
          {"memcheck": "========= ERROR SUMMARY: 0 errors"}, cuda, cpu, lone,
-         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu,
+         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu, data, data_cpu,
          {"jax_seed_scan": {"device": "cuda:0", "n": 100000, "t": 1000, "best_s": 0.012,
                             "best_to_host_s": 1.5}}]
 with tempfile.TemporaryDirectory() as d:
@@ -46,6 +52,9 @@ with tempfile.TemporaryDirectory() as d:
     srow = [x for x in out.splitlines() if x.startswith("| summaries only")]
     assert len(srow) == 1 and "| 9.00x |" in srow[0], out
     assert "kernel 30 ms; transfer 2 ms" in srow[0], srow[0]
+    drow = [x for x in out.splitlines() if x.startswith("| dataset irregular")]
+    assert len(drow) == 1 and "N=1e5, 20 doses + 30 observations (float64)" in drow[0], out
+    assert "| 2.50x |" in drow[0] and "kernel 10 ms; transfer 50 ms" in drow[0], drow[0]
     assert "memcheck on a subset: ========= ERROR SUMMARY: 0 errors." in out, out
     assert "100% tests passed out of 7" in out and "12 ms with the trajectories left" in out, out
     text = open(doc).read()

@@ -25,13 +25,13 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 using test::parameter_names;
 using test::parse_for;
 
-std::shared_ptr<const ModelInfo> builtin(ModelKind k) {
+inline std::shared_ptr<const ModelInfo> builtin(ModelKind k) {
   return std::shared_ptr<const ModelInfo>(std::shared_ptr<const ModelInfo>(), &model_info(k));
 }
 
 // The `linear` model used throughout: depot -> central <-> peripheral, elimination from central,
 // and a second elimination from the peripheral sharing the rate `ke` (one parameter, two flows).
-std::shared_ptr<const ModelInfo> linear_model() {
+inline std::shared_ptr<const ModelInfo> linear_model() {
   return make_linear_model({"depot", "central", "peripheral"}, {{"depot", "central", "ka"},
                                                                 {"central", "peripheral", "k12"},
                                                                 {"peripheral", "central", "k21"},
@@ -40,8 +40,8 @@ std::shared_ptr<const ModelInfo> linear_model() {
 }
 
 // A parameter row: the model's defaults, then `values` by name.
-std::vector<double> row_of(const ModelInfo& m,
-                           const std::vector<std::pair<std::string, double>>& v) {
+inline std::vector<double> row_of(const ModelInfo& m,
+                                  const std::vector<std::pair<std::string, double>>& v) {
   std::vector<double> r;
   for (const ParameterInfo& p : m.parameters) r.push_back(p.default_value);
   for (const auto& [name, value] : v) {
@@ -54,7 +54,7 @@ std::vector<double> row_of(const ModelInfo& m,
 
 // Typical values for every model: micro constants or clearances, with F != 1 and lag > 0 on the
 // dosed compartments (depot, central) and non-default values elsewhere.
-std::vector<double> typical_row(const ModelInfo& m, bool clearances) {
+inline std::vector<double> typical_row(const ModelInfo& m, bool clearances) {
   std::vector<std::pair<std::string, double>> v = {
       {"ka", 1.3},         {"v_depot", 1.5},   {"v_central", 20.0},  {"f_depot", 0.7},
       {"lag_depot", 0.37}, {"f_central", 0.8}, {"lag_central", 0.25}};
@@ -112,7 +112,7 @@ std::vector<double> typical_row(const ModelInfo& m, bool clearances) {
 // at arrival + F AMT / RATE with F 0.8). KA is a dataset column on subject 7 (per-record values).
 // Observations of the depot and (when the model has one) CMT 3 cover other volumes. DV is
 // present except on the observation whose prediction is 0 (after the reset of subject 2).
-std::string rich_csv(int compartments) {
+inline std::string rich_csv(int compartments) {
   const std::string p = compartments >= 3 ? "3" : "2";  // a third compartment when there is one
   std::string csv = "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS,DV,KA\n";
   // 1: oral boluses with ADDL (0.37, 12.37, 24.37), an EVID 2 record, depot and CMT 3 samples.
@@ -150,13 +150,62 @@ std::string rich_csv(int compartments) {
   return csv;
 }
 
+// A random NONMEM dataset: every record kind, random times, doses, compartments and KA cells
+// (no KA column when !ka).
+inline std::string random_csv(std::mt19937_64& rng, int compartments, int subjects,
+                              bool ka = true) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  auto pick = [&](int n) { return static_cast<int>(u(rng) * n) % n; };
+  auto num = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", x);
+    return std::string(buf);
+  };
+  std::string csv =
+      ka ? "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS,KA\n" : "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n";
+  for (int s = 1; s <= subjects; ++s) {
+    double t = 0.0;
+    const int records = 5 + pick(20);
+    for (int j = 0; j < records; ++j) {
+      if (j > 0 && pick(4) != 0) t += 0.1 + 4.0 * u(rng);
+      const std::string id = std::to_string(s) + "," + num(t) + ",";
+      const std::string kav = pick(4) == 0 ? num(0.3 + 2.0 * u(rng)) : ".";
+      const std::string kacell = ka ? "," + kav : std::string();
+      const std::string cmt = std::to_string(1 + pick(compartments));
+      const int kind = j == 0 ? 1 : pick(10);
+      if (kind <= 4 && j > 0) {  // observation
+        csv += id + ".,.,0," + (pick(5) == 0 ? "." : cmt) + ",.,.,." + kacell + "\n";
+      } else if (kind == 5) {
+        csv += id + ".,.,2,.,.,.,." + kacell + "\n";
+      } else if (kind == 6) {
+        csv += id + ".,.,3,.,.,.,." + kacell + "\n";
+      } else {  // a dose: bolus or infusion, maybe ADDL, maybe SS, maybe EVID 4
+        const bool infusion = pick(3) == 0;
+        const double amt = 10.0 + 200.0 * u(rng);
+        const double rate = infusion ? amt / (0.2 + 20.0 * u(rng)) : 0.0;
+        const int ss = pick(5) == 0 ? 1 + pick(2) : 0;
+        const int addl = pick(3) == 0 ? 1 + pick(4) : 0;
+        const double ii = (ss > 0 || addl > 0) ? 2.0 + 10.0 * u(rng) : 0.0;
+        const int evid = kind == 7 ? 4 : 1;
+        csv += id + num(amt) + "," + (infusion ? num(rate) : ".") + "," + std::to_string(evid) +
+               "," + (pick(5) == 0 ? "." : cmt) + "," + (ii > 0 ? num(ii) : ".") + "," +
+               (addl > 0 ? std::to_string(addl) : ".") + "," + (ss > 0 ? std::to_string(ss) : ".") +
+               kacell + "\n";
+      }
+    }
+    csv += std::to_string(s) + "," + num(t + 1.0 + 5.0 * u(rng)) + ",.,.,0,.,.,.,." +
+           (ka ? ",." : "") + "\n";
+  }
+  return csv;
+}
+
 struct Case {
   std::string name;
   std::shared_ptr<const ModelInfo> model;
   bool clearances;
 };
 
-std::vector<Case> all_cases() {
+inline std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (ModelKind k :
        {ModelKind::TwoCompartment, ModelKind::ThreeCompartment, ModelKind::FourCompartment})
@@ -166,7 +215,7 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
-double max_abs(const std::vector<double>& v) {
+inline double max_abs(const std::vector<double>& v) {
   double m = 0.0;
   for (double x : v) m = std::max(m, std::fabs(x));
   return m;

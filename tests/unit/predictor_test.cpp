@@ -78,50 +78,6 @@ TEST(PredictorPredictions, EqualSimulateDatasetOnTheExamples) {
   }
 }
 
-// A random NONMEM dataset: every record kind, random times, doses, compartments and KA cells.
-std::string random_csv(std::mt19937_64& rng, int compartments, int subjects) {
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  auto pick = [&](int n) { return static_cast<int>(u(rng) * n) % n; };
-  auto num = [](double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", x);
-    return std::string(buf);
-  };
-  std::string csv = "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS,KA\n";
-  for (int s = 1; s <= subjects; ++s) {
-    double t = 0.0;
-    const int records = 5 + pick(20);
-    for (int j = 0; j < records; ++j) {
-      if (j > 0 && pick(4) != 0) t += 0.1 + 4.0 * u(rng);
-      const std::string id = std::to_string(s) + "," + num(t) + ",";
-      const std::string ka = pick(4) == 0 ? num(0.3 + 2.0 * u(rng)) : ".";
-      const std::string cmt = std::to_string(1 + pick(compartments));
-      const int kind = j == 0 ? 1 : pick(10);
-      if (kind <= 4 && j > 0) {  // observation
-        csv += id + ".,.,0," + (pick(5) == 0 ? "." : cmt) + ",.,.,.," + ka + "\n";
-      } else if (kind == 5) {
-        csv += id + ".,.,2,.,.,.,.," + ka + "\n";
-      } else if (kind == 6) {
-        csv += id + ".,.,3,.,.,.,.," + ka + "\n";
-      } else {  // a dose: bolus or infusion, maybe ADDL, maybe SS, maybe EVID 4
-        const bool infusion = pick(3) == 0;
-        const double amt = 10.0 + 200.0 * u(rng);
-        const double rate = infusion ? amt / (0.2 + 20.0 * u(rng)) : 0.0;
-        const int ss = pick(5) == 0 ? 1 + pick(2) : 0;
-        const int addl = pick(3) == 0 ? 1 + pick(4) : 0;
-        const double ii = (ss > 0 || addl > 0) ? 2.0 + 10.0 * u(rng) : 0.0;
-        const int evid = kind == 7 ? 4 : 1;
-        csv += id + num(amt) + "," + (infusion ? num(rate) : ".") + "," + std::to_string(evid) +
-               "," + (pick(5) == 0 ? "." : cmt) + "," + (ii > 0 ? num(ii) : ".") + "," +
-               (addl > 0 ? std::to_string(addl) : ".") + "," + (ss > 0 ? std::to_string(ss) : ".") +
-               "," + ka + "\n";
-      }
-    }
-    csv += std::to_string(s) + "," + num(t + 1.0 + 5.0 * u(rng)) + ",.,.,0,.,.,.,.,.\n";
-  }
-  return csv;
-}
-
 TEST(PredictorPredictions, EqualSimulateDatasetOnRandomDatasets) {
   std::mt19937_64 rng(20240611);
   for (int round = 0; round < 3; ++round)

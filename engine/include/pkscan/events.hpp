@@ -46,12 +46,17 @@ void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& p
 ///        that are not dataset columns, or fall-backs for missing ('.') dataset cells. Dataset
 ///        columns named like parameters override per record.
 /// @param options method scan runs the subjects one after another; batched and power (CPU) run
-///        the same exact per-interval propagation on all threads (identical results); cuda has
-///        no event-list path yet (BackendUnavailable when asked for explicitly).
+///        the same exact per-interval propagation on all threads (identical results). Device
+///        cuda (methods batched, power or auto): the host's threads run each subject's events
+///        and record what they do to the state, and the GPU replays the records, one thread per
+///        subject, computing every step's exp(A d) from the parameter row's eigendecomposition:
+///        the CPU's arithmetic, so the results differ from the CPU's only through CUDA's exp and
+///        expm1 (within 1e-10 relative). Device auto runs datasets on the CPU.
 /// @throws InvalidArgument when the batch does not match the dataset or model, or a record's
 ///         CMT is not a compartment of the model (naming the record)
 /// @throws DomainError naming the subject ID and record line for invalid parameter values
-/// @throws BackendUnavailable for device cuda
+/// @throws BackendUnavailable for device cuda without a usable CUDA device, or with method scan
+/// @throws DeviceError when the CUDA runtime fails
 DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
                                const ParameterBatch& parameters,
                                const SimulateOptions& options = {});
