@@ -34,11 +34,14 @@ struct ProgramOp {
 };
 
 // One launch: subjects [0, subjects) of a chunk. Subject j's operations are
-// ops[begin[j] .. begin[j + 1]); its observation rows are written at (row - first_row).
+// ops[begin[j] .. begin[j + 1]), and their offsets (arg, and aux of the steps) index
+// reals + base[j] (the reals of the host thread's part that recorded it); its observation rows are
+// written at (row - first_row).
 struct DatasetChunk {
   std::int64_t subjects = 0;
   std::int64_t first_row = 0;
   const std::int64_t* begin = nullptr;  // subjects + 1
+  const std::int64_t* base = nullptr;   // subjects
   const ProgramOp* ops = nullptr;
   const double* reals = nullptr;
   double* amounts = nullptr;         // rows x N

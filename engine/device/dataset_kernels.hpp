@@ -21,12 +21,13 @@ struct DatasetKernel {
     for (int i = 0; i < N; ++i) x[i] = 0.0;
     bool finite = true;
     double k[N * N], g[N * N], e[N], s[N];
+    const double* reals = c.reals + c.base[j];
     for (std::int64_t q = c.begin[j]; q < c.begin[j + 1]; ++q) {
       const ProgramOp op = c.ops[q];
-      const double* p = c.reals + op.arg;
+      const double* p = op.arg >= 0 ? reals + op.arg : reals;
       switch (op.kind) {
         case ProgramKind::StepEigen: {
-          const double* r = op.aux >= 0 ? c.reals + op.aux : nullptr;
+          const double* r = op.aux >= 0 ? reals + op.aux : nullptr;
           detail::eigen_terms_hd<N>(p + 3 * N * N, op.value, e, s);
           detail::eigen_matrix_hd<N>(p, p + N * N, p + 2 * N * N, e, k);
           if (r != nullptr) detail::eigen_matrix_hd<N>(p, p + N * N, p + 2 * N * N, s, g);
@@ -34,7 +35,7 @@ struct DatasetKernel {
           break;
         }
         case ProgramKind::StepMatrix:
-          detail::step_state_hd<N>(p, p + N * N, x, op.aux >= 0 ? c.reals + op.aux : nullptr, x);
+          detail::step_state_hd<N>(p, p + N * N, x, op.aux >= 0 ? reals + op.aux : nullptr, x);
           break;
         case ProgramKind::Bolus:
           x[op.cmt] += op.value;

@@ -13,10 +13,12 @@
 // Numeric contract: the CPU event solver's arithmetic (events/step_hd.hpp on both sides): the
 // host system gives the CPU's bits; CUDA differs from them only through its exp and expm1.
 //
-// Pipeline: subjects go in chunks of about Runtime::target_chunk_bytes() of program and output.
-// Per chunk: record (host threads), pack the parts into one staging buffer (relocating their
-// offsets), upload, run, copy the rows straight into the result. Chunks run one after another:
-// the host's recording is the larger part of the work, and it does not overlap the device's.
+// Pipeline: subjects go in chunks of about Runtime::target_chunk_bytes() (at most 64 MiB) of
+// program and output. Per chunk: record (host threads, each into its own part of the chunk),
+// upload the parts where they go (no packing: each subject's offsets are relative to its part's
+// reals, base[j] in dataset_job.hpp), launch, and, while the device runs, record the next chunk;
+// then copy the rows straight into the result. Two chunks' programs are kept by the calling
+// thread between calls (thread_local), so repeated calls allocate no host memory for them.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -69,7 +71,7 @@ class Stream {
   }
   device::Runtime* rt_;
   void* stream_ = nullptr;
-  void* mark_[4] = {nullptr, nullptr, nullptr, nullptr};
+  void* mark_[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
 };
 
 // Subjects [first, first + count) recorded by one thread, in order.
@@ -89,6 +91,202 @@ std::int64_t subject_bytes(const DatasetSubject& subject, int n) {
   return events * per_event + 8 * (3 * n * n + n);
 }
 
+// One chunk of subjects and its recorded programs, in host memory.
+struct Chunk {
+  std::int64_t first = 0, count = 0, row0 = 0, row1 = 0;
+  std::vector<Part> parts;          // grown, never shrunk: kept by the calling thread
+  std::vector<std::int64_t> index;  // begin (count + 1), then base (count)
+  std::int64_t ops = 0, reals = 0;  // totals over the parts
+};
+
+// A call: chunks recorded by the host's threads, run by the device one after another, the next
+// chunk recorded while the device runs the current one.
+class DatasetRun {
+ public:
+  DatasetRun(const DatasetSetup& setup, const ParameterBatch& parameters,
+             const std::vector<std::int64_t>& first_row, int threads, DatasetResult& res,
+             device::Runtime& rt)
+      : setup_(setup),
+        parameters_(parameters),
+        first_row_(first_row),
+        threads_(std::max(1, threads)),
+        res_(res),
+        rt_(rt),
+        in_(rt, false),
+        out_(rt, false),
+        stream_(rt),
+        subjects_(static_cast<std::int64_t>(setup.data->subjects.size())),
+        target_(std::min<std::int64_t>(static_cast<std::int64_t>(rt.target_chunk_bytes()),
+                                       std::int64_t{64} << 20)) {}
+
+  void run(Chunk (&chunks)[2]) {
+    if (subjects_ == 0) return;
+    int cur = 0;
+    bounds(chunks[cur], 0);
+    record(chunks[cur]);
+    while (true) {
+      Chunk& c = chunks[cur];
+      upload_and_launch(c);
+      Chunk& next = chunks[1 - cur];
+      bounds(next, c.first + c.count);
+      if (next.count > 0) record(next);  // while the device runs c
+      finish(c);
+      if (next.count == 0) break;
+      cur = 1 - cur;
+    }
+    res_.summary.device_kernel_seconds = kernel_seconds_;
+    res_.summary.device_transfer_seconds = transfer_seconds_;
+  }
+
+ private:
+  // The chunk from subject `first` on: subjects while they fit the target (at least one).
+  void bounds(Chunk& c, std::int64_t first) const {
+    c.first = first;
+    c.count = 0;
+    for (std::int64_t bytes = 0; first + c.count < subjects_ && (c.count == 0 || bytes < target_);
+         ++c.count)
+      bytes +=
+          subject_bytes(setup_.data->subjects[static_cast<std::size_t>(first + c.count)], setup_.n);
+    if (c.count == 0) return;
+    c.row0 = first_row_[static_cast<std::size_t>(first)];
+    c.row1 = first + c.count < subjects_ ? first_row_[static_cast<std::size_t>(first + c.count)]
+                                         : res_.rows();
+  }
+
+  // Records the chunk in contiguous parts (a few per thread, for balance), and its index.
+  void record(Chunk& c) {
+    const std::int64_t np = std::min<std::int64_t>(c.count, threads_ * 4);
+    if (static_cast<std::int64_t>(c.parts.size()) != np)
+      c.parts.resize(static_cast<std::size_t>(np));
+    for (std::int64_t p = 0; p < np; ++p) {
+      Part& part = c.parts[static_cast<std::size_t>(p)];
+      part.first = c.first + c.count * p / np;
+      part.count = c.first + c.count * (p + 1) / np - part.first;
+    }
+    struct Worker {
+      SubjectPlan plan;
+      std::unique_ptr<EventSolver> solver;
+    };
+    detail::parallel_for(
+        np, threads_, 1,
+        [&] {
+          return Worker{{}, make_event_solver(setup_)};
+        },
+        [&](std::int64_t p, Worker& w) {
+          Part& part = c.parts[static_cast<std::size_t>(p)];
+          part.prog.clear();
+          for (std::int64_t s = part.first; s < part.first + part.count; ++s) {
+            setup_.build_plan(s, w.plan);
+            w.solver->record_rows(w.plan, s, parameters_.row(s), res_,
+                                  first_row_[static_cast<std::size_t>(s)], part.prog);
+          }
+        });
+    c.index.resize(static_cast<std::size_t>(2 * c.count + 1));
+    std::int64_t* begin = c.index.data();
+    std::int64_t* base = begin + c.count + 1;
+    c.ops = 0;
+    c.reals = 0;
+    for (const Part& part : c.parts) {
+      for (std::int64_t j = 0; j < part.count; ++j) {
+        begin[part.first - c.first + j] = c.ops + part.prog.begin[static_cast<std::size_t>(j)];
+        base[part.first - c.first + j] = c.reals;
+      }
+      c.ops += static_cast<std::int64_t>(part.prog.ops.size());
+      c.reals += static_cast<std::int64_t>(part.prog.reals.size());
+    }
+    begin[c.count] = c.ops;
+  }
+
+  // Layout of the device's input: index, operations, reals; and of its output: amounts,
+  // concentrations, prediction, finite flags.
+  struct Layout {
+    std::size_t ops = 0, reals = 0, in = 0, conc = 0, pred = 0, finite = 0, out = 0;
+  };
+  static Layout layout(const Chunk& c, int n) {
+    Layout l;
+    const std::size_t rows = static_cast<std::size_t>(c.row1 - c.row0);
+    const std::size_t un = static_cast<std::size_t>(n);
+    l.ops = align_up(c.index.size() * sizeof(std::int64_t), kAlign);
+    l.reals = l.ops + align_up(static_cast<std::size_t>(c.ops) * sizeof(device::ProgramOp), kAlign);
+    l.in = l.reals + static_cast<std::size_t>(c.reals) * sizeof(double);
+    l.conc = align_up(rows * un * sizeof(double), kAlign);
+    l.pred = l.conc + align_up(rows * un * sizeof(double), kAlign);
+    l.finite = l.pred + align_up(rows * sizeof(double), kAlign);
+    l.out = l.finite + static_cast<std::size_t>(c.count);
+    return l;
+  }
+
+  // Uploads the chunk's index and its parts' programs where they go, and enqueues the kernel.
+  void upload_and_launch(const Chunk& c) {
+    const Layout l = layout(c, setup_.n);
+    in_.reserve(l.in);
+    out_.reserve(l.out);
+    char* din = static_cast<char*>(in_.ptr());
+    char* dout = static_cast<char*>(out_.ptr());
+    void* sm = stream_.get();
+    stream_.mark(0);
+    rt_.copy_to_device(din, c.index.data(), c.index.size() * sizeof(std::int64_t), sm);
+    std::size_t ops_at = l.ops, reals_at = l.reals;
+    for (const Part& part : c.parts) {
+      const DatasetProgram& g = part.prog;
+      rt_.copy_to_device(din + ops_at, g.ops.data(), g.ops.size() * sizeof(device::ProgramOp), sm);
+      rt_.copy_to_device(din + reals_at, g.reals.data(), g.reals.size() * sizeof(double), sm);
+      ops_at += g.ops.size() * sizeof(device::ProgramOp);
+      reals_at += g.reals.size() * sizeof(double);
+    }
+    stream_.mark(1);
+    launched_.subjects = c.count;
+    launched_.first_row = c.row0;
+    launched_.begin = reinterpret_cast<const std::int64_t*>(din);
+    launched_.base = launched_.begin + c.count + 1;
+    launched_.ops = reinterpret_cast<const device::ProgramOp*>(din + l.ops);
+    launched_.reals = reinterpret_cast<const double*>(din + l.reals);
+    launched_.amounts = reinterpret_cast<double*>(dout);
+    launched_.concentrations = reinterpret_cast<double*>(dout + l.conc);
+    launched_.prediction = reinterpret_cast<double*>(dout + l.pred);
+    launched_.finite = reinterpret_cast<std::uint8_t*>(dout + l.finite);
+    rt_.launch_dataset(setup_.n, launched_, sm);
+    stream_.mark(2);
+  }
+
+  // Copies the launched chunk's rows into the result and its statuses.
+  void finish(const Chunk& c) {
+    const device::DatasetChunk& d = launched_;
+    const std::size_t rows = static_cast<std::size_t>(c.row1 - c.row0);
+    const std::size_t un = static_cast<std::size_t>(setup_.n);
+    const std::size_t r0 = static_cast<std::size_t>(c.row0);
+    void* sm = stream_.get();
+    stream_.mark(3);  // the copies' own time: the stream may have waited for the host since 2
+    rt_.copy_to_host(res_.amounts.data() + r0 * un, d.amounts, rows * un * sizeof(double), sm);
+    rt_.copy_to_host(res_.concentrations.data() + r0 * un, d.concentrations,
+                     rows * un * sizeof(double), sm);
+    rt_.copy_to_host(res_.prediction.data() + r0, d.prediction, rows * sizeof(double), sm);
+    finite_.resize(static_cast<std::size_t>(c.count));
+    rt_.copy_to_host(finite_.data(), d.finite, finite_.size(), sm);
+    stream_.mark(4);
+    rt_.synchronize(sm);
+    kernel_seconds_ += stream_.seconds(1, 2);
+    transfer_seconds_ += stream_.seconds(0, 1) + stream_.seconds(3, 4);
+    for (std::int64_t j = 0; j < c.count; ++j)
+      res_.status[static_cast<std::size_t>(c.first + j)] =
+          finite_[static_cast<std::size_t>(j)] != 0 ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+  }
+
+  const DatasetSetup& setup_;
+  const ParameterBatch& parameters_;
+  const std::vector<std::int64_t>& first_row_;
+  const std::int64_t threads_;
+  DatasetResult& res_;
+  device::Runtime& rt_;
+  Buffer in_, out_;
+  Stream stream_;  // after the buffers: drained before they are freed
+  const std::int64_t subjects_;
+  const std::int64_t target_;
+  device::DatasetChunk launched_;
+  std::vector<std::uint8_t> finite_;
+  double kernel_seconds_ = 0.0, transfer_seconds_ = 0.0;
+};
+
 }  // namespace
 
 void simulate_dataset_on_device(const DatasetSetup& setup, const ParameterBatch& parameters,
@@ -98,129 +296,10 @@ void simulate_dataset_on_device(const DatasetSetup& setup, const ParameterBatch&
   std::string why = "this build of pkscan has no CUDA support";
   if (!rt || rt->device_count(&why) <= 0)
     throw BackendUnavailable("simulate_dataset: device 'cuda' is not available: " + why);
-  const int n = setup.n;
-  const std::int64_t subjects = static_cast<std::int64_t>(setup.data->subjects.size());
-  const std::int64_t rows_total = res.rows();
-  Buffer staging(*rt, true), in(*rt, false), out(*rt, false);
-  Stream stream(*rt);
-  std::vector<Part> parts;
-  double kernel_seconds = 0.0, transfer_seconds = 0.0;
-  const std::int64_t target = static_cast<std::int64_t>(rt->target_chunk_bytes());
-  for (std::int64_t first = 0; first < subjects;) {
-    // The chunk: subjects while they fit the target (at least one).
-    std::int64_t count = 0;
-    for (std::int64_t bytes = 0; first + count < subjects && (count == 0 || bytes < target);
-         ++count)
-      bytes += subject_bytes(setup.data->subjects[static_cast<std::size_t>(first + count)], n);
-    const std::int64_t row0 = first_row[static_cast<std::size_t>(first)];
-    const std::int64_t row1 =
-        first + count < subjects ? first_row[static_cast<std::size_t>(first + count)] : rows_total;
-    // 1. Record, in contiguous parts of the chunk (a few per thread, for balance).
-    const std::int64_t np = std::min<std::int64_t>(count, std::max(1, threads) * 4);
-    if (static_cast<std::int64_t>(parts.size()) < np) parts.resize(static_cast<std::size_t>(np));
-    for (std::int64_t p = 0; p < np; ++p) {
-      Part& part = parts[static_cast<std::size_t>(p)];
-      part.first = first + count * p / np;
-      part.count = first + count * (p + 1) / np - part.first;
-    }
-    struct Worker {
-      SubjectPlan plan;
-      std::unique_ptr<EventSolver> solver;
-    };
-    detail::parallel_for(
-        np, threads, 1,
-        [&] {
-          return Worker{{}, make_event_solver(setup)};
-        },
-        [&](std::int64_t p, Worker& w) {
-          Part& part = parts[static_cast<std::size_t>(p)];
-          part.prog.clear();
-          for (std::int64_t s = part.first; s < part.first + part.count; ++s) {
-            setup.build_plan(s, w.plan);
-            w.solver->record_rows(w.plan, s, parameters.row(s), res,
-                                  first_row[static_cast<std::size_t>(s)], part.prog);
-          }
-        });
-    // 2. Pack: begin offsets, operations and reals of every part, one after another.
-    std::vector<std::int64_t> ops_base(static_cast<std::size_t>(np) + 1, 0);
-    std::vector<std::int64_t> reals_base(static_cast<std::size_t>(np) + 1, 0);
-    for (std::int64_t p = 0; p < np; ++p) {
-      const DatasetProgram& g = parts[static_cast<std::size_t>(p)].prog;
-      ops_base[static_cast<std::size_t>(p) + 1] =
-          ops_base[static_cast<std::size_t>(p)] + static_cast<std::int64_t>(g.ops.size());
-      reals_base[static_cast<std::size_t>(p) + 1] =
-          reals_base[static_cast<std::size_t>(p)] + static_cast<std::int64_t>(g.reals.size());
-    }
-    const std::size_t ops_total = static_cast<std::size_t>(ops_base.back());
-    const std::size_t reals_total = static_cast<std::size_t>(reals_base.back());
-    const std::size_t off_ops =
-        align_up((static_cast<std::size_t>(count) + 1) * sizeof(std::int64_t), kAlign);
-    const std::size_t off_reals = off_ops + align_up(ops_total * sizeof(device::ProgramOp), kAlign);
-    const std::size_t in_bytes = off_reals + reals_total * sizeof(double);
-    staging.reserve(std::max(in_bytes, static_cast<std::size_t>(count)));
-    char* st = static_cast<char*>(staging.ptr());
-    auto* begin = reinterpret_cast<std::int64_t*>(st);
-    auto* ops = reinterpret_cast<device::ProgramOp*>(st + off_ops);
-    auto* reals = reinterpret_cast<double*>(st + off_reals);
-    pkscan::parallel_for(np, threads, [&](std::int64_t p, int) {
-      const Part& part = parts[static_cast<std::size_t>(p)];
-      const std::int64_t ob = ops_base[static_cast<std::size_t>(p)];
-      const std::int64_t rb = reals_base[static_cast<std::size_t>(p)];
-      for (std::int64_t j = 0; j < part.count; ++j)
-        begin[part.first - first + j] = ob + part.prog.begin[static_cast<std::size_t>(j)];
-      device::ProgramOp* o = ops + ob;
-      for (device::ProgramOp op : part.prog.ops) {
-        if (op.arg >= 0) op.arg += rb;
-        if (op.kind != device::ProgramKind::Observe && op.aux >= 0) op.aux += rb;
-        *o++ = op;
-      }
-      if (!part.prog.reals.empty())
-        std::memcpy(reals + rb, part.prog.reals.data(), part.prog.reals.size() * sizeof(double));
-    });
-    begin[count] = static_cast<std::int64_t>(ops_total);
-    // 3. Upload, run, copy back.
-    const std::size_t rows = static_cast<std::size_t>(row1 - row0);
-    const std::size_t un = static_cast<std::size_t>(n);
-    const std::size_t off_conc = align_up(rows * un * sizeof(double), kAlign);
-    const std::size_t off_pred = off_conc + align_up(rows * un * sizeof(double), kAlign);
-    const std::size_t off_fin = off_pred + align_up(rows * sizeof(double), kAlign);
-    in.reserve(in_bytes);
-    out.reserve(off_fin + static_cast<std::size_t>(count));
-    char* din = static_cast<char*>(in.ptr());
-    char* dout = static_cast<char*>(out.ptr());
-    device::DatasetChunk c;
-    c.subjects = count;
-    c.first_row = row0;
-    c.begin = reinterpret_cast<const std::int64_t*>(din);
-    c.ops = reinterpret_cast<const device::ProgramOp*>(din + off_ops);
-    c.reals = reinterpret_cast<const double*>(din + off_reals);
-    c.amounts = reinterpret_cast<double*>(dout);
-    c.concentrations = reinterpret_cast<double*>(dout + off_conc);
-    c.prediction = reinterpret_cast<double*>(dout + off_pred);
-    c.finite = reinterpret_cast<std::uint8_t*>(dout + off_fin);
-    void* sm = stream.get();
-    stream.mark(0);
-    rt->copy_to_device(din, st, in_bytes, sm);
-    stream.mark(1);
-    rt->launch_dataset(n, c, sm);
-    stream.mark(2);
-    const std::size_t r0 = static_cast<std::size_t>(row0);
-    rt->copy_to_host(res.amounts.data() + r0 * un, c.amounts, rows * un * sizeof(double), sm);
-    rt->copy_to_host(res.concentrations.data() + r0 * un, c.concentrations,
-                     rows * un * sizeof(double), sm);
-    rt->copy_to_host(res.prediction.data() + r0, c.prediction, rows * sizeof(double), sm);
-    rt->copy_to_host(st, c.finite, static_cast<std::size_t>(count), sm);
-    stream.mark(3);
-    rt->synchronize(sm);
-    kernel_seconds += stream.seconds(1, 2);
-    transfer_seconds += stream.seconds(0, 1) + stream.seconds(2, 3);
-    for (std::int64_t j = 0; j < count; ++j)
-      res.status[static_cast<std::size_t>(first + j)] =
-          st[j] != 0 ? SubjectStatus::Ok : SubjectStatus::NonFinite;
-    first += count;
-  }
-  res.summary.device_kernel_seconds = kernel_seconds;
-  res.summary.device_transfer_seconds = transfer_seconds;
+  // The programs of two chunks, kept by the calling thread between calls (at most about 64 MiB
+  // each): a repeated call records into memory it already has.
+  thread_local Chunk chunks[2];
+  DatasetRun(setup, parameters, first_row, threads, res, *rt).run(chunks);
 }
 
 }  // namespace pkscan::detail
