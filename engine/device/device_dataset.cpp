@@ -91,6 +91,18 @@ std::int64_t subject_bytes(const DatasetSubject& subject, int n) {
   return events * per_event + 8 * (3 * n * n + n);
 }
 
+// The bytes a chunk aims at: the runtime's pipelining target, at most 64 MiB (the host keeps two
+// chunks' programs), and at most a quarter of the device's free memory (the estimate of
+// subject_bytes can be short, by up to 3x for rows without a fast eigendecomposition, whose
+// steps carry K and G).
+std::int64_t chunk_target(device::Runtime& rt) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  rt.memory_info(free_bytes, total_bytes);
+  return std::max<std::int64_t>(
+      1, std::min({static_cast<std::int64_t>(rt.target_chunk_bytes()), std::int64_t{64} << 20,
+                   static_cast<std::int64_t>(free_bytes / 4)}));
+}
+
 // One chunk of subjects and its recorded programs, in host memory.
 struct Chunk {
   std::int64_t first = 0, count = 0, row0 = 0, row1 = 0;
@@ -116,8 +128,7 @@ class DatasetRun {
         out_(rt, false),
         stream_(rt),
         subjects_(static_cast<std::int64_t>(setup.data->subjects.size())),
-        target_(std::min<std::int64_t>(static_cast<std::int64_t>(rt.target_chunk_bytes()),
-                                       std::int64_t{64} << 20)) {}
+        target_(chunk_target(rt)) {}
 
   void run(Chunk (&chunks)[2]) {
     if (subjects_ == 0) return;

@@ -880,7 +880,7 @@ TEST_P(DeviceTiming, SummarisesInWholeBlocksWhenMemoryIsShort) {
 #ifdef PKSCAN_DEVICE_HOST_SYSTEM
 constexpr double kDeviceEvents = 0.0;  // the CPU's bits (events/step_hd.hpp on both sides)
 #else
-constexpr double kDeviceEvents = 1e-10;  // relative, floor 1e-3 of the subject's peak amount
+constexpr double kDeviceEvents = 1e-10;  // relative, floor 1e-3 of the subject's peaks
 #endif
 
 // simulate_dataset on device 'cuda' against device 'cpu': the same index columns and statuses;
@@ -909,25 +909,33 @@ void expect_device_rows_like_cpu(const Dataset& d, ModelKind kind, const Paramet
           << what;
     return;
   }
-  std::vector<double> peak(d.subjects.size(), 0.0);
-  for (std::int64_t r = 0; r < cpu.rows(); ++r)
-    for (int c = 0; c < n; ++c) {
-      double& p = peak[static_cast<std::size_t>(cpu.subject[static_cast<std::size_t>(r)])];
-      p = std::max(p, std::fabs(cpu.amounts[static_cast<std::size_t>(r * n + c)]));
-    }
+  // Floors relative to the subject's peak amount, concentration and prediction.
+  std::vector<double> peak(3 * d.subjects.size(), 0.0);
+  const auto at = [&](std::int64_t r, int what_peak) -> double& {
+    return peak[3 * static_cast<std::size_t>(cpu.subject[static_cast<std::size_t>(r)]) +
+                static_cast<std::size_t>(what_peak)];
+  };
   for (std::int64_t r = 0; r < cpu.rows(); ++r) {
-    const std::size_t ur = static_cast<std::size_t>(r);
-    const double floor = 1e-3 * peak[static_cast<std::size_t>(cpu.subject[ur])];
     for (int c = 0; c < n; ++c) {
       const std::size_t i = static_cast<std::size_t>(r * n + c);
-      PKSCAN_EXPECT_CLOSE(cpu.amounts[i], dev.amounts[i], kDeviceEvents, kDeviceEvents * floor,
-                          what << " row " << r << " compartment " << c);
+      at(r, 0) = std::max(at(r, 0), std::fabs(cpu.amounts[i]));
+      at(r, 1) = std::max(at(r, 1), std::fabs(cpu.concentrations[i]));
     }
-    const double v = cpu.amounts[ur * static_cast<std::size_t>(n) +
-                                 static_cast<std::size_t>(cpu.compartment[ur])] /
-                     cpu.prediction[ur];
+    at(r, 2) = std::max(at(r, 2), std::fabs(cpu.prediction[static_cast<std::size_t>(r)]));
+  }
+  for (std::int64_t r = 0; r < cpu.rows(); ++r) {
+    for (int c = 0; c < n; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r * n + c);
+      PKSCAN_EXPECT_CLOSE(cpu.amounts[i], dev.amounts[i], kDeviceEvents,
+                          kDeviceEvents * 1e-3 * at(r, 0),
+                          what << " amount, row " << r << " compartment " << c);
+      PKSCAN_EXPECT_CLOSE(cpu.concentrations[i], dev.concentrations[i], kDeviceEvents,
+                          kDeviceEvents * 1e-3 * at(r, 1),
+                          what << " concentration, row " << r << " compartment " << c);
+    }
+    const std::size_t ur = static_cast<std::size_t>(r);
     PKSCAN_EXPECT_CLOSE(cpu.prediction[ur], dev.prediction[ur], kDeviceEvents,
-                        kDeviceEvents * floor / std::fabs(v), what << " prediction row " << r);
+                        kDeviceEvents * 1e-3 * at(r, 2), what << " prediction, row " << r);
   }
 }
 
@@ -1078,28 +1086,47 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
 }
 
 // Close and equal eigenvalues (the rows without a fast eigendecomposition: K and G from the
-// host), a steady state that does not exist (NonFinite), an invalid dataset cell (the CPU's
-// message) and method scan (CPU only).
-TEST_P(DeviceEventModels, GiveTheCpusFallbacksStatusesAndErrors) {
+// host), volumes from the dataset that change between a subject's records, a subject without
+// observations, a steady state that does not exist (NonFinite), methods power and auto (the same
+// kernel), an invalid dataset cell (the CPU's message) and method scan (CPU only).
+TEST_P(DeviceEventModels, GiveTheCpusFallbacksVolumesStatusesAndErrors) {
   const EventModel& em = GetParam();
   if (em.name != "two_compartment_micro") GTEST_SKIP() << "one model is enough";
   const ModelInfo& m = *em.model;
   const std::string csv =
-      "ID,TIME,AMT,RATE,EVID,CMT,II,SS,KA\n"
-      "1,0,100,.,1,1,.,.,.\n1,1,.,.,0,2,.,.,.\n1,5,.,.,0,2,.,.,.\n1,9,.,.,0,2,.,.,0.2\n"
-      "1,12,.,.,0,2,.,.,.\n"
-      "2,0,100,.,1,1,12,1,.\n2,1,.,.,0,2,.,.,.\n"
-      "3,0,50,10,1,2,.,.,.\n3,2,.,.,0,2,.,.,0.2000001\n3,7,.,.,0,2,.,.,.\n";
+      "ID,TIME,AMT,RATE,EVID,CMT,II,SS,KA,v_central\n"
+      "1,0,100,.,1,1,.,.,.,.\n1,1,.,.,0,2,.,.,.,.\n1,5,.,.,0,2,.,.,.,5\n"
+      "1,9,.,.,0,2,.,.,0.2,30\n1,12,.,.,0,2,.,.,.,.\n"
+      "2,0,100,.,1,1,12,1,.,.\n2,1,.,.,0,2,.,.,.,.\n"
+      "3,0,50,10,1,2,.,.,.,.\n3,2,.,.,0,2,.,.,0.2000001,.\n3,7,.,.,0,2,.,.,.,12\n"
+      "4,0,70,.,1,1,.,.,.,.\n"
+      "5,0,80,.,1,2,.,.,.,.\n5,3,.,.,0,2,.,.,.,40\n5,6,.,.,0,2,.,.,.,8\n5,7,.,.,0,1,.,.,.,.\n";
   const Dataset d = parse_for(m, csv);
-  ParameterBatch b(em.model, 3);
+  ParameterBatch b(em.model, 5);
   b.set_all("ka", 0.2);  // = ke: equal eigenvalues
   b.set_all("ke", 0.2);
   b.set_all("v_central", 10.0);
   b.set("ke", 1, 0.0);  // no elimination: the SS=1 steady state does not exist
-  expect_device_rows_like_cpu(d, m.kind, b, "fallbacks");
+  b.set("ka", 4, 0.7);
+  expect_device_rows_like_cpu(d, m.kind, b, "fallbacks and volumes");
   SimulateOptions o;
   o.device = Device::Cuda;
-  EXPECT_EQ(simulate_dataset(d, m.kind, b, o).status[1], SubjectStatus::NonFinite);
+  const DatasetResult batched = simulate_dataset(d, m.kind, b, o);
+  EXPECT_EQ(batched.status[1], SubjectStatus::NonFinite);
+  EXPECT_EQ(batched.status[3], SubjectStatus::Ok);
+  // Subject 5's central concentrations use the volume of each record: 40, then 8.
+  EXPECT_EQ(batched.concentrations[2 * 7 + 1], batched.amounts[2 * 7 + 1] / 40.0);
+  EXPECT_EQ(batched.concentrations[2 * 8 + 1], batched.amounts[2 * 8 + 1] / 8.0);
+  EXPECT_GT(batched.amounts[2 * 8 + 1], 0.0);
+  for (Method method : {Method::Power, Method::Auto}) {
+    o.method = method;
+    const DatasetResult other = simulate_dataset(d, m.kind, b, o);
+    EXPECT_EQ(std::memcmp(other.amounts.data(), batched.amounts.data(),
+                          batched.amounts.size() * sizeof(double)),
+              0)
+        << to_string(method);
+  }
+  o.method = Method::Batched;
   b.set("ke", 2, -1.0);
   std::string cpu_message, device_message;
   try {
