@@ -345,19 +345,22 @@ std::string dataset_csv(const Problem& p, const SimulationResult& ref) {
   return csv;
 }
 
-// The paths that are not grid backends, once per scenario.
-class EngineAgreement : public ::testing::TestWithParam<Scenario> {};
+// A scenario as a NONMEM dataset, with its exact grid reference.
+struct ScenarioDataset {
+  Problem p;
+  SimulationResult ref;
+  Dataset data;
+};
+ScenarioDataset scenario_dataset(const Scenario& sc) {
+  ScenarioDataset d{build(sc), {}, {}};
+  d.ref = simulate(d.p, opts(Method::Scan, Device::Cpu, Precision::Float64));
+  d.data = parse_dataset(dataset_csv(d.p, d.ref), "agreement.csv", {}, d.ref.compartments());
+  return d;
+}
 
-TEST_P(EngineAgreement, DatasetsAndThePredictorMatchTheExactGrid) {
-  const Scenario& sc = GetParam();
-  if (sc.disc != Discretization::Exact) GTEST_SKIP() << "the event engine is exact";
-  const Problem p = build(sc);
-  const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, Precision::Float64));
-  const Dataset data = parse_dataset(dataset_csv(p, ref), "agreement.csv", {}, ref.compartments());
-  SimulateOptions o;
-  o.method = Method::Scan;
-  const DatasetResult events = simulate_dataset(data, sc.model, p.parameters, o);
-  ASSERT_EQ(events.rows(), ref.subjects() * ref.times());
+// Every amount of `events` against the grid reference within kEventVsGrid (floor: 1e-3 of the
+// subject's peak); returns the worst relative difference.
+double expect_events_match_grid(const SimulationResult& ref, const DatasetResult& events) {
   double worst = 0.0;
   for (std::int64_t s = 0; s < ref.subjects(); ++s) {
     double peak = 0.0;
@@ -374,6 +377,24 @@ TEST_P(EngineAgreement, DatasetsAndThePredictorMatchTheExactGrid) {
                             "subject " << s << " time index " << i << " compartment " << c);
       }
   }
+  return worst;
+}
+
+// The paths that are not grid backends, once per scenario.
+class EngineAgreement : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(EngineAgreement, DatasetsAndThePredictorMatchTheExactGrid) {
+  const Scenario& sc = GetParam();
+  if (sc.disc != Discretization::Exact) GTEST_SKIP() << "the event engine is exact";
+  const ScenarioDataset sd = scenario_dataset(sc);
+  const Problem& p = sd.p;
+  const SimulationResult& ref = sd.ref;
+  const Dataset& data = sd.data;
+  SimulateOptions o;
+  o.method = Method::Scan;
+  const DatasetResult events = simulate_dataset(data, sc.model, p.parameters, o);
+  ASSERT_EQ(events.rows(), ref.subjects() * ref.times());
+  const double worst = expect_events_match_grid(ref, events);
   std::ostringstream w;
   w << std::scientific << worst;
   RecordProperty("worst_relative_difference", w.str());
@@ -939,39 +960,29 @@ void expect_device_rows_like_cpu(const Dataset& d, ModelKind kind, const Paramet
   }
 }
 
-class DeviceDatasets : public ::testing::TestWithParam<Scenario> {
+// Cases of device 'cuda' datasets (skipped when device 'cuda' is not available).
+template <class Param>
+class OnDevice : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     std::string why;
     if (!is_backend_available(Method::Batched, Device::Cuda, &why)) GTEST_SKIP() << why;
   }
 };
+using DeviceDatasets = OnDevice<Scenario>;
 
 // The agreement scenarios as datasets: the device's rows against the exact grid reference (an
 // independent solution: the grid's matrix exponential) and against the CPU's rows.
 TEST_P(DeviceDatasets, MatchTheExactGridAndTheCpu) {
   const Scenario& sc = GetParam();
   if (sc.disc != Discretization::Exact) GTEST_SKIP() << "the event engine is exact";
-  const Problem p = build(sc);
-  const SimulationResult ref = simulate(p, opts(Method::Scan, Device::Cpu, Precision::Float64));
-  const Dataset data = parse_dataset(dataset_csv(p, ref), "agreement.csv", {}, ref.compartments());
+  const ScenarioDataset sd = scenario_dataset(sc);
   SimulateOptions o;
   o.device = Device::Cuda;
-  const DatasetResult dev = simulate_dataset(data, sc.model, p.parameters, o);
-  ASSERT_EQ(dev.rows(), ref.subjects() * ref.times());
-  for (std::int64_t s = 0; s < ref.subjects(); ++s) {
-    double peak = 0.0;
-    for (std::int64_t i = 0; i < ref.times(); ++i)
-      for (int c = 0; c < ref.compartments(); ++c) peak = std::max(peak, ref.amount(s, i, c));
-    for (std::int64_t i = 0; i < ref.times(); ++i)
-      for (int c = 0; c < ref.compartments(); ++c)
-        PKSCAN_EXPECT_CLOSE(
-            ref.amount(s, i, c),
-            dev.amounts[static_cast<std::size_t>((s * ref.times() + i) * ref.compartments() + c)],
-            kEventVsGrid, kEventVsGrid * 1e-3 * peak,
-            "subject " << s << " time index " << i << " compartment " << c);
-  }
-  expect_device_rows_like_cpu(data, sc.model, p.parameters, sc.name);
+  const DatasetResult dev = simulate_dataset(sd.data, sc.model, sd.p.parameters, o);
+  ASSERT_EQ(dev.rows(), sd.ref.subjects() * sd.ref.times());
+  expect_events_match_grid(sd.ref, dev);
+  expect_device_rows_like_cpu(sd.data, sc.model, sd.p.parameters, sc.name);
 }
 
 // Models of 1 to 6 compartments for the dataset kernel (compiled for each count).
@@ -1045,13 +1056,14 @@ std::vector<double> random_event_row(const EventModel& em, std::mt19937_64& rng)
   return row;
 }
 
-class DeviceEventModels : public ::testing::TestWithParam<EventModel> {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!is_backend_available(Method::Batched, Device::Cuda, &why)) GTEST_SKIP() << why;
-  }
-};
+using DeviceEventModels = OnDevice<EventModel>;
+
+// Subject s's parameters: `row`, one value per model column.
+void set_row(ParameterBatch& b, std::int64_t s, const std::vector<double>& row) {
+  for (int c = 0; c < b.parameters(); ++c)
+    b.set(b.info().parameters[static_cast<std::size_t>(c)].name, s,
+          row[static_cast<std::size_t>(c)]);
+}
 
 // Random datasets with every record kind (boluses, infusions, ADDL, SS=1 and 2, EVID 2, 3 and
 // 4, per-record KA), 300 subjects in several chunks, and the rich dataset (lags, F, steady-state
@@ -1064,12 +1076,7 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
   for (int round = 0; round < 2; ++round) {
     const Dataset d = parse_for(*em.model, random_csv(rng, n, round == 0 ? 300 : 20, has_ka));
     ParameterBatch b(em.model, static_cast<std::int64_t>(d.subjects.size()));
-    for (std::int64_t s = 0; s < b.subjects(); ++s) {
-      const std::vector<double> row = random_event_row(em, rng);
-      for (int c = 0; c < b.parameters(); ++c)
-        b.set(em.model->parameters[static_cast<std::size_t>(c)].name, s,
-              row[static_cast<std::size_t>(c)]);
-    }
+    for (std::int64_t s = 0; s < b.subjects(); ++s) set_row(b, s, random_event_row(em, rng));
     expect_device_rows_like_cpu(d, em.model->kind, b,
                                 em.name + " random round " + std::to_string(round));
   }
@@ -1077,10 +1084,7 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
     const Dataset d = parse_for(*em.model, rich_csv(n));
     ParameterBatch b(em.model, static_cast<std::int64_t>(d.subjects.size()));
     const std::vector<double> row = typical_row(*em.model, em.clearances);
-    for (std::int64_t s = 0; s < b.subjects(); ++s)
-      for (int c = 0; c < b.parameters(); ++c)
-        b.set(em.model->parameters[static_cast<std::size_t>(c)].name, s,
-              row[static_cast<std::size_t>(c)]);
+    for (std::int64_t s = 0; s < b.subjects(); ++s) set_row(b, s, row);
     expect_device_rows_like_cpu(d, em.model->kind, b, em.name + " rich dataset");
   }
 }
