@@ -554,6 +554,7 @@ class DeviceBackend final : public Backend {
     dc.table = p.power ? static_cast<Real*>(slot.table.ptr()) : nullptr;
     dc.out = static_cast<Real*>(slot.out.ptr());
     dc.status = static_cast<std::uint8_t*>(slot.status.ptr());
+    dc.time_major = p.summary;  // summarised on the device (summary_kernels.hpp's layout)
     rt_->launch(p.power ? device::Kernel::PowerSparse : device::Kernel::Batched, b.n, ds, dc,
                 stream);
     rt_->record(slot.mark[2], stream);

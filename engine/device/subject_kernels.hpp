@@ -12,7 +12,10 @@
 //   partial[l * N^2 * subjects + e * subjects + j]
 //                                               partial-step matrix l, double
 //   table[(lv 2N^2 + e) * subjects + j]         power table of subject j (grid_math.hpp), Real
-//   out[(j * n_out + row) * N + c]              amounts, subject-major: the host result layout
+//   out[(j * n_out + row) * N + c]              amounts, subject-major: the host result layout;
+//   out[(row * N + c) * subjects + j]           or time-major (time_major: output that stays on
+//                                               the device, for the device summary): a warp's
+//                                               threads write neighbouring addresses
 //   status[j]                                   0 Ok, 1 NonFinite (SubjectStatus values)
 // Deterministic: one call owns one subject, no atomics, no reductions across subjects; a
 // subject's bits do not depend on its chunk or on the thread that runs it.
@@ -47,6 +50,7 @@ struct DeviceChunk {
   Real* table = nullptr;            // levels * 2N^2 * subjects (power kernel only)
   Real* out = nullptr;              // subjects * n_out * N
   std::uint8_t* status = nullptr;   // subjects
+  bool time_major = false;          // out's layout (above)
 };
 
 template <int N, class Real>
@@ -64,12 +68,13 @@ PKSCAN_HD inline detail::TransitionView subject_transition(const DeviceChunk<Rea
 // Writes output rows of one subject and keeps its finiteness.
 template <int N, class Real>
 struct RowWriter {
-  Real* out;  // the subject's first row
+  Real* out;            // the subject's first value
+  std::int64_t stride;  // between its values: 1 (subject-major) or the chunk's subjects
   std::int64_t row = 0;
   bool finite = true;
   PKSCAN_HD void record(const Real* x) {
     finite = finite && detail::all_finite(x, N);
-    for (int r = 0; r < N; ++r) out[row * N + r] = x[r];
+    for (int r = 0; r < N; ++r) out[(row * N + r) * stride] = x[r];
     ++row;
   }
 };
@@ -83,7 +88,8 @@ struct SubjectKernel {
 
   PKSCAN_HD void operator()(std::int64_t j) const {
     const detail::TransitionView tr = subject_transition<N>(ch, j);
-    RowWriter<N, Real> w{ch.out + j * sched.n_out * N};
+    RowWriter<N, Real> w = ch.time_major ? RowWriter<N, Real>{ch.out + j, ch.subjects}
+                                         : RowWriter<N, Real>{ch.out + j * sched.n_out * N, 1};
     Real k[N * N], x[N];
     detail::subject_start<N, Real>(sched.s, tr, k, x);
     if constexpr (K == Kernel::PowerSparse)

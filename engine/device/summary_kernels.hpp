@@ -17,7 +17,9 @@
 //    subjects' values are counted (Count) with integer atomics, whose order does not matter;
 //  - metrics: MetricOne (summary/summary_hd.hpp), the lane kernel's arithmetic for one subject.
 // Layouts (every pointer in the system's memory):
-//   out[j * rows + r]          the chunk's trajectories (r = time * n + compartment)
+//   out[r * subjects + j]      the chunk's trajectories (r = time * n + compartment), time-major
+//                              (DeviceChunk::time_major): neighbouring threads of the
+//                              simulation and of SubjectSummary touch neighbouring addresses
 //   inv[j * n + c]             reciprocal volumes
 //   status[j]                  the simulation kernel's (0 Ok)
 //   nonfinite[j]               1 when a value of the subject is not finite (BlockMax sets it)
@@ -35,7 +37,7 @@ namespace pkscan::device {
 
 template <class Real>
 PKSCAN_HD inline double summary_value(const SummaryChunk<Real>& c, std::int64_t j, std::int64_t r) {
-  return static_cast<double>(c.out[j * c.rows + r]) * c.inv[j * c.n + r % c.n];
+  return static_cast<double>(c.out[r * c.subjects + j]) * c.inv[j * c.n + r % c.n];
 }
 
 // The (block, row) cell i = b * rows + r of a chunk: its row and its block's subjects [j0, j1).
@@ -62,8 +64,7 @@ struct ClearFlags {
 };
 
 // Per subject j: excluded or not (its status, or a value BlockMax found not finite), and its
-// metrics (the metric compartment's values only: on a GPU a thread's reads of its own subject
-// are far from its neighbours', so the pass over every value is BlockMax's, by rows).
+// metrics (the metric compartment's values only; the pass over every value is BlockMax's).
 template <class Real>
 struct SubjectSummary {
   SummaryChunk<Real> c;
