@@ -18,6 +18,9 @@
 //                 reference: kEventVsGrid (two exact solutions, different arithmetic: the event
 //                 engine's eigendecomposition against the grid's matrix exponential)
 //   Predictor     predict() gives simulate_dataset's predictions bit for bit (0)
+//   datasets on the device (Gpu/DeviceDatasets, Gpu/DeviceEventModels): the CPU's rows, bit for
+//                 bit on the host system (events/step_hd.hpp on both sides); on CUDA 1e-10
+//                 relative (exp and expm1 are CUDA's), floor 1e-3 of the subject's peaks
 //   fused         Engine::summarize_into (batched cpu, fused) gives the bits of the reference
 //                 run summarised by TimeSummary::add: means, percentiles, metrics, statuses (0)
 #include <gtest/gtest.h>
