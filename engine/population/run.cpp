@@ -184,6 +184,15 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
       const std::int64_t threads = resolve_threads(sim.threads);
       chunk = std::max<std::int64_t>(chunk, 4 * threads * kRowBlock);
     }
+    // Summaries only on the device (its summary: batched or power, 2 to 4 compartments): the
+    // device keeps the trajectories and chunks them itself, and each call copies the summary's
+    // sketch to the device and back (47 MiB each way for 1000 times x 3 compartments), so one
+    // call takes up to 2^20 subjects (a chunk of 64 MiB of trajectories would be 2730 subjects
+    // of 1000 steps: 366 calls and 34 GB of sketch copies for 1e6 subjects).
+    const std::size_t n = model.compartments.size();
+    if (spec.summaries && !spec.trajectories && path.device == Device::Cuda &&
+        path.method != Method::Scan && n >= 2 && n <= 4)
+      chunk = std::max<std::int64_t>(chunk, std::int64_t{1} << 20);
   }
   chunk = std::max<std::int64_t>(kRowBlock, chunk / kRowBlock * kRowBlock);
   chunk = std::min<std::int64_t>(chunk, (total + kRowBlock - 1) / kRowBlock * kRowBlock);

@@ -840,6 +840,46 @@ namespace {
 // 5000 subjects run in chunks of whole blocks and give the CPU's bits; with less memory than
 // the sketch and a block per slot, the call fails with a message that says so, and the
 // summary is left as it was (a later call with enough memory gives the same bits).
+// With the default chunk size a summaries-only population run on the device makes one call for
+// up to 2^20 subjects (each call copies the sketch both ways): here one call, where 64 MiB of
+// trajectories (1601 times) would make three; the CPU's bits. (The host system with 512 MiB of
+// "device memory": the sketch of 3202 rows and a block of subjects per slot need more than 64.)
+TEST_P(DeviceTiming, ASummariesOnlyPopulationRunCallsTheDeviceOnceWithTheDefaultChunks) {
+  const Path& path = GetParam();
+  struct Restore {
+    std::size_t was = pkscan_device_host_memory;
+    ~Restore() { pkscan_device_host_memory = was; }
+  } restore;
+  pkscan_device_host_memory = std::size_t{512} << 20;
+  PopulationRun run;
+  run.problem.grid = {0.015, 1600};
+  DoseEvent d;
+  d.compartment = 1;
+  d.amount = 100.0;
+  run.problem.doses = {d};
+  PopulationSpec pop(ModelKind::TwoCompartment, 3000, 9);
+  pop.set_typical("cl", 5.0);
+  pop.set_typical("v_central", 20.0);
+  pop.set_typical("ka", 1.0);
+  pop.iiv = {pop.column("cl")};
+  pop.omega = Eigen::MatrixXd::Constant(1, 1, 0.09);  // log-normal, sd 0.3
+  run.population = pop;
+  run.summaries = true;
+  run.trajectories = false;
+  KeepingSink dev, cpu;
+  run_population(run, cpu, PopulationRunOptions{});
+  run.options.device = path.device;
+  run.options.method = path.method;
+  run_population(run, dev, PopulationRunOptions{});
+  ASSERT_TRUE(dev.committed);
+  EXPECT_EQ(dev.devices.size(), 1u);
+  for (Device used : dev.devices) EXPECT_EQ(used, Device::Cuda);
+  EXPECT_EQ(dev.summary.count, 3000);
+  EXPECT_TRUE(same_bits(dev.metrics, cpu.metrics));
+  EXPECT_TRUE(same_bits(dev.summary.mean, cpu.summary.mean));
+  EXPECT_TRUE(same_bits(dev.summary.quantiles, cpu.summary.quantiles));
+}
+
 TEST_P(DeviceTiming, SummarisesInWholeBlocksWhenMemoryIsShort) {
   const Path& path = GetParam();
   struct Restore {
