@@ -187,8 +187,8 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     // Summaries only on the device (its summary: batched or power, 2 to 4 compartments): the
     // device keeps the trajectories and chunks them itself, and each call copies the summary's
     // sketch to the device and back (47 MiB each way for 1000 times x 3 compartments), so one
-    // call takes up to 2^20 subjects (a chunk of 64 MiB of trajectories would be 2730 subjects
-    // of 1000 steps: 366 calls and 34 GB of sketch copies for 1e6 subjects).
+    // call takes up to 2^20 subjects (a chunk of 64 MiB of trajectories would be 2048 subjects
+    // of 1000 steps: 489 calls and 46 GB of sketch copies for 1e6 subjects).
     const std::size_t n = model.compartments.size();
     if (spec.summaries && !spec.trajectories && path.device == Device::Cuda &&
         path.method != Method::Scan && n >= 2 && n <= 4)
