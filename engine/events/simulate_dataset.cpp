@@ -4,6 +4,7 @@
 // run without sensitivities, so simulate_dataset()'s `prediction` and Predictor::predict() are
 // the same numbers by construction. Every CPU method calls the same per-subject function, so
 // results are identical for any method and thread count.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -97,7 +98,12 @@ void simulate_dataset_into(const Dataset& data, ModelKind model, const Parameter
   res.status.assign(static_cast<std::size_t>(subjects), SubjectStatus::Ok);
   const Method method = options.method == Method::Auto ? Method::Batched : options.method;
   const bool on_device = options.device == Device::Cuda;
-  const int threads = method == Method::Scan && !on_device ? 1 : resolve_threads(options.threads);
+  // The threads that run (parallel_for's team: no more than the subjects).
+  const int threads =
+      method == Method::Scan && !on_device
+          ? 1
+          : static_cast<int>(std::min<std::int64_t>(resolve_threads(options.threads),
+                                                    std::max<std::int64_t>(1, subjects)));
   const auto t1 = std::chrono::steady_clock::now();
   if (on_device) {
     detail::simulate_dataset_on_device(setup, parameters, first_row, threads, res);

@@ -351,8 +351,19 @@ TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
     ASSERT_EQ(r.amounts.size(), ref.amounts.size());
     for (std::size_t i = 0; i < r.amounts.size(); ++i)
       ASSERT_EQ(r.amounts[i], ref.amounts[i]) << to_string(m);
+    EXPECT_EQ(r.summary.threads, 2) << to_string(m);
   }
   EXPECT_EQ(ref.rows(), 40 * 12);
+  EXPECT_EQ(ref.summary.threads, 1);
+  // The threads that ran: no more than the subjects.
+  o.method = Method::Batched;
+  o.threads = 2;
+  const Dataset one = data_of(
+      "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n1,0,100,.,1,1,.,.,.\n"
+      "1,2,.,.,0,2,.,.,.\n");
+  EXPECT_EQ(simulate_dataset(one, ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2, 1), o)
+                .summary.threads,
+            1);
 }
 
 }  // namespace
