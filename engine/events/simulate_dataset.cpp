@@ -107,35 +107,28 @@ void simulate_dataset_into(const Dataset& data, ModelKind model, const Parameter
   const auto t1 = std::chrono::steady_clock::now();
   if (on_device) {
     detail::simulate_dataset_on_device(setup, parameters, first_row, threads, res);
-    res.summary.method = method;
-    res.summary.device = Device::Cuda;
-    res.summary.threads = threads;
-    res.summary.prepare_seconds = std::chrono::duration<double>(t1 - t0).count();
-    res.summary.scan_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    for (SubjectStatus st : res.status) res.summary.non_finite_subjects += st != SubjectStatus::Ok;
-    return;
+  } else {
+    // One solver and one plan per thread, reused across its subjects.
+    struct Worker {
+      detail::SubjectPlan plan;
+      std::unique_ptr<detail::EventSolver> solver;
+    };
+    detail::parallel_for(
+        subjects, threads, 16,
+        [&] {
+          return Worker{{}, detail::make_event_solver(setup)};
+        },
+        [&](std::int64_t s, Worker& w) {
+          setup.build_plan(s, w.plan);
+          const bool finite = w.solver->simulate_rows(w.plan, s, parameters.row(s), res,
+                                                      first_row[static_cast<std::size_t>(s)]);
+          res.status[static_cast<std::size_t>(s)] =
+              finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+        });
   }
-  // One solver and one plan per thread, reused across its subjects.
-  struct Worker {
-    detail::SubjectPlan plan;
-    std::unique_ptr<detail::EventSolver> solver;
-  };
-  detail::parallel_for(
-      subjects, threads, 16,
-      [&] {
-        return Worker{{}, detail::make_event_solver(setup)};
-      },
-      [&](std::int64_t s, Worker& w) {
-        setup.build_plan(s, w.plan);
-        const bool finite = w.solver->simulate_rows(w.plan, s, parameters.row(s), res,
-                                                    first_row[static_cast<std::size_t>(s)]);
-        res.status[static_cast<std::size_t>(s)] =
-            finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
-      });
   const auto t2 = std::chrono::steady_clock::now();
   res.summary.method = method;
-  res.summary.device = Device::Cpu;
+  res.summary.device = on_device ? Device::Cuda : Device::Cpu;
   res.summary.threads = threads;
   res.summary.prepare_seconds = std::chrono::duration<double>(t1 - t0).count();
   res.summary.scan_seconds = std::chrono::duration<double>(t2 - t1).count();

@@ -69,10 +69,7 @@ class Solver final : public EventSolver {
         finite = finite && std::isfinite(x_(r));
       }
       out.prediction[row] = c;
-      out.subject[row] = s;
-      out.record[row] = e.seq;
-      out.time[row] = (*recs_)[static_cast<std::size_t>(e.seq)].time;
-      out.compartment[row] = cmt;
+      index_row(out, row, s, e, cmt);
     };
     simulate<false>(plan, s, params, nullptr, write);
     return finite;
@@ -86,11 +83,7 @@ class Solver final : public EventSolver {
     Recorder tape{*this, program};
     const auto write = [&](const Event& e, int cmt, const double* pr, double) {
       const std::int64_t row = first_row + e.row;
-      const std::size_t r = static_cast<std::size_t>(row);
-      out.subject[r] = s;
-      out.record[r] = e.seq;
-      out.time[r] = (*recs_)[static_cast<std::size_t>(e.seq)].time;
-      out.compartment[r] = cmt;
+      index_row(out, static_cast<std::size_t>(row), s, e, cmt);
       tape.observe(plan_->row_of[static_cast<std::size_t>(e.seq)], pr, cmt, row);
     };
     simulate<false>(plan, s, params, nullptr, write, tape);
@@ -98,6 +91,15 @@ class Solver final : public EventSolver {
 
  private:
   using Square = Eigen::Matrix<double, N, N>;
+
+  // The index columns of output row `row`: observation `e` of subject s, compartment cmt.
+  void index_row(DatasetResult& out, std::size_t row, std::int64_t s, const Event& e,
+                 int cmt) const {
+    out.subject[row] = s;
+    out.record[row] = e.seq;
+    out.time[row] = (*recs_)[static_cast<std::size_t>(e.seq)].time;
+    out.compartment[row] = cmt;
+  }
 
   // ---- What simulate() does to the state: to x_ (OwnState), or recorded as a device program
   // (Recorder, without sensitivities only: the state is not known while recording). ----
