@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "events/event.hpp"
+#include "events/steady_state_hd.hpp"
 #include "events/step_hd.hpp"
 #include "grid/transition.hpp"
 
@@ -125,181 +127,44 @@ class Propagator {
   std::vector<Mat<N>> cache_k_, cache_g_;
 };
 
-// kSteady: the steady state of an SS dose record, set (SS=1) or added (SS=2) at the record's
-// own time; the record's doses (its own, lagged or not, and ADDL) are kDose events.
-enum Kind : int { kStop = 0, kReset = 1, kDose = 2, kObserve = 3, kBoundary = 4, kSteady = 5 };
-
-struct Event {
-  double time;
-  int cls;           // at equal times: 0 infusion stops, 1 generated arrivals, 2 records
-  std::int64_t seq;  // record index (file order)
-  int sub;           // order within a record: boundary 0, reset 1, steady state 2, dose 3
-  Kind kind;
-  int cmt = 0;
-  double amount = 0.0;  // after F
-  double rate = 0.0;    // > 0: infusion
-  double duration = 0.0;
-  int ss = 0;
-  double ii = 0.0;
-  std::int64_t id = -1;   // infusion id
-  std::int64_t row = -1;  // output row (observations)
-};
-
-// The processing order: time, then class (stops, generated arrivals, records), then file order.
-inline bool before(const Event& a, const Event& b) {
-  if (a.time != b.time) return a.time < b.time;
-  if (a.cls != b.cls) return a.cls < b.cls;
-  if (a.seq != b.seq) return a.seq < b.seq;
-  return a.sub < b.sub;
-}
-
-struct Running {
-  std::int64_t id;
-  int cmt;
-  double rate;
-};
-
-// Number of infusions of a steady-state infusion dose (duration `dur`, interval `ii` > 0) that
-// were started k*ii ago with k >= 1 and are still running: those with k < k0.
-inline std::int64_t steady_state_k0(double dur, double ii) {
-  std::int64_t k0 = static_cast<std::int64_t>(std::ceil(dur / ii - 1e-12));
-  if (k0 < 1) k0 = 1;
-  return k0;
-}
-
-// Steady state just before a dose given every ii (the dose at this time not included).
-// Appends the infusions of earlier doses still running at t to `runs` (rate, ends at).
+// Propagator<N> through the raw arrays of steady_state_hd.hpp.
 template <int N>
-Vec<N> steady_state(Propagator<N>& pr, const Event& d,
-                    std::vector<std::pair<double, double>>& runs) {
-  Mat<N> kii, gii;
-  Vec<N> x = Vec<N>::Zero();
-  if (d.ii == 0.0) {  // constant infusion at steady state: 0 = A x + r
-    Vec<N> r = Vec<N>::Zero();
-    r(d.cmt) = d.rate;
-    const auto lu_a = pr.a().fullPivLu();
-    // No equilibrium without elimination (A singular): the steady state does not exist.
-    if (!lu_a.isInvertible()) return Vec<N>::Constant(std::numeric_limits<double>::quiet_NaN());
-    x = lu_a.solve(-r);
-    return x;
+struct PropagatorArrays {
+  Propagator<N>& p;
+  const double* a() const { return p.a().data(); }
+  void step(double d, double* k, double* g, double* e, double* s) {
+    Mat<N> km, gm;
+    Vec<N> ev = Eigen::Map<const Vec<N>>(e), sv = Eigen::Map<const Vec<N>>(s);
+    p.step(d, km, gm, ev, sv);
+    std::copy(km.data(), km.data() + N * N, k);
+    std::copy(gm.data(), gm.data() + N * N, g);
+    std::copy(ev.data(), ev.data() + N, e);
+    std::copy(sv.data(), sv.data() + N, s);
   }
-  pr.step(d.ii, kii, gii);
-  const Eigen::Matrix<double, N, N> i_minus_k = Eigen::Matrix<double, N, N>::Identity() - kii;
-  const auto lu = i_minus_k.fullPivLu();
-  // Without elimination I - K(ii) is singular and the doses accumulate without bound.
-  if (!lu.isInvertible()) return Vec<N>::Constant(std::numeric_limits<double>::quiet_NaN());
-  if (d.rate <= 0.0) {  // bolus: sum_{k>=1} K(k ii) b = K(ii) (I - K(ii))^-1 b
-    Vec<N> b = Vec<N>::Zero();
-    b(d.cmt) = d.amount;
-    const Vec<N> y = lu.solve(b);
-    return kii * y;
-  }
-  // Infusion of duration D every ii: infusions started k*ii ago with k*ii < D are running
-  // (contributing G(k ii) r), the others finished (sum over k >= k0 of K(k ii - D) G(D) r).
-  Vec<N> r = Vec<N>::Zero();
-  r(d.cmt) = d.rate;
-  const double dur = d.duration;
-  const std::int64_t k0 = steady_state_k0(dur, d.ii);
-  Mat<N> kk, gg;
-  for (std::int64_t k = 1; k < k0; ++k) {
-    pr.step(static_cast<double>(k) * d.ii, kk, gg);
-    x += gg * r;
-    runs.emplace_back(d.rate, d.time - static_cast<double>(k) * d.ii + dur);
-  }
-  Mat<N> kd, gd;
-  pr.step(dur, kd, gd);
-  pr.step(static_cast<double>(k0) * d.ii - dur, kk, gg);
-  const Vec<N> y = lu.solve(Vec<N>(gd * r));
-  x += kk * y;
-  return x;
-}
-
-// No-op hooks of record_steady_state() (simulate_dataset needs none; the Predictor follows the
-// sensitivities through them).
-template <int N>
-struct NoSteadyStateHooks {
-  // The state just before the virtual arrival at d.time (before its dose).
-  void arrival(const Event&, const Vec<N>&) {}
-  // The virtual arrival's bolus of `amount` into d.cmt.
-  void bolus(const Event&) {}
-  // The state moved over dt from x_old with rates r (k, e, s: the step's K and eigenvalue terms).
-  void step(double, const Mat<N>&, const Vec<N>&, const Vec<N>&, const Vec<N>&, const Vec<N>&) {}
-  // An implied infusion of rate `rate` into d.cmt ended (its end moves with F).
-  void stop(const Event&, double) {}
 };
 
-// Phase of an SS dose record's steady state at its own time (NONMEM, help "SS DOSE EVENT
-// RECORD": steady state "is computed as if there were no ALAG, and then there is an advance to
-// the appropriate point in the steady-state cycle (II-ALAG)"): the time since the last implied
-// dose arrived, ii - lag, and 0 when lag >= ii (no advance).
-inline double steady_state_phase(double ii, double lag) { return lag < ii ? ii - lag : 0.0; }
+// A std::vector of (rate, end time) as steady_state_hd.hpp's list of running implied infusions.
+struct RunsVector {
+  std::vector<std::pair<double, double>>& v;
+  int size() const { return static_cast<int>(v.size()); }
+  double rate(int i) const { return v[static_cast<std::size_t>(i)].first; }
+  double end(int i) const { return v[static_cast<std::size_t>(i)].second; }
+  bool push(double rate, double end) {
+    v.emplace_back(rate, end);
+    return true;
+  }
+  void erase(int i) { v.erase(v.begin() + i); }
+};
 
-// The steady state of SS dose record `d` (d.time = the record's time t0; d.amount after F,
-// d.rate, d.duration, d.ii, d.cmt) at t0, for a dose that arrives `lag` after its record time:
-// the implied doses, given every ii since long before, arrived last at t0 - phase
-// (steady_state_phase), and the state at t0 is the steady state that far into the cycle. The
-// record's own dose is not included (it arrives at t0 + lag, a kDose event). `runs` receives the
-// implied infusions still running at t0 (rate, end time). `r_before` receives the summed rates
-// of the implied infusions just before t0 (d x / d t0 = A x + r_before: the derivative with
-// respect to the phase). A constant infusion (ii 0) gives the equilibrium -A^-1 r and no runs
-// (NONMEM: the infusion terminates at the event time of the SS dose record).
+// record_steady_state_hd() (steady_state_hd.hpp) with the CPU's propagator and a vector of runs.
 template <int N, class Hooks>
 Vec<N> record_steady_state(Propagator<N>& pr, const Event& d, double lag,
                            std::vector<std::pair<double, double>>& runs, Vec<N>& r_before,
                            Hooks& hooks) {
-  r_before.setZero();
-  if (d.ii == 0.0) {
-    const Vec<N> x = steady_state(pr, d, runs);
-    hooks.arrival(d, x);
-    return x;
-  }
-  const double phase = steady_state_phase(d.ii, lag);
-  if (phase == d.ii) {  // no lag: the steady state just before a dose, in closed form
-    Vec<N> x = steady_state(pr, d, runs);
-    for (const auto& run : runs) r_before(d.cmt) += run.first;
-    hooks.arrival(d, x);
-    return x;
-  }
-  // The last implied arrival, at t0 - phase; then advance by phase.
-  Event a = d;
-  a.time = d.time - phase;
-  const std::size_t first = runs.size();
-  Vec<N> x = steady_state(pr, a, runs);
-  hooks.arrival(a, x);
-  if (a.rate > 0.0) {
-    if (a.amount > 0.0) runs.emplace_back(a.rate, a.time + a.duration);
-  } else {
-    x(a.cmt) += a.amount;
-    hooks.bolus(a);
-  }
-  double t = a.time;
-  Mat<N> k, g;
-  Vec<N> e = Vec<N>::Zero(), s = Vec<N>::Zero();
-  while (true) {
-    // The next end of an implied infusion before t0, or t0.
-    double tb = d.time;
-    for (std::size_t i = first; i < runs.size(); ++i)
-      tb = std::min(tb, std::max(t, runs[i].second));
-    Vec<N> r = Vec<N>::Zero();
-    for (std::size_t i = first; i < runs.size(); ++i) r(d.cmt) += runs[i].first;
-    if (tb > t) {
-      pr.step(tb - t, k, g, e, s);
-      hooks.step(tb - t, k, x, r, e, s);
-      const Vec<N> y = k * x + g * r;
-      x = y;
-      r_before = r;
-      t = tb;
-    }
-    // Implied infusions ending by now stop (at t0 too: they do not run past it).
-    for (std::size_t i = first; i < runs.size();)
-      if (runs[i].second <= t) {
-        hooks.stop(d, runs[i].first);
-        runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    if (t >= d.time) break;
-  }
+  PropagatorArrays<N> prop{pr};
+  RunsVector list{runs};
+  Vec<N> x;
+  record_steady_state_hd<N>(prop, d, lag, list, r_before.data(), hooks, x.data());
   return x;
 }
 

@@ -506,15 +506,18 @@ class Solver final : public EventSolver {
   // with F; the phase's dependence on the lag is added by the caller).
   struct SteadyHooks {
     Solver& sv;
-    void arrival(const Event& a, const Vec<N>& x) {
-      sv.steady_state_derivative(a, x);
+    using CVec = Eigen::Map<const Vec<N>>;
+    void arrival(const Event& a, const double* x) {
+      sv.steady_state_derivative(a, CVec(x));
       for (int q = 0; q < sv.ps_; ++q) sv.set_orig(q, sv.tmp2_[q]);
     }
     // The bolus F AMT: d/dF = AMT into its compartment (the F part of stop_jump).
     void bolus(const Event& a) { sv.stop_jump(a.seq, a.cmt, 0.0, false); }
-    void step(double dt, const Mat<N>& k, const Vec<N>& x_old, const Vec<N>& r, const Vec<N>& e,
-              const Vec<N>& sg) {
-      sv.propagate(dt, k, x_old, r, !r.isZero(0.0), e, sg);
+    void step(double dt, const double* k, const double* x_old, const double* r, const double* e,
+              const double* sg) {
+      const Vec<N> rv = CVec(r);
+      sv.propagate(dt, Eigen::Map<const Mat<N>>(k), CVec(x_old), rv, !rv.isZero(0.0), CVec(e),
+                   CVec(sg));
     }
     void stop(const Event& d, double rate) { sv.stop_jump(d.seq, d.cmt, rate, false); }
   };
@@ -685,7 +688,7 @@ class Solver final : public EventSolver {
             if (e.ss == 2)
               for (int q = 0; q < ps_; ++q) s_[q] += saved_[q];
           } else {
-            detail::NoSteadyStateHooks<N> hooks;
+            detail::NoSteadyStateHooks hooks;
             xs = detail::record_steady_state(pr, e, lag, runs_, r_before, hooks);
           }
           if (e.ss == 1) {

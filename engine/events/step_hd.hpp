@@ -5,7 +5,8 @@
 // system's device results are the CPU's bits and CUDA's differ only through exp and expm1.
 //
 // Layouts: v, vinv and mask are column-major N x N (Eigen's default: element (i, j) at i + j N);
-// k and g are row-major (grid/transition.hpp's Mat<N>: element (i, j) at i N + j).
+// k, g and the other square matrices here are row-major (grid/transition.hpp's Mat<N>: element
+// (i, j) at i N + j).
 #include <cmath>
 
 #include "core/hd.hpp"
@@ -54,6 +55,85 @@ PKSCAN_HD_FORCEINLINE void step_state_hd(const double* k, const double* g, const
     t[i] = a;
   }
   for (int i = 0; i < N; ++i) y[i] = t[i];
+}
+
+// y = M x (M row-major); y must not alias x.
+template <int N>
+PKSCAN_HD_FORCEINLINE void matvec_hd(const double* m, const double* x, double* y) {
+  for (int i = 0; i < N; ++i) {
+    double a = m[i * N] * x[0];
+    for (int j = 1; j < N; ++j) a += m[i * N + j] * x[j];
+    y[i] = a;
+  }
+}
+
+// LU decomposition with full pivoting of `a` (row-major, overwritten by L below the diagonal and
+// U on and above it; P a Q = L U, row i of P a is row rp[i] of a, column j of a Q is column cp[j]
+// of a). Returns false when `a` is singular as Eigen's FullPivLU::isInvertible() judges it: some
+// pivot is not above epsilon * N times the largest pivot (or the matrix is not finite).
+template <int N>
+PKSCAN_HD inline bool lu_full_hd(double* a, int* rp, int* cp) {
+  for (int i = 0; i < N; ++i) rp[i] = cp[i] = i;
+  double max_pivot = 0.0;
+  bool invertible = true;
+  for (int k = 0; k < N; ++k) {
+    int pi = k, pj = k;
+    double big = -1.0;
+    for (int i = k; i < N; ++i)
+      for (int j = k; j < N; ++j)
+        if (::fabs(a[i * N + j]) > big) {
+          big = ::fabs(a[i * N + j]);
+          pi = i;
+          pj = j;
+        }
+    if (pi != k) {
+      for (int j = 0; j < N; ++j) {
+        const double t = a[k * N + j];
+        a[k * N + j] = a[pi * N + j];
+        a[pi * N + j] = t;
+      }
+      const int t = rp[k];
+      rp[k] = rp[pi];
+      rp[pi] = t;
+    }
+    if (pj != k) {
+      for (int i = 0; i < N; ++i) {
+        const double t = a[i * N + k];
+        a[i * N + k] = a[i * N + pj];
+        a[i * N + pj] = t;
+      }
+      const int t = cp[k];
+      cp[k] = cp[pj];
+      cp[pj] = t;
+    }
+    const double piv = a[k * N + k];
+    if (k == 0) max_pivot = ::fabs(piv);
+    if (!(::fabs(piv) > 2.220446049250313e-16 * N * max_pivot) || !(piv - piv == 0.0)) {
+      invertible = false;
+      break;
+    }
+    for (int i = k + 1; i < N; ++i) {
+      const double l = a[i * N + k] / piv;
+      a[i * N + k] = l;
+      for (int j = k + 1; j < N; ++j) a[i * N + j] -= l * a[k * N + j];
+    }
+  }
+  return invertible;
+}
+
+// x with M x = b, from lu_full_hd's factors of M; x may alias b.
+template <int N>
+PKSCAN_HD inline void lu_solve_hd(const double* lu, const int* rp, const int* cp, const double* b,
+                                  double* x) {
+  double y[N];
+  for (int i = 0; i < N; ++i) y[i] = b[rp[i]];
+  for (int i = 1; i < N; ++i)
+    for (int j = 0; j < i; ++j) y[i] -= lu[i * N + j] * y[j];
+  for (int i = N - 1; i >= 0; --i) {
+    for (int j = i + 1; j < N; ++j) y[i] -= lu[i * N + j] * y[j];
+    y[i] /= lu[i * N + i];
+  }
+  for (int i = 0; i < N; ++i) x[cp[i]] = y[i];
 }
 
 }  // namespace pkscan::detail
