@@ -1,5 +1,6 @@
 #pragma once
-// Memory of a device::Runtime for the device paths (device_backend.cpp, device_dataset.cpp).
+// Memory and streams of a device::Runtime for the device paths (device_dataset.cpp,
+// device_events.cpp).
 #include <cstddef>
 
 #include "device/runtime.hpp"
@@ -38,6 +39,39 @@ class Buffer {
   bool staging_;
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+// A stream and its timing events, drained before they (and the buffers declared before them)
+// go: no copy is still running into memory that is being freed.
+class DeviceStream {
+ public:
+  explicit DeviceStream(device::Runtime& rt) : rt_(&rt) {
+    try {
+      stream_ = rt.create_stream();
+      for (void*& e : mark_) e = rt.create_timing_event();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+  ~DeviceStream() { release(); }
+  void* get() const noexcept { return stream_; }
+  void mark(int i) { rt_->record(mark_[i], stream_); }
+  double seconds(int from, int to) { return rt_->elapsed_seconds(mark_[from], mark_[to]); }
+
+ private:
+  void release() noexcept {
+    if (stream_) rt_->synchronize_quietly(stream_);
+    for (void*& e : mark_)
+      if (e) rt_->destroy_event(e);
+    if (stream_) rt_->destroy_stream(stream_);
+    stream_ = nullptr;
+  }
+  device::Runtime* rt_;
+  void* stream_ = nullptr;
+  void* mark_[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
 };
 
 }  // namespace pkscan::detail

@@ -41,39 +41,6 @@ namespace pkscan::detail {
 
 namespace {
 
-// A stream and its timing events, drained before they (and the buffers declared before them)
-// go: no copy is still running into memory that is being freed.
-class Stream {
- public:
-  explicit Stream(device::Runtime& rt) : rt_(&rt) {
-    try {
-      stream_ = rt.create_stream();
-      for (void*& e : mark_) e = rt.create_timing_event();
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ~Stream() { release(); }
-  void* get() const noexcept { return stream_; }
-  void mark(int i) { rt_->record(mark_[i], stream_); }
-  double seconds(int from, int to) { return rt_->elapsed_seconds(mark_[from], mark_[to]); }
-
- private:
-  void release() noexcept {
-    if (stream_) rt_->synchronize_quietly(stream_);
-    for (void*& e : mark_)
-      if (e) rt_->destroy_event(e);
-    if (stream_) rt_->destroy_stream(stream_);
-    stream_ = nullptr;
-  }
-  device::Runtime* rt_;
-  void* stream_ = nullptr;
-  void* mark_[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
-};
-
 // Subjects [first, first + count) recorded by one thread, in order.
 struct Part {
   std::int64_t first = 0, count = 0;
@@ -290,7 +257,7 @@ class DatasetRun {
   DatasetResult& res_;
   device::Runtime& rt_;
   Buffer in_, out_;
-  Stream stream_;  // after the buffers: drained before they are freed
+  DeviceStream stream_;  // after the buffers: drained before they are freed
   const std::int64_t subjects_;
   const std::int64_t target_;
   device::DatasetChunk launched_;

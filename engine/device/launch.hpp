@@ -11,6 +11,7 @@
 #include "device/dataset_kernels.hpp"
 #include "device/subject_kernels.hpp"
 #include "device/summary_kernels.hpp"
+#include "device/walk_kernels.hpp"
 
 namespace pkscan::device {
 
@@ -88,6 +89,26 @@ void launch_dataset(const Policy& policy, int n, const DatasetChunk& c) {
       return for_each_subject(policy, c.subjects, DatasetKernel<5>{c});
     default:
       return for_each_subject(policy, c.subjects, DatasetKernel<6>{c});
+  }
+}
+
+// The event walk over a chunk's subjects, for n = 1 to 6 compartments.
+template <class Policy>
+void launch_walk(const Policy& policy, int n, const WalkChunk& c) {
+  if (c.subjects <= 0) return;
+  switch (n) {
+    case 1:
+      return for_each_subject(policy, c.subjects, EventWalk<1>{c});
+    case 2:
+      return for_each_subject(policy, c.subjects, EventWalk<2>{c});
+    case 3:
+      return for_each_subject(policy, c.subjects, EventWalk<3>{c});
+    case 4:
+      return for_each_subject(policy, c.subjects, EventWalk<4>{c});
+    case 5:
+      return for_each_subject(policy, c.subjects, EventWalk<5>{c});
+    default:
+      return for_each_subject(policy, c.subjects, EventWalk<6>{c});
   }
 }
 

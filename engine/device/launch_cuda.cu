@@ -58,6 +58,10 @@ void launch_dataset_cuda(int n, const DatasetChunk& c, void* stream) {
   launch_dataset(CudaStream{static_cast<cudaStream_t>(stream)}, n, c);
 }
 
+void launch_walk_cuda(int n, const WalkChunk& c, void* stream) {
+  launch_walk(CudaStream{static_cast<cudaStream_t>(stream)}, n, c);
+}
+
 template void launch_summary_cuda<double>(SummaryStage, const SummaryChunk<double>&, void*);
 template void launch_summary_cuda<float>(SummaryStage, const SummaryChunk<float>&, void*);
 template void launch_cuda<double>(Kernel, int, const DeviceSchedule&, const DeviceChunk<double>&,

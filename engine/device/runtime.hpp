@@ -16,6 +16,7 @@
 #include "device/dataset_job.hpp"
 #include "device/subject_kernels.hpp"
 #include "device/summary_job.hpp"
+#include "device/walk_job.hpp"
 
 namespace pkscan::device {
 
@@ -67,6 +68,10 @@ class Runtime {
   // Enqueues the dataset kernel (dataset_kernels.hpp) over the chunk's subjects, for a model of
   // n compartments (1 to 6), on `stream`.
   virtual void launch_dataset(int n, const DatasetChunk& c, void* stream) = 0;
+
+  // Enqueues the event walk (walk_kernels.hpp) over the chunk's subjects, for a model of n
+  // compartments (1 to 6), on `stream`.
+  virtual void launch_walk(int n, const WalkChunk& c, void* stream) = 0;
 
   // Sizes of the pipeline: a chunk holds at least min_chunk_subjects() subjects (when there are
   // that many) and about target_chunk_bytes() of output; results come back in pieces of at

@@ -103,6 +103,9 @@ class HostRuntime final : public Runtime {
   void launch_dataset(int n, const DatasetChunk& c, void*) override {
     device::launch_dataset(thrust::omp::par, n, c);
   }
+  void launch_walk(int n, const WalkChunk& c, void*) override {
+    device::launch_walk(thrust::omp::par, n, c);
+  }
   std::int64_t min_chunk_subjects() const noexcept override { return o_.min_chunk_subjects; }
   std::size_t target_chunk_bytes() const noexcept override { return o_.target_chunk_bytes; }
   std::size_t piece_bytes() const noexcept override { return o_.piece_bytes; }

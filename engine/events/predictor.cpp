@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <pkscan/error.hpp>
 #include <pkscan/predictor.hpp>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "core/names.hpp"
 #include "core/parallel.hpp"
+#include "device/device_events.hpp"
 #include "events/plan.hpp"
 #include "events/solver.hpp"
 
@@ -89,6 +91,12 @@ struct Prepared {
 
 struct Predictor::Impl : Prepared {
   using Prepared::Prepared;
+  // Device::Cuda: the plans on the device, and what a call there reuses (under `mutex`).
+  std::unique_ptr<detail::DeviceEvents> events;
+  std::mutex mutex;
+  std::vector<double> pred;
+  std::vector<std::int64_t> host;
+  DeviceCall last;
 };
 
 struct Predictor::Workspace::State {
@@ -146,6 +154,22 @@ std::unique_ptr<Predictor::Workspace> Predictor::make_workspace() const {
   return std::unique_ptr<Workspace>(new Workspace(std::make_unique<Workspace::State>(*impl_)));
 }
 
+void Predictor::set_device(Device device) {
+  if (device != Device::Cuda) {
+    impl_->events.reset();
+    return;
+  }
+  if (!impl_->events)
+    impl_->events = std::make_unique<detail::DeviceEvents>(impl_->setup, impl_->plans);
+}
+
+Device Predictor::device() const noexcept { return impl_->events ? Device::Cuda : Device::Cpu; }
+
+Predictor::DeviceCall Predictor::last_device_call() const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->last;
+}
+
 namespace {
 void check_call(const Prepared& impl, const Prepared* owner, const void* params, const char* what) {
   if (owner != &impl)
@@ -184,6 +208,10 @@ void check_error_model(const ErrorModel& error, const double* sigma) {
           "Predictor::log_likelihood: " + error.parameter_names()[static_cast<std::size_t>(i)] +
           " is " + format_value(sigma[i]) + ", but must be finite and > 0");
 }
+
+double likelihood(const Prepared& impl, std::int64_t s, const double* pred, const double* jac,
+                  const ErrorModel& error, const double* sigma, double* gradient,
+                  double* sigma_gradient);
 }  // namespace
 
 double Predictor::log_likelihood(std::int64_t s, const double* params, const ErrorModel& error,
@@ -193,10 +221,20 @@ double Predictor::log_likelihood(std::int64_t s, const double* params, const Err
   check_call(*impl_, ws.state_->owner, params, "log_likelihood");
   check_error_model(error, sigma);
   const detail::SubjectPlan& plan = impl_->plans[static_cast<std::size_t>(s)];
-  const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
   double* pred = ws.state_->pred.data();
   double* jac = ws.state_->jac.data();
   ws.state_->solver->predict(plan, s, params, pred, gradient != nullptr ? jac : nullptr);
+  return likelihood(*impl_, s, pred, jac, error, sigma, gradient, sigma_gradient);
+}
+
+namespace {
+// The log-likelihood of subject s from its predictions `pred` (and, with a gradient, their
+// Jacobian `jac`); Predictor::log_likelihood's documented contract.
+double likelihood(const Prepared& impl, std::int64_t s, const double* pred, const double* jac,
+                  const ErrorModel& error, const double* sigma, double* gradient,
+                  double* sigma_gradient) {
+  const detail::SubjectPlan& plan = impl.plans[static_cast<std::size_t>(s)];
+  const std::size_t np = static_cast<std::size_t>(impl.setup.np);
   constexpr double kHalfLog2Pi = 0.91893853320467274178;
   const int ns = error.parameter_count();
   const bool add = error.kind != ErrorModelKind::Proportional;
@@ -213,8 +251,8 @@ double Predictor::log_likelihood(std::int64_t s, const double* params, const Err
     double dll_df, dll_dsa = 0.0, dll_dsp = 0.0;
     if (error.log_scale) {
       if (!(dv > 0.0) || !(f > 0.0)) {
-        const DatasetSubject& sub = impl_->data.subjects[static_cast<std::size_t>(s)];
-        throw_domain("Predictor::log_likelihood: " + impl_->data.file + ":" +
+        const DatasetSubject& sub = impl.data.subjects[static_cast<std::size_t>(s)];
+        throw_domain("Predictor::log_likelihood: " + impl.data.file + ":" +
                      std::to_string(plan.ll_line[i]) + ": ID \"" + sub.id + "\" (subject " +
                      std::to_string(s + 1) + "): " + (dv > 0.0 ? "the prediction" : "DV") + " is " +
                      format_value(dv > 0.0 ? f : dv) + ", but must be > 0 on the log scale");
@@ -261,6 +299,7 @@ double Predictor::log_likelihood(std::int64_t s, const double* params, const Err
   }
   return ll;
 }
+}  // namespace
 
 namespace {
 // Runs body(s, workspace) for every subject on `threads` threads, one workspace per thread; the
@@ -273,9 +312,35 @@ void for_subjects(const Predictor& pred, int threads, Body&& body) {
 }
 }  // namespace
 
+// Predictions of every subject into `out` on the device, the subjects it leaves to the host on
+// the CPU's solver.
+void Predictor::predict_on_device(const double* params, double* out, int threads) const {
+  const Predictor& pred = *this;
+  Impl& impl = *impl_;
+  const int t = resolve_threads(threads);
+  impl.events->predict(params, t, out, impl.host);
+  impl.last.host_subjects = static_cast<std::int64_t>(impl.host.size());
+  impl.last.device_subjects = subjects() - impl.last.host_subjects;
+  impl.last.kernel_seconds = impl.events->kernel_seconds();
+  impl.last.transfer_seconds = impl.events->transfer_seconds();
+  const std::size_t np = static_cast<std::size_t>(impl.setup.np);
+  detail::parallel_for(
+      static_cast<std::int64_t>(impl.host.size()), t, 1, [&] { return pred.make_workspace(); },
+      [&](std::int64_t i, std::unique_ptr<Predictor::Workspace>& ws) {
+        const std::int64_t s = impl.host[static_cast<std::size_t>(i)];
+        pred.predict(s, params + static_cast<std::size_t>(s) * np, out + pred.observation_offset(s),
+                     *ws);
+      });
+}
+
 void Predictor::predict_all(const double* params, double* out, int threads) const {
   if (params == nullptr || (out == nullptr && observations() > 0))
     throw_invalid("Predictor::predict_all: params or out is null");
+  if (impl_->events) {
+    const std::lock_guard<std::mutex> lock(impl_->mutex);
+    predict_on_device(params, out, threads);
+    return;
+  }
   const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
   for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
     predict(s, params + static_cast<std::size_t>(s) * np, out + observation_offset(s), ws);
@@ -304,12 +369,27 @@ double Predictor::log_likelihood_all(const double* params, const ErrorModel& err
   const std::size_t ns = static_cast<std::size_t>(error.parameter_count());
   std::vector<double> lls(n);
   std::vector<double> sg(sigma_gradient != nullptr ? n * ns : 0);
-  for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
-    const std::size_t i = static_cast<std::size_t>(s);
-    lls[i] = log_likelihood(s, params + i * np, error, sigma,
-                            gradient != nullptr ? gradient + i * np : nullptr,
-                            sigma_gradient != nullptr ? sg.data() + i * ns : nullptr, ws);
-  });
+  if (impl_->events && gradient == nullptr) {
+    // Predictions on the device, then each subject's likelihood from them.
+    const std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->pred.resize(static_cast<std::size_t>(observations()));
+    predict_on_device(params, impl_->pred.data(), threads);
+    detail::parallel_for(
+        subjects(), resolve_threads(threads), 64, [] { return 0; },
+        [&](std::int64_t s, int&) {
+          const std::size_t i = static_cast<std::size_t>(s);
+          lls[i] =
+              likelihood(*impl_, s, impl_->pred.data() + observation_offset(s), nullptr, error,
+                         sigma, nullptr, sigma_gradient != nullptr ? sg.data() + i * ns : nullptr);
+        });
+  } else {
+    for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
+      const std::size_t i = static_cast<std::size_t>(s);
+      lls[i] = log_likelihood(s, params + i * np, error, sigma,
+                              gradient != nullptr ? gradient + i * np : nullptr,
+                              sigma_gradient != nullptr ? sg.data() + i * ns : nullptr, ws);
+    });
+  }
   // Sums in subject order: the same bits for any thread count.
   double total = 0.0;
   for (std::size_t i = 0; i < n; ++i) total += lls[i];

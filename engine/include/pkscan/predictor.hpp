@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <pkscan/backend.hpp>
 #include <pkscan/dataset.hpp>
 #include <pkscan/models/model_kind.hpp>
 #include <string>
@@ -127,6 +128,34 @@ class Predictor {
   /// A workspace for this predictor (allocates; reuse it across evaluations).
   std::unique_ptr<Workspace> make_workspace() const;
 
+  /// Where predict_all() and log_likelihood_all() without gradients run (the per-subject
+  /// functions and the gradients always run on the CPU):
+  /// - Device::Cpu (the default) and Device::Auto: the CPU (Auto stays on the CPU until the
+  ///   device's Predictor has been measured on a GPU; docs/performance.md);
+  /// - Device::Cuda: the event walk on the GPU, one device thread per subject on the dataset's
+  ///   plans, uploaded here once (engine/device/walk_kernels.hpp). The host's threads check each
+  ///   call's parameter rows and compute their eigendecompositions; one launch walks every
+  ///   subject. Predictions are the CPU's up to CUDA's exp and expm1 (the walk is the CPU
+  ///   solver's arithmetic, step for step); a subject whose rows have no well-conditioned real
+  ///   eigendecomposition, or with more than 32 infusions running at once, runs on the CPU.
+  ///   Calls on one Predictor take turns on the device (a lock).
+  /// Not to be called while another thread evaluates this Predictor.
+  /// @throws BackendUnavailable for Device::Cuda when this build or machine has no usable device
+  ///         ("Predictor: device 'cuda' is not available: ..."); DeviceError when the device fails
+  void set_device(Device device);
+  /// The device set by set_device() (Device::Cpu by default; Device::Auto reads as Cpu).
+  Device device() const noexcept;
+
+  /// What the last predict_all() or log_likelihood_all() without gradients on Device::Cuda did.
+  struct DeviceCall {
+    std::int64_t device_subjects = 0;  ///< subjects the device walked
+    std::int64_t host_subjects = 0;    ///< subjects it left to the CPU's solver
+    double kernel_seconds = 0.0;       ///< the walk's kernel (device events around it)
+    double transfer_seconds = 0.0;     ///< the copies of rows up and predictions down
+  };
+  /// The last call on the device (all zero before one).
+  DeviceCall last_device_call() const;
+
   /// Predictions (concentration of the observed compartment: CMT or the model's observation
   /// compartment) of subject `s` (0-based) with parameters `params` (parameters() values).
   /// @param out observations(s) values
@@ -184,6 +213,8 @@ class Predictor {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // predict_all() on the device (set_device(Device::Cuda)); call with the device's lock held.
+  void predict_on_device(const double* params, double* out, int threads) const;
 };
 
 }  // namespace pkscan

@@ -1,0 +1,256 @@
+// The Predictor's plans on device 'cuda' (device_events.hpp), over a system's Runtime.
+//
+// Once: the plans go up as plain arrays (device/walk_job.hpp): every subject's event templates,
+// its records and its offsets, and room for its events in processing order.
+// Per call: the host's threads fill each subject's parameter rows (DatasetSetup::fill_rows, the
+// CPU's checks and messages) and each row's eigendecomposition (the CPU's Propagator); the rows go
+// up, one launch walks every subject, and the predictions and statuses come back. A row without
+// a fast eigendecomposition sends its subject to the host's solver.
+#include "device/device_events.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cstring>
+#include <pkscan/error.hpp>
+#include <string>
+
+#include "core/parallel.hpp"
+#include "device/buffer.hpp"
+#include "device/runtime.hpp"
+#include "device/walk_job.hpp"
+#include "events/event_list.hpp"
+#include "grid/device_backend.hpp"
+
+namespace pkscan::detail {
+
+namespace {
+
+std::unique_ptr<device::Runtime> runtime_for(const std::string& who) {
+  std::unique_ptr<device::Runtime> rt = make_device_runtime();
+  std::string why = "this build of pkscan has no CUDA support";
+  if (!rt || rt->device_count(&why) <= 0)
+    throw BackendUnavailable(who + ": device 'cuda' is not available: " + why);
+  return rt;
+}
+
+// The rows of subject s in walk_job.hpp's layout at `out`; false when a row has no fast
+// eigendecomposition.
+template <int N>
+bool fill_walk_rows(const DatasetSetup& setup, const SubjectPlan& plan, std::int64_t s,
+                    const double* params, std::vector<double>& values, Propagator<N>& prop,
+                    double* out) {
+  setup.fill_rows(plan, s, params, values);
+  const std::size_t np = static_cast<std::size_t>(setup.np);
+  const std::int64_t stride = device::row_stride(N, setup.np);
+  Mat<N> a;
+  for (std::size_t r = 0; r < plan.rows.size(); ++r) {
+    const double* row = values.data() + r * np;
+    rate_matrix(*setup.model, row, a.data());
+    prop.reset(a);
+    if (!prop.fast()) return false;
+    double* o = out + static_cast<std::int64_t>(r) * stride;
+    std::copy(row, row + np, o);
+    o += np;
+    std::copy(a.data(), a.data() + N * N, o);
+    std::copy(prop.v().data(), prop.v().data() + N * N, o + N * N);
+    std::copy(prop.vinv().data(), prop.vinv().data() + N * N, o + 2 * N * N);
+    std::copy(prop.mask().data(), prop.mask().data() + N * N, o + 3 * N * N);
+    std::copy(prop.lambda().data(), prop.lambda().data() + N, o + 4 * N * N);
+  }
+  return true;
+}
+
+}  // namespace
+
+struct DeviceEvents::Impl {
+  Impl(const DatasetSetup& s, const std::vector<SubjectPlan>& p)
+      : setup(s),
+        plans(p),
+        rt(runtime_for(s.who)),
+        plan_buf(*rt, false),
+        in_buf(*rt, false),
+        out_buf(*rt, false),
+        stream(*rt) {}
+
+  const DatasetSetup& setup;
+  const std::vector<SubjectPlan>& plans;
+  std::unique_ptr<device::Runtime> rt;
+  Buffer plan_buf, in_buf, out_buf;
+  DeviceStream stream;  // after the buffers: drained before they are freed
+  device::WalkChunk chunk;
+  std::vector<std::int64_t> row_offset;  // per subject: its first row (rows of all subjects)
+  std::int64_t total_rows = 0, total_obs = 0;
+  std::vector<std::int64_t> first_row;  // the call's: row_offset, or -1 for the host
+  std::vector<double> rows;
+  std::vector<std::uint8_t> status;
+  double kernel_s = 0.0, transfer_s = 0.0;
+
+  void upload_plans();
+  template <int N>
+  void fill(const double* params, int threads);
+};
+
+void DeviceEvents::Impl::upload_plans() {
+  const ModelInfo& m = *setup.model;
+  const std::int64_t n = static_cast<std::int64_t>(plans.size());
+  std::vector<device::WalkSubject> subjects(static_cast<std::size_t>(n));
+  std::vector<device::WalkTemplate> templates;
+  std::vector<device::WalkRecord> records;
+  row_offset.resize(static_cast<std::size_t>(n));
+  std::int64_t scratch = 0;
+  for (std::int64_t s = 0; s < n; ++s) {
+    const SubjectPlan& plan = plans[static_cast<std::size_t>(s)];
+    const std::vector<DatasetRecord>& recs =
+        setup.data->subjects[static_cast<std::size_t>(s)].records;
+    device::WalkSubject& w = subjects[static_cast<std::size_t>(s)];
+    w.templates = static_cast<std::int64_t>(templates.size());
+    w.events = static_cast<std::int64_t>(plan.events.size());
+    w.records = static_cast<std::int64_t>(records.size());
+    w.record_count = static_cast<std::int64_t>(recs.size());
+    w.scratch = scratch;
+    w.out = plan.obs_offset;
+    w.infusion_ids = plan.infusion_ids;
+    w.last_obs = plan.last_obs;
+    scratch += static_cast<std::int64_t>(plan.events.size() + plan.lag_boundaries);
+    for (const EventTemplate& t : plan.events) templates.push_back({t.e, t.addl_k});
+    for (std::size_t j = 0; j < recs.size(); ++j) {
+      const DatasetRecord& r = recs[j];
+      device::WalkRecord o;
+      o.time = r.time;
+      o.amt = r.amt;
+      o.ii = r.ii;
+      o.evid = r.evid;
+      o.ss = r.ss;
+      o.obs_cmt = r.cmt > 0 ? r.cmt - 1 : m.default_observation_compartment;
+      o.row = plan.row_of[j];
+      records.push_back(o);
+    }
+    row_offset[static_cast<std::size_t>(s)] = total_rows;
+    total_rows += static_cast<std::int64_t>(plan.rows.size());
+    total_obs += plan.obs_count;
+  }
+  device::WalkModel& wm = chunk.model;
+  wm.np = setup.np;
+  wm.default_obs = m.default_observation_compartment;
+  for (int c = 0; c < setup.n; ++c) {
+    wm.f_col[c] = m.f_parameter[static_cast<std::size_t>(c)];
+    wm.lag_col[c] = m.lag_parameter[static_cast<std::size_t>(c)];
+    wm.vol_col[c] = m.volume_parameter[static_cast<std::size_t>(c)];
+  }
+  // Device memory: subjects, templates, records, scratch events (once); the call's first rows
+  // and rows; its predictions and statuses.
+  const std::size_t at_templates = align_up(subjects.size() * sizeof(device::WalkSubject), kAlign);
+  const std::size_t at_records =
+      at_templates + align_up(templates.size() * sizeof(device::WalkTemplate), kAlign);
+  const std::size_t at_scratch =
+      at_records + align_up(records.size() * sizeof(device::WalkRecord), kAlign);
+  const std::size_t plan_bytes = at_scratch + static_cast<std::size_t>(scratch) * sizeof(Event);
+  plan_buf.reserve(plan_bytes);
+  char* d = static_cast<char*>(plan_buf.ptr());
+  void* sm = stream.get();
+  rt->copy_to_device(d, subjects.data(), subjects.size() * sizeof(device::WalkSubject), sm);
+  rt->copy_to_device(d + at_templates, templates.data(),
+                     templates.size() * sizeof(device::WalkTemplate), sm);
+  rt->copy_to_device(d + at_records, records.data(), records.size() * sizeof(device::WalkRecord),
+                     sm);
+  rt->synchronize(sm);  // the host vectors go when this returns
+  chunk.subjects = n;
+  chunk.subject = reinterpret_cast<const device::WalkSubject*>(d);
+  chunk.templates = reinterpret_cast<const device::WalkTemplate*>(d + at_templates);
+  chunk.records = reinterpret_cast<const device::WalkRecord*>(d + at_records);
+  chunk.scratch = reinterpret_cast<Event*>(d + at_scratch);
+
+  const std::int64_t stride = device::row_stride(setup.n, setup.np);
+  const std::size_t at_rows = align_up(static_cast<std::size_t>(n) * sizeof(std::int64_t), kAlign);
+  in_buf.reserve(at_rows + static_cast<std::size_t>(total_rows * stride) * sizeof(double));
+  char* in = static_cast<char*>(in_buf.ptr());
+  chunk.first_row = reinterpret_cast<const std::int64_t*>(in);
+  chunk.rows = reinterpret_cast<const double*>(in + at_rows);
+  const std::size_t at_status =
+      align_up(static_cast<std::size_t>(total_obs) * sizeof(double), kAlign);
+  out_buf.reserve(at_status + static_cast<std::size_t>(n));
+  char* out = static_cast<char*>(out_buf.ptr());
+  chunk.prediction = reinterpret_cast<double*>(out);
+  chunk.status = reinterpret_cast<std::uint8_t*>(out + at_status);
+  first_row.resize(static_cast<std::size_t>(n));
+  rows.resize(static_cast<std::size_t>(total_rows * stride));
+  status.resize(static_cast<std::size_t>(n));
+}
+
+template <int N>
+void DeviceEvents::Impl::fill(const double* params, int threads) {
+  struct Worker {
+    std::vector<double> values;
+    Propagator<N> prop;
+  };
+  const std::size_t np = static_cast<std::size_t>(setup.np);
+  const std::int64_t stride = device::row_stride(N, setup.np);
+  const std::int64_t n = static_cast<std::int64_t>(plans.size());
+  detail::parallel_for(
+      n, threads, 64, [] { return Worker{}; },
+      [&](std::int64_t s, Worker& w) {
+        const std::size_t i = static_cast<std::size_t>(s);
+        const bool fast = fill_walk_rows<N>(setup, plans[i], s, params + i * np, w.values, w.prop,
+                                            rows.data() + row_offset[i] * stride);
+        first_row[i] = fast ? row_offset[i] : -1;
+      });
+}
+
+DeviceEvents::DeviceEvents(const DatasetSetup& setup, const std::vector<SubjectPlan>& plans)
+    : impl_(std::make_unique<Impl>(setup, plans)) {
+  impl_->upload_plans();
+}
+
+DeviceEvents::~DeviceEvents() = default;
+
+void DeviceEvents::predict(const double* params, int threads, double* out,
+                           std::vector<std::int64_t>& host) {
+  Impl& d = *impl_;
+  host.clear();
+  const std::int64_t n = d.chunk.subjects;
+  if (n == 0) return;
+  switch (d.setup.n) {
+    case 1:
+      d.fill<1>(params, threads);
+      break;
+    case 2:
+      d.fill<2>(params, threads);
+      break;
+    case 3:
+      d.fill<3>(params, threads);
+      break;
+    case 4:
+      d.fill<4>(params, threads);
+      break;
+    case 5:
+      d.fill<5>(params, threads);
+      break;
+    default:
+      d.fill<6>(params, threads);
+      break;
+  }
+  device::Runtime& rt = *d.rt;
+  void* sm = d.stream.get();
+  d.stream.mark(0);
+  rt.copy_to_device(const_cast<std::int64_t*>(d.chunk.first_row), d.first_row.data(),
+                    d.first_row.size() * sizeof(std::int64_t), sm);
+  rt.copy_to_device(const_cast<double*>(d.chunk.rows), d.rows.data(),
+                    d.rows.size() * sizeof(double), sm);
+  d.stream.mark(1);
+  rt.launch_walk(d.setup.n, d.chunk, sm);
+  d.stream.mark(2);
+  rt.copy_to_host(out, d.chunk.prediction, static_cast<std::size_t>(d.total_obs) * sizeof(double),
+                  sm);
+  rt.copy_to_host(d.status.data(), d.chunk.status, d.status.size(), sm);
+  d.stream.mark(3);
+  rt.synchronize(sm);
+  d.kernel_s = d.stream.seconds(1, 2);
+  d.transfer_s = d.stream.seconds(0, 1) + d.stream.seconds(2, 3);
+  for (std::int64_t s = 0; s < n; ++s)
+    if (d.status[static_cast<std::size_t>(s)] != device::kWalkOk) host.push_back(s);
+}
+
+double DeviceEvents::kernel_seconds() const noexcept { return impl_->kernel_s; }
+double DeviceEvents::transfer_seconds() const noexcept { return impl_->transfer_s; }
+
+}  // namespace pkscan::detail

@@ -1,0 +1,77 @@
+#pragma once
+// What the event walk (walk_kernels.hpp) reads and writes: a dataset's plans as plain arrays,
+// uploaded once (the Predictor's plans do not change between calls), the parameter rows of one
+// call, and the predictions it writes. Plain structs, so that the host side fills them without
+// seeing the kernel.
+#include <cstdint>
+
+#include "events/event.hpp"
+
+namespace pkscan::device {
+
+// An event of a subject's plan before the parameters are known (events/plan.hpp's
+// EventTemplate): its time without lag (for stops, without lag and duration), the dose number
+// within its record.
+struct WalkTemplate {
+  detail::Event e;
+  std::int64_t addl_k = 0;
+};
+
+// A dataset record as the walk reads it.
+struct WalkRecord {
+  double time = 0.0;
+  double amt = 0.0;
+  double ii = 0.0;
+  std::int32_t evid = 0;
+  std::int32_t ss = 0;
+  std::int32_t obs_cmt = 0;  // observations: the observed compartment (0-based)
+  std::int32_t row = 0;      // the parameter row of the record within its subject
+};
+
+// One subject's plan: offsets into the dataset-wide arrays.
+struct WalkSubject {
+  std::int64_t templates = 0;     // first template
+  std::int64_t events = 0;        // number of templates
+  std::int64_t records = 0;       // first record
+  std::int64_t record_count = 0;  // number of records (at least one)
+  std::int64_t scratch = 0;       // first scratch event (room for events + lag boundaries)
+  std::int64_t out = 0;           // first prediction (Predictor::observation_offset)
+  std::int64_t infusion_ids = 0;  // ids 0.. are the infusion doses; steady-state runs follow
+  double last_obs = 0.0;          // nothing after the last observation is reported
+};
+
+// The model's columns the walk reads from a parameter row.
+struct WalkModel {
+  std::int32_t np = 0;           // parameters per row
+  std::int32_t default_obs = 0;  // observation compartment of records without CMT (0-based)
+  std::int32_t f_col[6] = {};
+  std::int32_t lag_col[6] = {};
+  std::int32_t vol_col[6] = {};
+};
+
+// Layout of one parameter row of a call (row_stride(n, np) doubles): the row's values (np), then
+// A (row-major n x n), V, V^-1 and the structural-zero mask (column-major n x n each) and the
+// eigenvalues (n) of A = V diag(lambda) V^-1 (events/event_list.hpp's Propagator, fast path).
+PKSCAN_HD inline std::int64_t row_stride(int n, int np) { return np + 4 * n * n + n; }
+
+enum : std::uint8_t {
+  kWalkOk = 0,    // every prediction written
+  kWalkHost = 1,  // not run: a row has no fast eigendecomposition, or a list ran out of room
+                  // (the host's event solver runs the subject)
+};
+
+// One launch over subjects [0, subjects).
+struct WalkChunk {
+  WalkModel model;
+  std::int64_t subjects = 0;
+  const WalkSubject* subject = nullptr;
+  const WalkTemplate* templates = nullptr;
+  const WalkRecord* records = nullptr;
+  const std::int64_t* first_row = nullptr;  // per subject: its first row in `rows`, or -1: host
+  const double* rows = nullptr;             // the call's rows (row_stride each)
+  detail::Event* scratch = nullptr;         // the subjects' events in processing order
+  double* prediction = nullptr;             // per observation
+  std::uint8_t* status = nullptr;           // per subject: kWalkOk or kWalkHost
+};
+
+}  // namespace pkscan::device
