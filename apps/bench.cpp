@@ -317,17 +317,52 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
 // (DV 1, additive error), `repeat` calls, beside its arithmetic measured in the same run: the
 // same subjects through Predictor::log_likelihood one after another on this thread with one
 // reused workspace. The difference is the call's overhead (workspaces, threads, copies).
+// With --device cuda: log_likelihood_all without gradients on the device (Predictor::set_device),
+// beside the same call on the CPU in the same run, with the device call's kernel and copy seconds.
 void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
   ParameterBatch params;
   Dataset d = bench_dataset(o, false, params);
   for (DatasetSubject& subj : d.subjects)
     for (DatasetRecord& r : subj.records)
       if (r.evid == 0) r.dv = 1.0, r.mdv = false;
-  const Predictor pred(std::move(d), ModelKind::ThreeCompartment);
+  Predictor pred(std::move(d), ModelKind::ThreeCompartment);
   const ErrorModel error{ErrorModelKind::Additive};
   const double sigma = 0.5;
   const std::size_t np = static_cast<std::size_t>(pred.parameters());
   std::vector<double> gradient(static_cast<std::size_t>(pred.subjects()) * np), sg(1);
+  std::ostringstream s;
+  s.precision(6);
+  if (o.device == Device::Cuda) {
+    auto value = [&] {
+      return pred.log_likelihood_all(params.row(0), error, &sigma, nullptr, nullptr, sg.data(),
+                                     o.threads);
+    };
+    const Timings t_cpu = time_calls(o.repeat, value);
+    pred.set_device(Device::Cuda);
+    Timings t_dev;
+    Predictor::DeviceCall call;
+    double t0 = now();
+    value();
+    t_dev.first_call = now() - t0;
+    for (int k = 0; k < o.repeat; ++k) {
+      t0 = now();
+      value();
+      t_dev.times.push_back(now() - t0);
+      if (t_dev.times.back() <= t_dev.best()) call = pred.last_device_call();
+    }
+    const double best = t_dev.best();
+    s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all\",\"device\":\"cuda\""
+      << ",\"n\":" << o.n << ",\"doses\":" << o.doses << ",\"observations\":" << o.observations
+      << ",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
+      << ",\"best_s\":" << best << ",\"median_s\":" << median(t_dev.times)
+      << ",\"first_call_s\":" << t_dev.first_call << ",\"kernel_s\":" << call.kernel_seconds
+      << ",\"transfer_s\":" << call.transfer_seconds
+      << ",\"host_s\":" << best - call.kernel_seconds - call.transfer_seconds
+      << ",\"device_subjects\":" << call.device_subjects << ",\"cpu_best_s\":" << t_cpu.best()
+      << ",\"cpu_over_device\":" << t_cpu.best() / best << "}\n";
+    out << s.str();
+    return;
+  }
   auto all = [&] {
     return pred.log_likelihood_all(params.row(0), error, &sigma, nullptr, gradient.data(),
                                    sg.data(), o.threads);
@@ -343,8 +378,6 @@ void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
   const Timings t_all = time_calls(o.repeat, all), t_loop = time_calls(o.repeat, loop);
   const double best = t_all.best();
   const double arithmetic = t_loop.best();
-  std::ostringstream s;
-  s.precision(6);
   s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all+gradient\",\"n\":" << o.n
     << ",\"doses\":" << o.doses << ",\"observations\":" << o.observations
     << ",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
@@ -508,8 +541,7 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
     << ",\"best_s\":" << t.best() << ",\"median_s\":" << median(t.times)
     << ",\"ns_per_subject_step\":"
     << t.best() * 1e9 / (static_cast<double>(o.n) * static_cast<double>(o.t))
-    << ",\"recurrence_s\":" << recurrence_s
-    << ",\"sums_sketch_s\":" << best_part[1] / threads
+    << ",\"recurrence_s\":" << recurrence_s << ",\"sums_sketch_s\":" << best_part[1] / threads
     << ",\"metrics_s\":" << best_part[2] / threads
     << ",\"last_recurrence_s\":" << rs.fused_recurrence_seconds / threads
     << ",\"last_sums_sketch_s\":" << rs.fused_sums_seconds / threads
@@ -517,8 +549,8 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
     << ",\"last_call_s\":" << rs.prepare_seconds + rs.scan_seconds << ",\"probe_s\":" << probe_s
     << ",\"recurrence_over_probe\":" << recurrence_s / probe_s;
   if (rs.device == Device::Cuda)  // summarised on the device: its kernels and copies (last call)
-    s << ",\"kernel_s\":" << rs.device_kernel_seconds << ",\"transfer_s\":"
-      << rs.device_transfer_seconds;
+    s << ",\"kernel_s\":" << rs.device_kernel_seconds
+      << ",\"transfer_s\":" << rs.device_transfer_seconds;
   s << "}\n";
   out << s.str();
 }

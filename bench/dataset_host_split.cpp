@@ -7,13 +7,21 @@
 // The host's part is what a GPU cannot take away with this design; record_over_cpu is its ratio
 // to the whole CPU path, measured in the same process.
 //
-// Usage: pkscan_dataset_host_split [N] [repeat]   (built with the tests; one JSON line)
+// The same split for the Predictor on the device (Predictor::set_device, the event walk): its
+// log_likelihood_all without gradients on the dataset (DV 1, additive error) on the CPU and on
+// the host system, whose host part is what stays on the host per call (the parameter rows, their
+// checks and eigendecompositions, the likelihood from the predictions).
+//
+// Usage: pkscan_dataset_host_split [N] [repeat]   (built with the tests; two JSON lines)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <pkscan/pkscan.hpp>
+#include <pkscan/predictor.hpp>
+#include <utility>
+#include <vector>
 
 #include "bench.hpp"
 #include "device/runtime_host.hpp"
@@ -53,4 +61,39 @@ int main(int argc, char** argv) {
       "\"record_s\":%.6g,\"record_over_cpu\":%.3f}\n",
       static_cast<long long>(o.n), o.doses, o.observations, g.threads, best[0].s, best[1].s,
       g.device_kernel_seconds, g.device_transfer_seconds, record, record / best[0].s);
+
+  Dataset dl = d;
+  for (DatasetSubject& subj : dl.subjects)
+    for (DatasetRecord& rec : subj.records)
+      if (rec.evid == 0) rec.dv = 1.0, rec.mdv = false;
+  Predictor cpu(dl, ModelKind::ThreeCompartment);
+  Predictor dev(std::move(dl), ModelKind::ThreeCompartment);
+  dev.set_device(Device::Cuda);
+  const ErrorModel error{ErrorModelKind::Additive};
+  const double sigma = 0.5;
+  std::vector<double> rows;
+  for (std::int64_t s = 0; s < params.subjects(); ++s)
+    rows.insert(rows.end(), params.row(s), params.row(s) + params.parameters());
+  double best_ll[2] = {1e300, 1e300};
+  Predictor::DeviceCall call;
+  for (int k = 0; k < repeat + 1; ++k)
+    for (int which = 0; which < 2; ++which) {
+      const Predictor& p = which == 0 ? cpu : dev;
+      const auto t0 = std::chrono::steady_clock::now();
+      p.log_likelihood_all(rows.data(), error, &sigma, nullptr, nullptr, nullptr);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (k > 0 && s < best_ll[which]) {
+        best_ll[which] = s;
+        if (which == 1) call = dev.last_device_call();
+      }
+    }
+  const double host = best_ll[1] - call.kernel_seconds - call.transfer_seconds;
+  std::printf(
+      "{\"workload\":\"predictor\",\"entry\":\"log_likelihood_all\",\"n\":%lld,"
+      "\"doses\":%d,\"observations\":%d,\"threads\":%d,\"cpu_s\":%.6g,"
+      "\"device_host_system_s\":%.6g,\"kernel_s\":%.6g,\"transfer_s\":%.6g,"
+      "\"host_s\":%.6g,\"host_over_cpu\":%.3f,\"device_subjects\":%lld}\n",
+      static_cast<long long>(o.n), o.doses, o.observations, resolve_threads(0), best_ll[0],
+      best_ll[1], call.kernel_seconds, call.transfer_seconds, host, host / best_ll[0],
+      static_cast<long long>(call.device_subjects));
 }

@@ -5,15 +5,16 @@
 #  2. `pkscan bench --device cuda` cells, each beside the same cell on the CPU in the same run:
 #     dense N=1e6, T=1e3 in float64 and float32, N=1e5 dense, final state and sparse:50 at
 #     N=1e6, power N=1, T=1e6 (sparse:1000), population summaries N=2e5 and 1e6, T=1e3, and
-#     an irregular NONMEM dataset of 1e5 subjects (the event engine);
+#     an irregular NONMEM dataset of 1e5 subjects (the event engine), and the Predictor's
+#     log_likelihood_all on the device (the event walk) at 1e5, 1e3 and 12 subjects (the last two
+#     in the overhead regime: N x T <= 1e5), each with the CPU's same call measured in the cell;
 #  3. the seed's formulation in JAX (x_t = K x_{t-1} by lax.scan over stacked per-subject K) on
 #     the same GPU, if JAX with CUDA is importable (JAX=python path, default .venv/bin/python).
 # Writes bench/results/<gpu>-<date>.json (one JSON object per line; the ctest log beside it) and
 # the GPU table of docs/performance.md (bench/gpu_table.py). On a machine without a
 # usable CUDA device it prints one line saying so and exits 0.
 # Each cuda cell reports its kernel and transfer seconds and the device's copy ceilings measured
-# in the same process (device-to-device, device-to-host). Not measured yet (no device path for
-# them: issue 15 is open): datasets and the Predictor on the device.
+# in the same process (device-to-device, device-to-host).
 # Usage: bench/gpu.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,14 +46,14 @@ ctest --test-dir "$build" -L gpu -j "$(nproc)" --output-on-failure >"$out.ctest.
   python3 -c 'import json,sys; print(json.dumps({"ctest_gpu": sys.stdin.read().strip()}))' >>"$out"
 
 # compute-sanitizer's memcheck on the cases that cover every kernel and copy path (timing, buffer
-# reuse, overflow, the device summary's chunks, calls and population run, the dataset kernel for
-# every compartment count, and a few agreement scenarios), when the toolkit's sanitizer is there:
-# the log beside the results, its summary line in them.
+# reuse, overflow, the device summary's chunks, calls and population run, the dataset kernel and
+# the Predictor's event walk for every compartment count, and a few agreement scenarios), when the
+# toolkit's sanitizer is there: the log beside the results, its summary line in them.
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ] && [ -x "$build/tests/pkscan_backend_tests" ]; then
   say "compute-sanitizer --tool memcheck"
   "$sanitizer" --tool memcheck --error-exitcode 9 "$build/tests/pkscan_backend_tests" \
-    --gtest_filter='Gpu/DeviceTiming.*:Gpu/OverflowStatus.*:Gpu/DeviceEventModels.*:Gpu/*ManySubjects_Short_Mixed_Exact*' \
+    --gtest_filter='Gpu/DeviceTiming.*:Gpu/OverflowStatus.*:Gpu/DeviceEventModels.*:Gpu/DevicePredictor.*:Gpu/*ManySubjects_Short_Mixed_Exact*' \
     >"$out.memcheck.log" 2>&1 || true
   { grep -E "ERROR SUMMARY" "$out.memcheck.log" | tail -1 || echo "no memcheck summary (see the log)"; } |
     python3 -c 'import json,sys; print(json.dumps({"memcheck": sys.stdin.read().strip()}))' >>"$out"
@@ -92,6 +93,11 @@ both --n 1000000 --t 1000 --output summaries
 # A NONMEM dataset (the event engine): 1e5 subjects, 20 doses and 30 observations each at
 # irregular times (device cuda: the host records the programs, the device runs them).
 both --dataset irregular --n 100000 --doses 20 --observations 30
+# The Predictor (fitting code's calls): log_likelihood_all without gradients on the device, the
+# CPU's same call measured in the same cell (cpu_best_s); a large call and two small ones.
+cell cuda --dataset likelihood --n 100000 --doses 20 --observations 30
+cell cuda --dataset likelihood --n 1000 --doses 20 --observations 30
+cell cuda --dataset likelihood --n 12 --doses 4 --observations 20
 
 jax_python=$(command -v "${JAX:-.venv/bin/python}" || true)
 if [ -n "$jax_python" ] && "$jax_python" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' \

@@ -23,6 +23,9 @@ def label(c):
     if c.get("workload") in ("irregular", "regular"):
         return (f"dataset {c['workload']}, N={num(c['n'])}, {c['doses']} doses + "
                 f"{c['observations']} observations (float64)")
+    if c.get("workload") == "likelihood":
+        return (f"Predictor log_likelihood_all, N={num(c['n'])}, {c['doses']} doses + "
+                f"{c['observations']} observations (float64)")
     if c.get("workload") == "summaries":
         return f"summaries only, N={num(c['n'])}, T={num(c['t'])} ({c['precision']})"
     return f"{c['method']} {c['output']}, N={num(c['n'])}, T={num(c['t'])} ({c['precision']})"
@@ -43,7 +46,10 @@ def device_part(c):
     if "kernel_s" not in c:
         return "-"
     if "device_write_over_kernel" not in c:  # summaries, datasets: the last call's split
-        return f"kernel {c['kernel_s'] * 1e3:.3g} ms; transfer {c['transfer_s'] * 1e3:.3g} ms"
+        part = f"kernel {c['kernel_s'] * 1e3:.3g} ms; transfer {c['transfer_s'] * 1e3:.3g} ms"
+        if "host_s" in c:  # the Predictor: the host's part of the call
+            part += f"; host {c['host_s'] * 1e3:.3g} ms"
+        return part
     return (f"kernel {c['kernel_s'] * 1e3:.3g} ms ({c['device_write_over_kernel']:.2f} of the "
             f"device write at {c['d2d_gb_per_s']:.0f} GB/s); transfer "
             f"{c['transfer_s'] * 1e3:.3g} ms ({c['transfer_ceiling_over_transfer']:.2f} of "
@@ -64,6 +70,8 @@ def table(lines, source):
         if g.get("device") != "cuda":
             continue
         h = next((c for c in grid[i + 1:] if c.get("device") == "cpu" and key(c) == key(g)), None)
+        if h is None and "cpu_best_s" in g:  # the CPU's call measured in the same cell
+            h = {"best_s": g["cpu_best_s"], "threads": g["threads"]}
         if h is None:
             continue
         rows.append(f"| {label(g)} | {g['best_s'] * 1e3:.4g} ms | {h['best_s'] * 1e3:.4g} ms "

@@ -78,12 +78,18 @@ class PyPredictor {
     model_ = d.model;
     {
       py::gil_scoped_release nogil;
-      predictor_ = std::make_unique<const Predictor>(*data_, model_);
+      predictor_ = std::make_unique<Predictor>(*data_, model_);
     }
     index_observations();
   }
 
   const Predictor& predictor() const noexcept { return *predictor_; }
+  std::string device() const { return to_string(predictor_->device()); }
+  void set_device(const std::string& name) {
+    const Device d = device_from_string(name);
+    py::gil_scoped_release nogil;
+    predictor_->set_device(d);
+  }
   PyModel model() const { return PyModel{model_}; }
   PyDataset dataset() const { return PyDataset{data_, model_}; }
   std::int64_t subjects() const noexcept { return predictor_->subjects(); }
@@ -333,7 +339,7 @@ class PyPredictor {
 
   std::shared_ptr<const Dataset> data_;
   ModelPtr model_;
-  std::unique_ptr<const Predictor> predictor_;
+  std::unique_ptr<Predictor> predictor_;
   std::vector<std::int64_t> obs_subject_;
   std::vector<double> obs_time_;
   std::vector<double> obs_dv_;
@@ -399,6 +405,12 @@ with log_scale). error: 'additive' (sd = sigma_add), 'proportional' (sd = sigma_
 'combined' (sd = sqrt(sigma_add^2 + (sigma_prop pred)^2)); sigma: a number, or
 [sigma_add, sigma_prop] for combined. Returns the value, or with gradient=True
 (value, d/d params [len(parameter_names)], d/d sigma [1 or 2]).)doc")
+      .def_property("device", &PyPredictor::device, &PyPredictor::set_device, R"doc(
+Where predict_all and log_likelihood_all without gradients run: 'cpu' (the default) or 'cuda'
+(the event walk on the GPU, one device thread per subject; the dataset goes to the device when
+this is set; gradients and the per-subject calls stay on the CPU). 'auto' reads back as 'cpu'.
+Setting 'cuda' without a usable device raises RuntimeError ("Predictor: device 'cuda' is not
+available: ..."); a name other than cpu, cuda or auto raises ValueError.)doc")
       .def("predict_all", &PyPredictor::predict_all, py::arg("params"), py::arg("threads") = 0,
            R"doc(
 Predictions of every subject: params [subjects, len(parameter_names)]; returns [observations]

@@ -356,3 +356,26 @@ def test_inputs_of_any_layout_and_dtype(predictor, params):
     np.testing.assert_array_equal(predictor.predict(1, params[:, :][1]), expected[4:6])
     strided = np.repeat(params, 2, axis=1)[:, ::2]
     np.testing.assert_array_equal(predictor.predict_all(strided), expected)
+
+
+def test_device_cuda_gives_the_closed_forms_or_says_it_is_not_available(params):
+    """Predictor.device: 'cuda' runs predict_all and log_likelihood_all (without gradients) on the
+    GPU; without one, setting it raises a one-line error and the predictor stays on the CPU."""
+    p = pkscan.Predictor(TEXT, "two_compartment")
+    assert p.device == "cpu"
+    cpu_ll = p.log_likelihood_all(params, sigma=0.5, gradient=False)
+    with pytest.raises(ValueError, match="device"):
+        p.device = "gpu"
+    try:
+        p.device = "cuda"
+    except RuntimeError as e:
+        assert "Predictor: device 'cuda' is not available" in str(e)
+        assert "\n" not in str(e)
+        assert p.device == "cpu"
+        return
+    assert p.device == "cuda"
+    np.testing.assert_allclose(p.predict_all(params), closed_form(p), rtol=1e-12)
+    np.testing.assert_allclose(p.log_likelihood_all(params, sigma=0.5, gradient=False), cpu_ll,
+                               rtol=1e-10)
+    p.device = "auto"
+    assert p.device == "cpu"

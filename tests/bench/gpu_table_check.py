@@ -29,9 +29,12 @@ data = {"workload": "irregular", "method": "batched", "device": "cuda", "n": 100
 data_cpu = dict(data, device="cpu", best_s=0.5)
 for k in ("kernel_s", "transfer_s"):
     del data_cpu[k]
+pred = {"workload": "likelihood", "entry": "log_likelihood_all", "device": "cuda", "n": 100000,
+        "doses": 20, "observations": 30, "threads": 16, "best_s": 0.004, "kernel_s": 0.001,
+        "transfer_s": 0.0005, "host_s": 0.0025, "device_subjects": 100000, "cpu_best_s": 0.02}
 lines = [{"ctest_gpu": "100% tests passed out of 7"},
          {"memcheck": "========= ERROR SUMMARY: 0 errors"}, cuda, cpu, lone,
-         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu, data, data_cpu,
+         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu, data, data_cpu, pred,
          {"jax_seed_scan": {"device": "cuda:0", "n": 100000, "t": 1000, "best_s": 0.012,
                             "best_to_host_s": 1.5}}]
 with tempfile.TemporaryDirectory() as d:
@@ -55,6 +58,10 @@ with tempfile.TemporaryDirectory() as d:
     drow = [x for x in out.splitlines() if x.startswith("| dataset irregular")]
     assert len(drow) == 1 and "N=1e5, 20 doses + 30 observations (float64)" in drow[0], out
     assert "| 2.50x |" in drow[0] and "kernel 10 ms; transfer 50 ms" in drow[0], drow[0]
+    prow = [x for x in out.splitlines() if x.startswith("| Predictor log_likelihood_all")]
+    assert len(prow) == 1 and "N=1e5, 20 doses + 30 observations" in prow[0], out
+    assert "| 4 ms | 20 ms (16 threads) | 5.00x |" in prow[0], prow[0]
+    assert "kernel 1 ms; transfer 0.5 ms; host 2.5 ms" in prow[0], prow[0]
     assert "memcheck on a subset: ========= ERROR SUMMARY: 0 errors." in out, out
     assert "100% tests passed out of 7" in out and "12 ms with the trajectories left" in out, out
     text = open(doc).read()
