@@ -21,6 +21,10 @@
 //   datasets on the device (Gpu/DeviceDatasets, Gpu/DeviceEventModels): the CPU's rows, bit for
 //                 bit on the host system (events/step_hd.hpp on both sides); on CUDA 1e-10
 //                 relative (exp and expm1 are CUDA's), floor 1e-3 of the subject's peaks
+//   Predictor on the device (Gpu/DevicePredictor: the event walk): the CPU Predictor's
+//                 predictions and log-likelihoods, bit for bit on the host system
+//                 (events/step_hd.hpp and steady_state_hd.hpp on both sides); on CUDA the same
+//                 tolerance as the datasets' (log-likelihood sums 1e-8); closed forms 1e-12
 //   fused         Engine::summarize_into (batched cpu, fused) gives the bits of the reference
 //                 run summarised by TimeSummary::add: means, percentiles, metrics, statuses (0)
 #include <gtest/gtest.h>
