@@ -317,8 +317,8 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
 // (DV 1, additive error), `repeat` calls, beside its arithmetic measured in the same run: the
 // same subjects through Predictor::log_likelihood one after another on this thread with one
 // reused workspace. The difference is the call's overhead (workspaces, threads, copies).
-// With --device cuda: log_likelihood_all without gradients on the device (Predictor::set_device),
-// beside the same call on the CPU in the same run, with the device call's kernel and copy seconds.
+// With --device cuda: the same call on the device (Predictor::set_device), beside the CPU's in the
+// same run, with the device call's kernel, copy and host seconds.
 void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
   ParameterBatch params;
   Dataset d = bench_dataset(o, false, params);
@@ -334,8 +334,8 @@ void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
   s.precision(6);
   if (o.device == Device::Cuda) {
     auto value = [&] {
-      return pred.log_likelihood_all(params.row(0), error, &sigma, nullptr, nullptr, sg.data(),
-                                     o.threads);
+      return pred.log_likelihood_all(params.row(0), error, &sigma, nullptr, gradient.data(),
+                                     sg.data(), o.threads);
     };
     const Timings t_cpu = time_calls(o.repeat, value);
     pred.set_device(Device::Cuda);
@@ -351,7 +351,8 @@ void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
       if (t_dev.times.back() <= t_dev.best()) call = pred.last_device_call();
     }
     const double best = t_dev.best();
-    s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all\",\"device\":\"cuda\""
+    s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all+gradient\","
+      << "\"device\":\"cuda\""
       << ",\"n\":" << o.n << ",\"doses\":" << o.doses << ",\"observations\":" << o.observations
       << ",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
       << ",\"best_s\":" << best << ",\"median_s\":" << median(t_dev.times)

@@ -12,7 +12,8 @@
 // the host system, whose host part is what stays on the host per call (the parameter rows, their
 // checks and eigendecompositions, the likelihood from the predictions).
 //
-// Usage: pkscan_dataset_host_split [N] [repeat]   (built with the tests; two JSON lines)
+// Usage: pkscan_dataset_host_split [N] [repeat]   (built with the tests; three JSON lines: the
+// dataset, then the Predictor without and with gradients)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -74,26 +75,32 @@ int main(int argc, char** argv) {
   std::vector<double> rows;
   for (std::int64_t s = 0; s < params.subjects(); ++s)
     rows.insert(rows.end(), params.row(s), params.row(s) + params.parameters());
-  double best_ll[2] = {1e300, 1e300};
-  Predictor::DeviceCall call;
-  for (int k = 0; k < repeat + 1; ++k)
-    for (int which = 0; which < 2; ++which) {
-      const Predictor& p = which == 0 ? cpu : dev;
-      const auto t0 = std::chrono::steady_clock::now();
-      p.log_likelihood_all(rows.data(), error, &sigma, nullptr, nullptr, nullptr);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (k > 0 && s < best_ll[which]) {
-        best_ll[which] = s;
-        if (which == 1) call = dev.last_device_call();
+  std::vector<double> gradient(rows.size());
+  for (const bool with_gradient : {false, true}) {
+    double best_ll[2] = {1e300, 1e300};
+    Predictor::DeviceCall call;
+    for (int k = 0; k < repeat + 1; ++k)
+      for (int which = 0; which < 2; ++which) {
+        const Predictor& p = which == 0 ? cpu : dev;
+        const auto t0 = std::chrono::steady_clock::now();
+        p.log_likelihood_all(rows.data(), error, &sigma, nullptr,
+                             with_gradient ? gradient.data() : nullptr, nullptr);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (k > 0 && s < best_ll[which]) {
+          best_ll[which] = s;
+          if (which == 1) call = dev.last_device_call();
+        }
       }
-    }
-  const double host = best_ll[1] - call.kernel_seconds - call.transfer_seconds;
-  std::printf(
-      "{\"workload\":\"predictor\",\"entry\":\"log_likelihood_all\",\"n\":%lld,"
-      "\"doses\":%d,\"observations\":%d,\"threads\":%d,\"cpu_s\":%.6g,"
-      "\"device_host_system_s\":%.6g,\"kernel_s\":%.6g,\"transfer_s\":%.6g,"
-      "\"host_s\":%.6g,\"host_over_cpu\":%.3f,\"device_subjects\":%lld}\n",
-      static_cast<long long>(o.n), o.doses, o.observations, resolve_threads(0), best_ll[0],
-      best_ll[1], call.kernel_seconds, call.transfer_seconds, host, host / best_ll[0],
-      static_cast<long long>(call.device_subjects));
+    const double host = best_ll[1] - call.kernel_seconds - call.transfer_seconds;
+    std::printf(
+        "{\"workload\":\"predictor\",\"entry\":\"%s\",\"n\":%lld,"
+        "\"doses\":%d,\"observations\":%d,\"threads\":%d,\"cpu_s\":%.6g,"
+        "\"device_host_system_s\":%.6g,\"kernel_s\":%.6g,\"transfer_s\":%.6g,"
+        "\"host_s\":%.6g,\"host_over_cpu\":%.3f,\"device_subjects\":%lld}\n",
+        with_gradient ? "log_likelihood_all+gradient" : "log_likelihood_all",
+        static_cast<long long>(o.n), o.doses, o.observations, resolve_threads(0), best_ll[0],
+        best_ll[1], call.kernel_seconds, call.transfer_seconds, host, host / best_ll[0],
+        static_cast<long long>(call.device_subjects));
+  }
 }

@@ -10,11 +10,13 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <pkscan/error.hpp>
 #include <string>
 
 #include "core/parallel.hpp"
+#include "core/rate_structure.hpp"
 #include "device/buffer.hpp"
 #include "device/runtime.hpp"
 #include "device/walk_job.hpp"
@@ -33,15 +35,86 @@ std::unique_ptr<device::Runtime> runtime_for(const std::string& who) {
   return rt;
 }
 
-// The rows of subject s in walk_job.hpp's layout at `out`; false when a row has no fast
-// eigendecomposition.
+// The sensitivity directions of subject s (Solver::setup_directions) for its row `params`:
+// dirs = pa, ps, p, then the p columns.
+void walk_directions(const DatasetSetup& setup, const SubjectPlan& plan, const double* params,
+                     std::int32_t* dirs) {
+  const ModelInfo& m = *setup.model;
+  const RateStructure& rs = setup.rates;
+  std::int32_t* col_of = dirs + 3;
+  int p = 0;
+  const auto add = [&](int col) {
+    if (col < 0 || std::isnan(params[col])) return;
+    for (int k = 0; k < p; ++k)
+      if (col_of[k] == col) return;
+    col_of[p++] = col;
+  };
+  for (std::size_t i = 0; i < rs.micro.size(); ++i) {
+    add(rs.micro[i]);
+    const int c = rs.clearance[i];
+    if (c >= 0 &&
+        (!std::isnan(params[c]) || setup.is_dataset_column[static_cast<std::size_t>(c)])) {
+      add(c);
+      add(rs.volume[i]);
+    }
+  }
+  dirs[0] = p;
+  for (int c = 0; c < setup.n; ++c)
+    if ((plan.dosed >> c) & 1u) {
+      add(m.f_parameter[static_cast<std::size_t>(c)]);
+      add(m.lag_parameter[static_cast<std::size_t>(c)]);
+    }
+  dirs[1] = p;
+  for (int c = 0; c < setup.n; ++c)
+    if ((plan.observed >> c) & 1u) add(m.volume_parameter[static_cast<std::size_t>(c)]);
+  dirs[2] = p;
+}
+
+// E~_k = V^-1 dA/dp_k V of one row for the directions k < pa that move A (Solver::setup_row),
+// column-major, at `out`.
+template <int N>
+void walk_eigen_directions(const DatasetSetup& setup, const double* pr, std::uint64_t overridden,
+                           const std::int32_t* dirs, const Propagator<N>& prop, double* out) {
+  using Square = Eigen::Matrix<double, N, N>;
+  const int pa = dirs[0], p = dirs[2];
+  const std::int32_t* col_of = dirs + 3;
+  const auto dir_if_free = [&](int col) -> int {
+    if (col < 0 || ((overridden >> col) & 1u)) return -1;
+    for (int k = 0; k < p; ++k)
+      if (col_of[k] == col) return k < pa ? k : -1;
+    return -1;
+  };
+  Mat<N> da[kMaxColumns];
+  for (int k = 0; k < pa; ++k) da[k].setZero();
+  const RateStructure& rs = setup.rates;
+  for (std::size_t i = 0; i < rs.micro.size(); ++i) {
+    const Eigen::Map<const Mat<N>> b(rs.b[i].data());
+    const int mc = rs.micro[i];
+    if (!std::isnan(pr[mc])) {
+      const int k = dir_if_free(mc);
+      if (k >= 0) da[k] += b;
+      continue;
+    }
+    const int c = rs.clearance[i], v = rs.volume[i];
+    if (c < 0 || std::isnan(pr[c])) continue;
+    const int kc = dir_if_free(c), kv = dir_if_free(v);
+    if (kc >= 0) da[kc] += b / pr[v];
+    if (kv >= 0) da[kv] -= b * (pr[c] / (pr[v] * pr[v]));
+  }
+  for (int k = 0; k < pa; ++k) {
+    const Square et = prop.vinv() * (da[k] * prop.v());
+    std::copy(et.data(), et.data() + N * N, out + k * N * N);
+  }
+}
+
+// The rows of subject s in walk_job.hpp's layout at `out` (`stride` doubles each; with `dirs`,
+// also the E~_k of its directions); false when a row has no fast eigendecomposition.
 template <int N>
 bool fill_walk_rows(const DatasetSetup& setup, const SubjectPlan& plan, std::int64_t s,
                     const double* params, std::vector<double>& values, Propagator<N>& prop,
-                    double* out) {
+                    std::int64_t stride, const std::int32_t* dirs, double* out) {
   setup.fill_rows(plan, s, params, values);
   const std::size_t np = static_cast<std::size_t>(setup.np);
-  const std::int64_t stride = device::row_stride(N, setup.np);
   Mat<N> a;
   for (std::size_t r = 0; r < plan.rows.size(); ++r) {
     const double* row = values.data() + r * np;
@@ -50,12 +123,15 @@ bool fill_walk_rows(const DatasetSetup& setup, const SubjectPlan& plan, std::int
     if (!prop.fast()) return false;
     double* o = out + static_cast<std::int64_t>(r) * stride;
     std::copy(row, row + np, o);
-    o += np;
-    std::copy(a.data(), a.data() + N * N, o);
-    std::copy(prop.v().data(), prop.v().data() + N * N, o + N * N);
-    std::copy(prop.vinv().data(), prop.vinv().data() + N * N, o + 2 * N * N);
-    std::copy(prop.mask().data(), prop.mask().data() + N * N, o + 3 * N * N);
-    std::copy(prop.lambda().data(), prop.lambda().data() + N, o + 4 * N * N);
+    double* e = o + np;
+    std::copy(a.data(), a.data() + N * N, e);
+    std::copy(prop.v().data(), prop.v().data() + N * N, e + N * N);
+    std::copy(prop.vinv().data(), prop.vinv().data() + N * N, e + 2 * N * N);
+    std::copy(prop.mask().data(), prop.mask().data() + N * N, e + 3 * N * N);
+    std::copy(prop.lambda().data(), prop.lambda().data() + N, e + 4 * N * N);
+    if (dirs != nullptr)
+      walk_eigen_directions<N>(setup, row, plan.rows[r].overridden, dirs, prop,
+                               o + device::row_stride(N, setup.np));
   }
   return true;
 }
@@ -70,24 +146,27 @@ struct DeviceEvents::Impl {
         plan_buf(*rt, false),
         in_buf(*rt, false),
         out_buf(*rt, false),
+        jac_buf(*rt, false),
         stream(*rt) {}
 
   const DatasetSetup& setup;
   const std::vector<SubjectPlan>& plans;
   std::unique_ptr<device::Runtime> rt;
-  Buffer plan_buf, in_buf, out_buf;
+  Buffer plan_buf, in_buf, out_buf, jac_buf;
   DeviceStream stream;  // after the buffers: drained before they are freed
   device::WalkChunk chunk;
   std::vector<std::int64_t> row_offset;  // per subject: its first row (rows of all subjects)
   std::int64_t total_rows = 0, total_obs = 0;
-  std::vector<std::int64_t> first_row;  // the call's: row_offset, or -1 for the host
+  std::int64_t a_columns = 0;            // columns that can move A: the most E~_k a row carries
+  std::vector<std::int64_t> first_row;   // the call's: row_offset, or -1 for the host
+  std::vector<std::int32_t> directions;  // the call's, with sensitivities
   std::vector<double> rows;
   std::vector<std::uint8_t> status;
   double kernel_s = 0.0, transfer_s = 0.0;
 
   void upload_plans();
   template <int N>
-  void fill(const double* params, int threads);
+  void fill(const double* params, int threads, bool sensitivities);
 };
 
 void DeviceEvents::Impl::upload_plans() {
@@ -137,13 +216,28 @@ void DeviceEvents::Impl::upload_plans() {
     wm.lag_col[c] = m.lag_parameter[static_cast<std::size_t>(c)];
     wm.vol_col[c] = m.volume_parameter[static_cast<std::size_t>(c)];
   }
-  // Device memory: subjects, templates, records, scratch events (once); the call's first rows
-  // and rows; its predictions and statuses.
+  // Which columns can move A (the E~_k a row may carry with sensitivities).
+  {
+    std::vector<char> moves(static_cast<std::size_t>(setup.np), 0);
+    const RateStructure& rs = setup.rates;
+    for (std::size_t i = 0; i < rs.micro.size(); ++i)
+      for (int c : {rs.micro[i], rs.clearance[i], rs.volume[i]})
+        if (c >= 0) moves[static_cast<std::size_t>(c)] = 1;
+    a_columns = std::count(moves.begin(), moves.end(), 1);
+  }
+  std::vector<std::uint64_t> overridden;  // per row, in row_offset order
+  for (const SubjectPlan& plan : plans)
+    for (const RowTemplate& r : plan.rows) overridden.push_back(r.overridden);
+  // Device memory: subjects, templates, records, rows' overridden columns, scratch events (once);
+  // the call's first rows, directions and rows (in_buf), predictions and statuses (out_buf), and
+  // the Jacobian (jac_buf, with sensitivities).
   const std::size_t at_templates = align_up(subjects.size() * sizeof(device::WalkSubject), kAlign);
   const std::size_t at_records =
       at_templates + align_up(templates.size() * sizeof(device::WalkTemplate), kAlign);
-  const std::size_t at_scratch =
+  const std::size_t at_overridden =
       at_records + align_up(records.size() * sizeof(device::WalkRecord), kAlign);
+  const std::size_t at_scratch =
+      at_overridden + align_up(overridden.size() * sizeof(std::uint64_t), kAlign);
   const std::size_t plan_bytes = at_scratch + static_cast<std::size_t>(scratch) * sizeof(Event);
   plan_buf.reserve(plan_bytes);
   char* d = static_cast<char*>(plan_buf.ptr());
@@ -153,19 +247,16 @@ void DeviceEvents::Impl::upload_plans() {
                      templates.size() * sizeof(device::WalkTemplate), sm);
   rt->copy_to_device(d + at_records, records.data(), records.size() * sizeof(device::WalkRecord),
                      sm);
+  rt->copy_to_device(d + at_overridden, overridden.data(),
+                     overridden.size() * sizeof(std::uint64_t), sm);
   rt->synchronize(sm);  // the host vectors go when this returns
   chunk.subjects = n;
   chunk.subject = reinterpret_cast<const device::WalkSubject*>(d);
   chunk.templates = reinterpret_cast<const device::WalkTemplate*>(d + at_templates);
   chunk.records = reinterpret_cast<const device::WalkRecord*>(d + at_records);
+  chunk.overridden = reinterpret_cast<const std::uint64_t*>(d + at_overridden);
   chunk.scratch = reinterpret_cast<Event*>(d + at_scratch);
 
-  const std::int64_t stride = device::row_stride(setup.n, setup.np);
-  const std::size_t at_rows = align_up(static_cast<std::size_t>(n) * sizeof(std::int64_t), kAlign);
-  in_buf.reserve(at_rows + static_cast<std::size_t>(total_rows * stride) * sizeof(double));
-  char* in = static_cast<char*>(in_buf.ptr());
-  chunk.first_row = reinterpret_cast<const std::int64_t*>(in);
-  chunk.rows = reinterpret_cast<const double*>(in + at_rows);
   const std::size_t at_status =
       align_up(static_cast<std::size_t>(total_obs) * sizeof(double), kAlign);
   out_buf.reserve(at_status + static_cast<std::size_t>(n));
@@ -173,25 +264,30 @@ void DeviceEvents::Impl::upload_plans() {
   chunk.prediction = reinterpret_cast<double*>(out);
   chunk.status = reinterpret_cast<std::uint8_t*>(out + at_status);
   first_row.resize(static_cast<std::size_t>(n));
-  rows.resize(static_cast<std::size_t>(total_rows * stride));
   status.resize(static_cast<std::size_t>(n));
 }
 
 template <int N>
-void DeviceEvents::Impl::fill(const double* params, int threads) {
+void DeviceEvents::Impl::fill(const double* params, int threads, bool sensitivities) {
   struct Worker {
     std::vector<double> values;
     Propagator<N> prop;
   };
   const std::size_t np = static_cast<std::size_t>(setup.np);
-  const std::int64_t stride = device::row_stride(N, setup.np);
+  const std::size_t nd = np + 3;
+  const std::int64_t stride = chunk.row_stride;
   const std::int64_t n = static_cast<std::int64_t>(plans.size());
   detail::parallel_for(
       n, threads, 64, [] { return Worker{}; },
       [&](std::int64_t s, Worker& w) {
         const std::size_t i = static_cast<std::size_t>(s);
+        std::int32_t* dirs = nullptr;
+        if (sensitivities) {
+          dirs = directions.data() + i * nd;
+          walk_directions(setup, plans[i], params + i * np, dirs);
+        }
         const bool fast = fill_walk_rows<N>(setup, plans[i], s, params + i * np, w.values, w.prop,
-                                            rows.data() + row_offset[i] * stride);
+                                            stride, dirs, rows.data() + row_offset[i] * stride);
         first_row[i] = fast ? row_offset[i] : -1;
       });
 }
@@ -203,44 +299,63 @@ DeviceEvents::DeviceEvents(const DatasetSetup& setup, const std::vector<SubjectP
 
 DeviceEvents::~DeviceEvents() = default;
 
-void DeviceEvents::predict(const double* params, int threads, double* out,
+void DeviceEvents::predict(const double* params, int threads, double* out, double* jacobian,
                            std::vector<std::int64_t>& host) {
   Impl& d = *impl_;
   host.clear();
   const std::int64_t n = d.chunk.subjects;
   if (n == 0) return;
+  const bool sens = jacobian != nullptr;
+  const std::size_t np = static_cast<std::size_t>(d.setup.np);
+  d.chunk.row_stride =
+      device::row_stride(d.setup.n, d.setup.np) + (sens ? d.a_columns * d.setup.n * d.setup.n : 0);
+  d.rows.resize(static_cast<std::size_t>(d.total_rows * d.chunk.row_stride));
+  if (sens) d.directions.resize(static_cast<std::size_t>(n) * (np + 3));
   switch (d.setup.n) {
     case 1:
-      d.fill<1>(params, threads);
+      d.fill<1>(params, threads, sens);
       break;
     case 2:
-      d.fill<2>(params, threads);
+      d.fill<2>(params, threads, sens);
       break;
     case 3:
-      d.fill<3>(params, threads);
+      d.fill<3>(params, threads, sens);
       break;
     case 4:
-      d.fill<4>(params, threads);
+      d.fill<4>(params, threads, sens);
       break;
     case 5:
-      d.fill<5>(params, threads);
+      d.fill<5>(params, threads, sens);
       break;
     default:
-      d.fill<6>(params, threads);
+      d.fill<6>(params, threads, sens);
       break;
   }
+  // The call's input: first rows, directions (with sensitivities), rows.
+  const std::size_t first_bytes = d.first_row.size() * sizeof(std::int64_t);
+  const std::size_t dir_bytes = sens ? d.directions.size() * sizeof(std::int32_t) : 0;
+  const std::size_t at_dirs = align_up(first_bytes, kAlign);
+  const std::size_t at_rows = at_dirs + align_up(dir_bytes, kAlign);
+  d.in_buf.reserve(at_rows + d.rows.size() * sizeof(double));
+  char* in = static_cast<char*>(d.in_buf.ptr());
+  const std::size_t jac_bytes = static_cast<std::size_t>(d.total_obs) * np * sizeof(double);
+  if (sens) d.jac_buf.reserve(jac_bytes);
+  d.chunk.first_row = reinterpret_cast<const std::int64_t*>(in);
+  d.chunk.directions = sens ? reinterpret_cast<const std::int32_t*>(in + at_dirs) : nullptr;
+  d.chunk.rows = reinterpret_cast<const double*>(in + at_rows);
+  d.chunk.jacobian = sens ? static_cast<double*>(d.jac_buf.ptr()) : nullptr;
   device::Runtime& rt = *d.rt;
   void* sm = d.stream.get();
   d.stream.mark(0);
-  rt.copy_to_device(const_cast<std::int64_t*>(d.chunk.first_row), d.first_row.data(),
-                    d.first_row.size() * sizeof(std::int64_t), sm);
-  rt.copy_to_device(const_cast<double*>(d.chunk.rows), d.rows.data(),
-                    d.rows.size() * sizeof(double), sm);
+  rt.copy_to_device(in, d.first_row.data(), first_bytes, sm);
+  if (sens) rt.copy_to_device(in + at_dirs, d.directions.data(), dir_bytes, sm);
+  rt.copy_to_device(in + at_rows, d.rows.data(), d.rows.size() * sizeof(double), sm);
   d.stream.mark(1);
   rt.launch_walk(d.setup.n, d.chunk, sm);
   d.stream.mark(2);
   rt.copy_to_host(out, d.chunk.prediction, static_cast<std::size_t>(d.total_obs) * sizeof(double),
                   sm);
+  if (sens) rt.copy_to_host(jacobian, d.chunk.jacobian, jac_bytes, sm);
   rt.copy_to_host(d.status.data(), d.chunk.status, d.status.size(), sm);
   d.stream.mark(3);
   rt.synchronize(sm);

@@ -22,12 +22,15 @@ class DeviceEvents {
   DeviceEvents& operator=(const DeviceEvents&) = delete;
 
   // Predictions of every subject (the walk's: the CPU solver's, step for step) into `out`
-  // (Predictor::observations() values) for the parameter rows `params` (subjects x np). The
-  // host's threads (`threads`) check the rows and compute their eigendecompositions; one launch
-  // runs every subject. The subjects the walk leaves to the host's solver (walk_kernels.hpp) are
-  // returned in `host`, ascending; their predictions in `out` are not written.
+  // (Predictor::observations() values) for the parameter rows `params` (subjects x np), and with
+  // `jacobian` (observations x np, row-major) their Jacobian (the solver's forward sensitivities).
+  // The host's threads (`threads`) check the rows and compute their eigendecompositions (and the
+  // directions' E~_k); one launch runs every subject. The subjects the walk leaves to the host's
+  // solver (walk_kernels.hpp) are returned in `host`, ascending; their rows of `out` and
+  // `jacobian` are not written.
   // @throws DomainError for invalid parameter values (the lowest failing subject's, as the CPU)
-  void predict(const double* params, int threads, double* out, std::vector<std::int64_t>& host);
+  void predict(const double* params, int threads, double* out, double* jacobian,
+               std::vector<std::int64_t>& host);
 
   // Seconds of the last call's kernel and copies (device events around them).
   double kernel_seconds() const noexcept;

@@ -49,20 +49,23 @@ struct WalkModel {
   std::int32_t vol_col[6] = {};
 };
 
-// Layout of one parameter row of a call (row_stride(n, np) doubles): the row's values (np), then
-// A (row-major n x n), V, V^-1 and the structural-zero mask (column-major n x n each) and the
-// eigenvalues (n) of A = V diag(lambda) V^-1 (events/event_list.hpp's Propagator, fast path).
+// Layout of one parameter row of a call (WalkChunk::row_stride doubles): the row's values (np),
+// then A (row-major n x n), V, V^-1 and the structural-zero mask (column-major n x n each) and the
+// eigenvalues (n) of A = V diag(lambda) V^-1 (events/event_list.hpp's Propagator, fast path);
+// with sensitivities then E~_k = V^-1 dA/dp_k V (column-major n x n) for the subject's directions
+// k that move A (events/solver.cpp's setup_row).
 PKSCAN_HD inline std::int64_t row_stride(int n, int np) { return np + 4 * n * n + n; }
 
 enum : std::uint8_t {
   kWalkOk = 0,    // every prediction written
-  kWalkHost = 1,  // not run: a row has no fast eigendecomposition, or a list ran out of room
-                  // (the host's event solver runs the subject)
+  kWalkHost = 1,  // not run: a row has no fast eigendecomposition, a list ran out of room, or
+                  // a steady state with sensitivities (the host's event solver runs the subject)
 };
 
 // One launch over subjects [0, subjects).
 struct WalkChunk {
   WalkModel model;
+  std::int64_t row_stride = 0;  // doubles per row (row_stride(), plus the E~_k with sensitivities)
   std::int64_t subjects = 0;
   const WalkSubject* subject = nullptr;
   const WalkTemplate* templates = nullptr;
@@ -72,6 +75,10 @@ struct WalkChunk {
   detail::Event* scratch = nullptr;         // the subjects' events in processing order
   double* prediction = nullptr;             // per observation
   std::uint8_t* status = nullptr;           // per subject: kWalkOk or kWalkHost
+  // Sensitivities (events/solver.cpp's forward sensitivities, fast path), when jacobian is set:
+  const std::uint64_t* overridden = nullptr;  // per row (first_row order): bit c: from the dataset
+  const std::int32_t* directions = nullptr;   // per subject np + 3 values: pa, ps, p, the columns
+  double* jacobian = nullptr;                 // per observation np values (row-major)
 };
 
 }  // namespace pkscan::device

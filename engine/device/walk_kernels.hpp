@@ -9,19 +9,28 @@
 // (events/step_hd.hpp, the CPU's own code). So the host system gives the CPU's bits, and CUDA
 // differs only through its exp and expm1 (launch_cuda.cu is built with --fmad=false).
 //
+// With sensitivities (G) it also carries the solver's forward sensitivities on its fast path
+// (solver.cpp: use, setup_row, propagate, stop_jump, the lag jump of a dose, the observation's
+// Jacobian row) and writes each observation's Jacobian row; the divided differences are
+// events/divided_differences_hd.hpp, the CPU's own, but the small products are plain loops, not
+// Eigen's, so the Jacobian is the CPU's to rounding, not to the bit.
+//
 // What the walk does not do, it leaves to the host's solver (status kWalkHost): rows without a
-// fast eigendecomposition (the host marks them before the launch), and subjects with more than
-// kWalkList infusions running, stops pending or implied steady-state infusions at once.
+// fast eigendecomposition (the host marks them before the launch), subjects with more than
+// kWalkList infusions running, stops pending or implied steady-state infusions at once, and, with
+// sensitivities, subjects with a steady-state record.
 #include <cstdint>
 
 #include "device/walk_job.hpp"
+#include "events/divided_differences_hd.hpp"
 #include "events/event.hpp"
 #include "events/steady_state_hd.hpp"
 #include "events/step_hd.hpp"
 
 namespace pkscan::device {
 
-constexpr int kWalkList = 32;  // room in each of the walk's lists
+constexpr int kWalkList = 32;        // room in each of the walk's lists
+constexpr int kWalkDirections = 64;  // sensitivity directions (events/plan.hpp's kMaxColumns)
 
 // A parameter row (walk_job.hpp's layout) as steady_state_hd.hpp's propagator: K and G as the
 // CPU's Propagator::step makes them on its fast path.
@@ -67,17 +76,30 @@ struct WalkRuns {
   }
 };
 
-// One subject's walk (the state of events/solver.cpp's Solver without sensitivities).
-template <int N>
+// One subject's walk (the state of events/solver.cpp's Solver, with sensitivities when G).
+template <int N, bool G>
 class Walker {
  public:
   PKSCAN_HD Walker(const WalkChunk& c, std::int64_t j, std::int64_t first_row)
       : c_(c),
         sj_(c.subject[j]),
         recs_(c.records + c.subject[j].records),
-        stride_(row_stride(N, c.model.np)),
-        rows_(c.rows + first_row * row_stride(N, c.model.np)),
-        ev_(c.scratch + c.subject[j].scratch) {}
+        stride_(c.row_stride),
+        rows_(c.rows + first_row * c.row_stride),
+        ev_(c.scratch + c.subject[j].scratch),
+        first_row_(first_row) {
+    if (G) {
+      const std::int32_t* d = c.directions + j * (c.model.np + 3);
+      pa_ = d[0];
+      ps_ = d[1];
+      p_ = d[2];
+      dir_col_ = d + 3;
+      for (int col = 0; col < c.model.np; ++col) dir_of_[col] = -1;
+      for (int k = 0; k < p_; ++k) dir_of_[dir_col_[k]] = k;
+      for (int k = 0; k < ps_; ++k)
+        for (int i = 0; i < N; ++i) s_[k][i] = 0.0;
+    }
+  }
 
   // Writes the subject's predictions; false when a list ran out of room.
   PKSCAN_HD bool run() {
@@ -93,15 +115,19 @@ class Walker {
       advance_to(e.time);
       switch (e.kind) {
         case kStop:
-          stop_infusion(e.id);
+          if (stop_infusion(e.id) && G) stop_jump(e.seq, e.cmt, e.rate);
           break;
         case kReset:
           for (int i = 0; i < N; ++i) x_[i] = 0.0;
           nrun_ = 0;
           cancel_below = cancel_below < e.seq ? e.seq : cancel_below;
           nstop_ = 0;
+          if (G)
+            for (int k = 0; k < ps_; ++k)
+              for (int i = 0; i < N; ++i) s_[k][i] = 0.0;
           break;
         case kSteady: {
+          if (G) return false;  // the steady state's derivatives: the host's solver
           if (e.ss == 1) cancel_below = cancel_below < e.seq ? e.seq : cancel_below;
           // The SS record's own parameter values (not those of other records at its time).
           RowPropagator<N> pr{use(e.seq), c_.model.np};
@@ -125,8 +151,23 @@ class Walker {
           }
           break;
         }
-        case kDose:
+        case kDose: {
           if (e.seq < cancel_below) break;  // cancelled by a later reset or SS=1 record
+          const int lag_col = c_.model.lag_col[e.cmt];
+          const int f_col = c_.model.f_col[e.cmt];
+          int kl = -1, kf = -1;
+          double xdot_before[N] = {};
+          const double* a_jump = nullptr;
+          if (G) {
+            // The A of the interval ending here.
+            use(governing(e.time));
+            kl = free_in(e.seq, lag_col) ? dir_of_[lag_col] : -1;
+            kf = free_in(e.seq, f_col) ? dir_of_[f_col] : -1;
+            if (kl >= 0) {
+              a_jump = jump_matrix(e.time);
+              xdot(a_jump, xdot_before);
+            }
+          }
           if (e.rate > 0.0) {
             if (e.amount > 0.0) {
               if (nrun_ == kWalkList) return false;
@@ -134,11 +175,41 @@ class Walker {
             }
           } else {
             x_[e.cmt] += e.amount;
+            if (G && kf >= 0) add_unit(kf, e.cmt, recs_[e.seq].amt);
+          }
+          if (G && kl >= 0) {
+            // s += xdot- - xdot+ (d tau / d lag = 1).
+            double after[N], jump[N];
+            xdot(a_jump, after);
+            for (int i = 0; i < N; ++i) jump[i] = xdot_before[i] - after[i];
+            add_to(kl, jump);
           }
           break;
+        }
         case kObserve: {
           const int cmt = recs_[e.seq].obs_cmt;
-          c_.prediction[sj_.out + e.row] = x_[cmt] / params(e.seq)[c_.model.vol_col[cmt]];
+          const double* pr = params(e.seq);
+          const int vcol = c_.model.vol_col[cmt];
+          const double v = pr[vcol];
+          const double conc = x_[cmt] / v;
+          c_.prediction[sj_.out + e.row] = conc;
+          if (G) {
+            double* jr = c_.jacobian + (sj_.out + e.row) * c_.model.np;
+            for (int col = 0; col < c_.model.np; ++col) jr[col] = 0.0;
+            for (int q = 0; q < ps_; ++q) {
+              double sc;
+              if (basis_) {
+                const double* vm = prop_ + c_.model.np + N * N;  // V, column-major
+                sc = vm[cmt] * s_[q][0];
+                for (int i = 1; i < N; ++i) sc += vm[cmt + i * N] * s_[q][i];
+              } else {
+                sc = s_[q][cmt];
+              }
+              jr[dir_col_[q]] = sc / v;
+            }
+            const int kv = dir_of_[vcol];
+            if (kv >= 0 && free_in(e.seq, vcol)) jr[vcol] -= conc / v;
+          }
           break;
         }
         case kBoundary:
@@ -157,8 +228,137 @@ class Walker {
   PKSCAN_HD const double* params(std::int64_t seq) const {
     return rows_ + static_cast<std::int64_t>(recs_[seq].row) * stride_;
   }
-  // The row of record seq (its parameters govern the interval ending at its time).
-  PKSCAN_HD const double* use(std::int64_t seq) { return params(seq); }
+  PKSCAN_HD bool free_in(std::int64_t seq, int col) const {
+    return ((c_.overridden[first_row_ + recs_[seq].row] >> col) & 1u) == 0;
+  }
+
+  // The propagator of record seq's row (its parameters govern the interval ending at its time);
+  // with sensitivities, they move into its eigenbasis (Solver::use and setup_row).
+  PKSCAN_HD const double* use(std::int64_t seq) {
+    const int row = recs_[seq].row;
+    if (row == prop_row_) return prop_;
+    const double* next = rows_ + static_cast<std::int64_t>(row) * stride_;
+    if (G) {
+      const int np = c_.model.np;
+      if (basis_)  // back to original coordinates: s = V s~
+        for (int k = 0; k < ps_; ++k) mul(prop_ + np + N * N, s_[k]);
+      for (int k = 0; k < ps_; ++k) mul(next + np + 2 * N * N, s_[k]);  // s~ = V^-1 s
+      const double* l = next + np + 4 * N * N;
+      for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j) inv_[i + j * N] = l[i] != l[j] ? 1.0 / (l[i] - l[j]) : 0.0;
+      basis_ = true;
+    }
+    prop_row_ = row;
+    prop_ = next;
+    return prop_;
+  }
+
+  // v <- M v (M column-major N x N).
+  PKSCAN_HD static void mul(const double* m, double* v) {
+    double t[N];
+    for (int i = 0; i < N; ++i) {
+      double a = m[i] * v[0];
+      for (int j = 1; j < N; ++j) a += m[i + j * N] * v[j];
+      t[i] = a;
+    }
+    for (int i = 0; i < N; ++i) v[i] = t[i];
+  }
+
+  // s_k += V^-1 e_cmt scale (original coordinates before any basis).
+  PKSCAN_HD void add_unit(int k, int cmt, double scale) {
+    if (!basis_) {
+      s_[k][cmt] += scale;
+      return;
+    }
+    const double* vinv = prop_ + c_.model.np + 2 * N * N;
+    for (int i = 0; i < N; ++i) s_[k][i] += vinv[i + cmt * N] * scale;
+  }
+  // s_k += V^-1 v.
+  PKSCAN_HD void add_to(int k, double* v) {
+    if (basis_) mul(prop_ + c_.model.np + 2 * N * N, v);
+    for (int i = 0; i < N; ++i) s_[k][i] += v[i];
+  }
+
+  // A x + r with the running infusions' rates r (a: row-major A).
+  PKSCAN_HD void xdot(const double* a, double* out) const {
+    double r[N];
+    rates(r);
+    for (int i = 0; i < N; ++i) {
+      double acc = a[i * N] * x_[0];
+      for (int j = 1; j < N; ++j) acc += a[i * N + j] * x_[j];
+      out[i] = acc + r[i];
+    }
+  }
+  PKSCAN_HD void rates(double* r) const {
+    for (int i = 0; i < N; ++i) r[i] = 0.0;
+    for (int i = 0; i < nrun_; ++i) r[running_[i].cmt] += running_[i].rate;
+  }
+
+  // The A of the interval that starts at t (Solver::jump_matrix; call after governing(t)).
+  PKSCAN_HD const double* jump_matrix(double t) const {
+    std::int64_t j = cursor_;
+    while (j < sj_.record_count && recs_[j].time <= t) ++j;
+    if (j == sj_.record_count) j = sj_.record_count - 1;
+    return rows_ + static_cast<std::int64_t>(recs_[j].row) * stride_ + c_.model.np;
+  }
+
+  // An infusion of rate `rate` into cmt stopped at a time that moves with its dose's lag and F
+  // (Solver::stop_jump).
+  PKSCAN_HD void stop_jump(std::int64_t seq, int cmt, double rate) {
+    const int lag_col = c_.model.lag_col[cmt];
+    const int f_col = c_.model.f_col[cmt];
+    const int kl = dir_of_[lag_col];
+    const int kf = dir_of_[f_col];
+    if (kl >= 0 && free_in(seq, lag_col)) add_unit(kl, cmt, rate);
+    if (kf >= 0 && free_in(seq, f_col)) add_unit(kf, cmt, recs_[seq].amt);
+  }
+
+  // The sensitivities over a step of length d from the state x_ (Solver::propagate, fast path):
+  // s~_q <- e o s~_q + rowsum(E~_q o W), W = Phi o (V^-1 x)^T + Psi o (V^-1 r)^T.
+  PKSCAN_HD void propagate(double d, const double* r, bool has_r, const double* e,
+                           const double* sg) {
+    const int np = c_.model.np;
+    if (pa_ > 0) {
+      const double* l = prop_ + np + 4 * N * N;
+      const double* vinv = prop_ + np + 2 * N * N;
+      double phi[N * N], psi[N * N], w[N * N], yt[N], rt[N];
+      for (int i = 0; i < N; ++i) {
+        phi[i + i * N] = d * e[i];
+        for (int j = 0; j < i; ++j) {
+          const double v = detail::phi_pair(l[i], l[j], e[i], e[j], d, inv_[i + j * N]);
+          phi[i + j * N] = v;
+          phi[j + i * N] = v;
+        }
+      }
+      if (has_r)
+        for (int i = 0; i < N; ++i)
+          for (int j = 0; j <= i; ++j) {
+            const double v = detail::psi_pair(l[i], l[j], d, phi[i + j * N], sg[i], sg[j]);
+            psi[i + j * N] = v;
+            psi[j + i * N] = v;
+          }
+      for (int i = 0; i < N; ++i) {
+        yt[i] = x_[i];
+        rt[i] = has_r ? r[i] : 0.0;
+      }
+      mul(vinv, yt);
+      if (has_r) mul(vinv, rt);
+      for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j)
+          w[i + j * N] = phi[i + j * N] * yt[j] + (has_r ? psi[i + j * N] * rt[j] : 0.0);
+      const double* et = prop_ + row_stride(N, np);
+      for (int q = 0; q < pa_; ++q) {
+        const double* eq = et + q * N * N;
+        for (int i = 0; i < N; ++i) {
+          double acc = e[i] * s_[q][i];
+          for (int j = 0; j < N; ++j) acc += eq[i + j * N] * w[i + j * N];
+          s_[q][i] = acc;
+        }
+      }
+    }
+    for (int q = pa_; q < ps_; ++q)
+      for (int i = 0; i < N; ++i) s_[q][i] *= e[i];
+  }
 
   PKSCAN_HD void insert(const detail::Event& e) {
     std::int64_t j = count_++;
@@ -211,13 +411,14 @@ class Walker {
     return cursor_ == sj_.record_count ? sj_.record_count - 1 : cursor_;
   }
 
-  PKSCAN_HD void stop_infusion(std::int64_t id) {
+  PKSCAN_HD bool stop_infusion(std::int64_t id) {
     for (int i = 0; i < nrun_; ++i)
       if (running_[i].id == id) {
         for (int q = i; q + 1 < nrun_; ++q) running_[q] = running_[q + 1];
         --nrun_;
-        return;
+        return true;
       }
+    return false;
   }
 
   // A stop of an implied infusion, in (time, id) order.
@@ -241,12 +442,15 @@ class Walker {
         const double* row = use(governing(tb));
         const double d = tb - x_time_;
         double r[N], k[N * N], g[N * N], e[N], s[N];
-        for (int i = 0; i < N; ++i) r[i] = 0.0;
-        for (int i = 0; i < nrun_; ++i) r[running_[i].cmt] += running_[i].rate;
+        rates(r);
         const double* v = row + c_.model.np + N * N;
         detail::eigen_terms_hd<N>(v + 3 * N * N, d, e, s);
         detail::eigen_matrix_hd<N>(v, v + N * N, v + 2 * N * N, e, k);
-        if (nrun_ > 0) detail::eigen_matrix_hd<N>(v, v + N * N, v + 2 * N * N, s, g);
+        if (nrun_ > 0)
+          detail::eigen_matrix_hd<N>(v, v + N * N, v + 2 * N * N, s, g);
+        else
+          for (int i = 0; i < N * N; ++i) g[i] = 0.0;  // not read (no rates)
+        if (G) propagate(d, r, nrun_ > 0, e, s);
         detail::step_state_hd<N>(k, g, x_, nrun_ > 0 ? r : nullptr, x_);
         x_time_ = tb;
       }
@@ -265,6 +469,17 @@ class Walker {
   const std::int64_t stride_;
   const double* rows_;
   detail::Event* ev_;
+  const std::int64_t first_row_;
+  int prop_row_ = -1;
+  const double* prop_ = nullptr;
+  // Sensitivities (G): directions [0, pa_) move A, [pa_, ps_) only the inputs, [ps_, p_) only
+  // the concentrations; s_ in the current row's eigenbasis once basis_.
+  int pa_ = 0, ps_ = 0, p_ = 0;
+  const std::int32_t* dir_col_ = nullptr;
+  std::int8_t dir_of_[G ? kWalkDirections : 1];
+  double s_[G ? kWalkDirections : 1][N];
+  double inv_[G ? N * N : 1];
+  bool basis_ = false;
   std::int64_t count_ = 0;
   std::int64_t cursor_ = 0;
   double x_time_ = 0.0;
@@ -283,8 +498,13 @@ struct EventWalk {
     const std::int64_t first_row = c.first_row[j];
     bool ok = false;
     if (first_row >= 0) {
-      Walker<N> w(c, j, first_row);
-      ok = w.run();
+      if (c.jacobian != nullptr) {
+        Walker<N, true> w(c, j, first_row);
+        ok = w.run();
+      } else {
+        Walker<N, false> w(c, j, first_row);
+        ok = w.run();
+      }
     }
     c.status[j] = ok ? kWalkOk : kWalkHost;
   }

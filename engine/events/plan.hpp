@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "events/event_list.hpp"
 #include "core/rate_structure.hpp"
+#include "events/event_list.hpp"
 
 namespace pkscan::detail {
 

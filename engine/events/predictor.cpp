@@ -94,7 +94,7 @@ struct Predictor::Impl : Prepared {
   // Device::Cuda: the plans on the device, and what a call there reuses (under `mutex`).
   std::unique_ptr<detail::DeviceEvents> events;
   std::mutex mutex;
-  std::vector<double> pred;
+  std::vector<double> pred, jac;
   std::vector<std::int64_t> host;
   DeviceCall last;
 };
@@ -314,11 +314,12 @@ void for_subjects(const Predictor& pred, int threads, Body&& body) {
 
 // Predictions of every subject into `out` on the device, the subjects it leaves to the host on
 // the CPU's solver.
-void Predictor::predict_on_device(const double* params, double* out, int threads) const {
+void Predictor::predict_on_device(const double* params, double* out, double* jacobian,
+                                  int threads) const {
   const Predictor& pred = *this;
   Impl& impl = *impl_;
   const int t = resolve_threads(threads);
-  impl.events->predict(params, t, out, impl.host);
+  impl.events->predict(params, t, out, jacobian, impl.host);
   impl.last.host_subjects = static_cast<std::int64_t>(impl.host.size());
   impl.last.device_subjects = subjects() - impl.last.host_subjects;
   impl.last.kernel_seconds = impl.events->kernel_seconds();
@@ -328,8 +329,12 @@ void Predictor::predict_on_device(const double* params, double* out, int threads
       static_cast<std::int64_t>(impl.host.size()), t, 1, [&] { return pred.make_workspace(); },
       [&](std::int64_t i, std::unique_ptr<Predictor::Workspace>& ws) {
         const std::int64_t s = impl.host[static_cast<std::size_t>(i)];
-        pred.predict(s, params + static_cast<std::size_t>(s) * np, out + pred.observation_offset(s),
-                     *ws);
+        const std::size_t off = static_cast<std::size_t>(pred.observation_offset(s));
+        const double* row = params + static_cast<std::size_t>(s) * np;
+        if (jacobian != nullptr)
+          pred.predict_gradient(s, row, out + off, jacobian + off * np, *ws);
+        else
+          pred.predict(s, row, out + off, *ws);
       });
 }
 
@@ -338,7 +343,7 @@ void Predictor::predict_all(const double* params, double* out, int threads) cons
     throw_invalid("Predictor::predict_all: params or out is null");
   if (impl_->events) {
     const std::lock_guard<std::mutex> lock(impl_->mutex);
-    predict_on_device(params, out, threads);
+    predict_on_device(params, out, nullptr, threads);
     return;
   }
   const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
@@ -351,6 +356,11 @@ void Predictor::predict_gradient_all(const double* params, double* out, double* 
                                      int threads) const {
   if (params == nullptr || ((out == nullptr || jacobian == nullptr) && observations() > 0))
     throw_invalid("Predictor::predict_gradient_all: params, out or jacobian is null");
+  if (impl_->events) {
+    const std::lock_guard<std::mutex> lock(impl_->mutex);
+    predict_on_device(params, out, jacobian, threads);
+    return;
+  }
   const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
   for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
     const std::size_t off = static_cast<std::size_t>(observation_offset(s));
@@ -369,18 +379,22 @@ double Predictor::log_likelihood_all(const double* params, const ErrorModel& err
   const std::size_t ns = static_cast<std::size_t>(error.parameter_count());
   std::vector<double> lls(n);
   std::vector<double> sg(sigma_gradient != nullptr ? n * ns : 0);
-  if (impl_->events && gradient == nullptr) {
-    // Predictions on the device, then each subject's likelihood from them.
+  if (impl_->events) {
+    // Predictions (and Jacobians) on the device, then each subject's likelihood from them.
     const std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->pred.resize(static_cast<std::size_t>(observations()));
-    predict_on_device(params, impl_->pred.data(), threads);
+    impl_->jac.resize(gradient != nullptr ? impl_->pred.size() * np : 0);
+    double* jac = gradient != nullptr ? impl_->jac.data() : nullptr;
+    predict_on_device(params, impl_->pred.data(), jac, threads);
     detail::parallel_for(
         subjects(), resolve_threads(threads), 64, [] { return 0; },
         [&](std::int64_t s, int&) {
           const std::size_t i = static_cast<std::size_t>(s);
-          lls[i] =
-              likelihood(*impl_, s, impl_->pred.data() + observation_offset(s), nullptr, error,
-                         sigma, nullptr, sigma_gradient != nullptr ? sg.data() + i * ns : nullptr);
+          const std::size_t off = static_cast<std::size_t>(observation_offset(s));
+          lls[i] = likelihood(*impl_, s, impl_->pred.data() + off,
+                              jac != nullptr ? jac + off * np : nullptr, error, sigma,
+                              gradient != nullptr ? gradient + i * np : nullptr,
+                              sigma_gradient != nullptr ? sg.data() + i * ns : nullptr);
         });
   } else {
     for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {

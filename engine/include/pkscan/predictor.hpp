@@ -213,8 +213,9 @@ class Predictor {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  // predict_all() on the device (set_device(Device::Cuda)); call with the device's lock held.
-  void predict_on_device(const double* params, double* out, int threads) const;
+  // predict_all() (and with `jacobian`, predict_gradient_all()) on the device
+  // (set_device(Device::Cuda)); call with the device's lock held.
+  void predict_on_device(const double* params, double* out, double* jacobian, int threads) const;
 };
 
 }  // namespace pkscan
