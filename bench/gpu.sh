@@ -6,8 +6,9 @@
 #     dense N=1e6, T=1e3 in float64 and float32, N=1e5 dense, final state and sparse:50 at
 #     N=1e6, power N=1, T=1e6 (sparse:1000), population summaries N=2e5 and 1e6, T=1e3, and
 #     an irregular NONMEM dataset of 1e5 subjects (the event engine), and the Predictor's
-#     log_likelihood_all on the device (the event walk) at 1e5, 1e3 and 12 subjects (the last two
-#     in the overhead regime: N x T <= 1e5), each with the CPU's same call measured in the cell;
+#     log_likelihood_all with gradients on the device (the event walk) at 1e5, 1e3 and 12
+#     subjects (the last two in the overhead regime: N x T <= 1e5), each with the CPU's same call
+#     measured in the cell;
 #  3. the seed's formulation in JAX (x_t = K x_{t-1} by lax.scan over stacked per-subject K) on
 #     the same GPU, if JAX with CUDA is importable (JAX=python path, default .venv/bin/python).
 # Writes bench/results/<gpu>-<date>.json (one JSON object per line; the ctest log beside it) and
@@ -93,7 +94,7 @@ both --n 1000000 --t 1000 --output summaries
 # A NONMEM dataset (the event engine): 1e5 subjects, 20 doses and 30 observations each at
 # irregular times (device cuda: the host records the programs, the device runs them).
 both --dataset irregular --n 100000 --doses 20 --observations 30
-# The Predictor (fitting code's calls): log_likelihood_all without gradients on the device, the
+# The Predictor (fitting code's calls): log_likelihood_all with gradients on the device, the
 # CPU's same call measured in the same cell (cpu_best_s); a large call and two small ones.
 cell cuda --dataset likelihood --n 100000 --doses 20 --observations 30
 cell cuda --dataset likelihood --n 1000 --doses 20 --observations 30

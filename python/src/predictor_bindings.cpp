@@ -406,9 +406,10 @@ with log_scale). error: 'additive' (sd = sigma_add), 'proportional' (sd = sigma_
 [sigma_add, sigma_prop] for combined. Returns the value, or with gradient=True
 (value, d/d params [len(parameter_names)], d/d sigma [1 or 2]).)doc")
       .def_property("device", &PyPredictor::device, &PyPredictor::set_device, R"doc(
-Where predict_all and log_likelihood_all without gradients run: 'cpu' (the default) or 'cuda'
-(the event walk on the GPU, one device thread per subject; the dataset goes to the device when
-this is set; gradients and the per-subject calls stay on the CPU). 'auto' reads back as 'cpu'.
+Where predict_all, predict_gradient_all and log_likelihood_all run: 'cpu' (the default) or
+'cuda' (the event walk on the GPU, one device thread per subject, gradients included; the
+dataset goes to the device when this is set; the per-subject calls stay on the CPU). 'auto'
+reads back as 'cpu'.
 Setting 'cuda' without a usable device raises RuntimeError ("Predictor: device 'cuda' is not
 available: ..."); a name other than cpu, cuda or auto raises ValueError.)doc")
       .def("predict_all", &PyPredictor::predict_all, py::arg("params"), py::arg("threads") = 0,

@@ -24,7 +24,9 @@
 //   Predictor on the device (Gpu/DevicePredictor: the event walk): the CPU Predictor's
 //                 predictions and log-likelihoods, bit for bit on the host system
 //                 (events/step_hd.hpp and steady_state_hd.hpp on both sides); on CUDA the same
-//                 tolerance as the datasets' (log-likelihood sums 1e-8); closed forms 1e-12
+//                 tolerance as the datasets' (log-likelihood sums 1e-8); closed forms 1e-12;
+//                 gradients and Jacobians (plain loops, not Eigen's products) within 1e-9 of the
+//                 CPU's relative to the row's largest value (or 1e-6 of the matrix's)
 //   fused         Engine::summarize_into (batched cpu, fused) gives the bits of the reference
 //                 run summarised by TimeSummary::add: means, percentiles, metrics, statuses (0)
 #include <gtest/gtest.h>

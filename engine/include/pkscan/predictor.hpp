@@ -128,17 +128,20 @@ class Predictor {
   /// A workspace for this predictor (allocates; reuse it across evaluations).
   std::unique_ptr<Workspace> make_workspace() const;
 
-  /// Where predict_all() and log_likelihood_all() without gradients run (the per-subject
-  /// functions and the gradients always run on the CPU):
+  /// Where predict_all(), predict_gradient_all() and log_likelihood_all() run (the per-subject
+  /// functions always run on the CPU):
   /// - Device::Cpu (the default) and Device::Auto: the CPU (Auto stays on the CPU until the
   ///   device's Predictor has been measured on a GPU; docs/performance.md);
   /// - Device::Cuda: the event walk on the GPU, one device thread per subject on the dataset's
   ///   plans, uploaded here once (engine/device/walk_kernels.hpp). The host's threads check each
-  ///   call's parameter rows and compute their eigendecompositions; one launch walks every
-  ///   subject. Predictions are the CPU's up to CUDA's exp and expm1 (the walk is the CPU
-  ///   solver's arithmetic, step for step); a subject whose rows have no well-conditioned real
-  ///   eigendecomposition, or with more than 32 infusions running at once, runs on the CPU.
-  ///   Calls on one Predictor take turns on the device (a lock).
+  ///   call's parameter rows and compute their eigendecompositions (and, for gradients, each
+  ///   row's V^-1 dA/dp V); one launch walks every subject. Predictions are the CPU's up to
+  ///   CUDA's exp and expm1 (the walk is the CPU solver's arithmetic, step for step); gradients
+  ///   are the CPU's forward sensitivities to rounding (about 1e-14 relative on the host system).
+  ///   A subject whose rows have no well-conditioned real eigendecomposition, with more than 32
+  ///   infusions running at once, or (for gradients) with a steady-state record runs on the CPU
+  ///   in the same call. The likelihood is summed on the host from the predictions (and their
+  ///   Jacobian). Calls on one Predictor take turns on the device (a lock).
   /// Not to be called while another thread evaluates this Predictor.
   /// @throws BackendUnavailable for Device::Cuda when this build or machine has no usable device
   ///         ("Predictor: device 'cuda' is not available: ..."); DeviceError when the device fails
@@ -146,7 +149,7 @@ class Predictor {
   /// The device set by set_device() (Device::Cpu by default; Device::Auto reads as Cpu).
   Device device() const noexcept;
 
-  /// What the last predict_all() or log_likelihood_all() without gradients on Device::Cuda did.
+  /// What the last *_all() call on Device::Cuda did.
   struct DeviceCall {
     std::int64_t device_subjects = 0;  ///< subjects the device walked
     std::int64_t host_subjects = 0;    ///< subjects it left to the CPU's solver
