@@ -127,15 +127,34 @@ class Walker {
               for (int i = 0; i < N; ++i) s_[k][i] = 0.0;
           break;
         case kSteady: {
-          if (G) return false;  // the steady state's derivatives: the host's solver
           if (e.ss == 1) cancel_below = cancel_below < e.seq ? e.seq : cancel_below;
           // The SS record's own parameter values (not those of other records at its time).
           RowPropagator<N> pr{use(e.seq), c_.model.np};
-          const double lag = params(e.seq)[c_.model.lag_col[e.cmt]];
+          const int lag_col = c_.model.lag_col[e.cmt];
+          const double lag = params(e.seq)[lag_col];
           WalkRuns runs;
-          NoSteadyStateHooks hooks;
           double r_before[N], xs[N];
-          if (!record_steady_state_hd<N>(pr, e, lag, runs, r_before, hooks, xs)) return false;
+          if (G) {
+            if (e.ss == 2)
+              for (int q = 0; q < ps_; ++q)
+                for (int i = 0; i < N; ++i) saved_[q][i] = s_[q][i];
+            SteadyHooks hooks{*this};
+            if (!record_steady_state_hd<N>(pr, e, lag, runs, r_before, hooks, xs)) return false;
+            // The phase ii - lag moves back as the lag grows: d xs / d lag = -(A xs + r).
+            const int kl = free_in(e.seq, lag_col) ? dir_of_[lag_col] : -1;
+            if (kl >= 0 && e.ii > 0.0 && lag < e.ii) {
+              double v[N];
+              xdot_of(pr.a(), xs, r_before, v);
+              for (int i = 0; i < N; ++i) v[i] = -v[i];
+              add_to(kl, v);
+            }
+            if (e.ss == 2)
+              for (int q = 0; q < ps_; ++q)
+                for (int i = 0; i < N; ++i) s_[q][i] += saved_[q][i];
+          } else {
+            NoSteadyStateHooks hooks;
+            if (!record_steady_state_hd<N>(pr, e, lag, runs, r_before, hooks, xs)) return false;
+          }
           if (e.ss == 1) {
             for (int i = 0; i < N; ++i) x_[i] = xs[i];
             nrun_ = 0;
@@ -147,7 +166,7 @@ class Walker {
             if (nrun_ == kWalkList || nstop_ == kWalkList) return false;
             const std::int64_t id = next_id++;
             running_[nrun_++] = Running{id, e.cmt, runs.rate(i)};
-            add_stop(runs.end(i), id);
+            add_stop(Stop{runs.end(i), id, e.seq, e.cmt, runs.rate(i), e.ii > 0.0 && lag < e.ii});
           }
           break;
         }
@@ -223,6 +242,27 @@ class Walker {
   struct Stop {
     double time;
     std::int64_t id;
+    std::int64_t seq;  // the steady-state dose record
+    int cmt;
+    double rate;
+    bool moves_with_lag;  // its time moves with the record's lag (lag < II)
+  };
+
+  // record_steady_state_hd's hooks with sensitivities (Solver::SteadyHooks).
+  struct SteadyHooks {
+    Walker& w;
+    PKSCAN_HD void arrival(const detail::Event& a, const double* x) { w.steady_arrival(a, x); }
+    // The bolus F AMT: d/dF = AMT into its compartment (the F part of stop_jump).
+    PKSCAN_HD void bolus(const detail::Event& a) { w.stop_jump(a.seq, a.cmt, 0.0, false); }
+    PKSCAN_HD void step(double dt, const double*, const double* x_old, const double* r,
+                        const double* e, const double* sg) {
+      bool has_r = false;
+      for (int i = 0; i < N; ++i) has_r = has_r || r[i] != 0.0;
+      w.propagate(dt, x_old, r, has_r, e, sg);
+    }
+    PKSCAN_HD void stop(const detail::Event& d, double rate) {
+      w.stop_jump(d.seq, d.cmt, rate, false);
+    }
   };
 
   PKSCAN_HD const double* params(std::int64_t seq) const {
@@ -289,6 +329,14 @@ class Walker {
       out[i] = acc + r[i];
     }
   }
+  // A x + r for a given state and rates.
+  PKSCAN_HD static void xdot_of(const double* a, const double* x, const double* r, double* out) {
+    for (int i = 0; i < N; ++i) {
+      double acc = a[i * N] * x[0];
+      for (int j = 1; j < N; ++j) acc += a[i * N + j] * x[j];
+      out[i] = acc + r[i];
+    }
+  }
   PKSCAN_HD void rates(double* r) const {
     for (int i = 0; i < N; ++i) r[i] = 0.0;
     for (int i = 0; i < nrun_; ++i) r[running_[i].cmt] += running_[i].rate;
@@ -304,49 +352,57 @@ class Walker {
 
   // An infusion of rate `rate` into cmt stopped at a time that moves with its dose's lag and F
   // (Solver::stop_jump).
-  PKSCAN_HD void stop_jump(std::int64_t seq, int cmt, double rate) {
+  PKSCAN_HD void stop_jump(std::int64_t seq, int cmt, double rate, bool with_lag = true) {
     const int lag_col = c_.model.lag_col[cmt];
     const int f_col = c_.model.f_col[cmt];
     const int kl = dir_of_[lag_col];
     const int kf = dir_of_[f_col];
-    if (kl >= 0 && free_in(seq, lag_col)) add_unit(kl, cmt, rate);
+    if (with_lag && kl >= 0 && free_in(seq, lag_col)) add_unit(kl, cmt, rate);
     if (kf >= 0 && free_in(seq, f_col)) add_unit(kf, cmt, recs_[seq].amt);
   }
 
-  // The sensitivities over a step of length d from the state x_ (Solver::propagate, fast path):
-  // s~_q <- e o s~_q + rowsum(E~_q o W), W = Phi o (V^-1 x)^T + Psi o (V^-1 r)^T.
-  PKSCAN_HD void propagate(double d, const double* r, bool has_r, const double* e,
-                           const double* sg) {
+  // W = Phi o (V^-1 y)^T + Psi o (V^-1 r)^T over tau in the current row's eigenbasis
+  // (Solver::eigen_weights); e, sg: the eigenvalue terms of tau. Column-major.
+  PKSCAN_HD void weights(double tau, const double* e, const double* sg, const double* y,
+                         const double* r, bool has_r, double* w) const {
     const int np = c_.model.np;
-    if (pa_ > 0) {
-      const double* l = prop_ + np + 4 * N * N;
-      const double* vinv = prop_ + np + 2 * N * N;
-      double phi[N * N], psi[N * N], w[N * N], yt[N], rt[N];
-      for (int i = 0; i < N; ++i) {
-        phi[i + i * N] = d * e[i];
-        for (int j = 0; j < i; ++j) {
-          const double v = detail::phi_pair(l[i], l[j], e[i], e[j], d, inv_[i + j * N]);
-          phi[i + j * N] = v;
-          phi[j + i * N] = v;
-        }
+    const double* l = prop_ + np + 4 * N * N;
+    const double* vinv = prop_ + np + 2 * N * N;
+    double phi[N * N], psi[N * N], yt[N], rt[N];
+    for (int i = 0; i < N; ++i) {
+      phi[i + i * N] = tau * e[i];
+      for (int j = 0; j < i; ++j) {
+        const double v = detail::phi_pair(l[i], l[j], e[i], e[j], tau, inv_[i + j * N]);
+        phi[i + j * N] = v;
+        phi[j + i * N] = v;
       }
-      if (has_r)
-        for (int i = 0; i < N; ++i)
-          for (int j = 0; j <= i; ++j) {
-            const double v = detail::psi_pair(l[i], l[j], d, phi[i + j * N], sg[i], sg[j]);
-            psi[i + j * N] = v;
-            psi[j + i * N] = v;
-          }
-      for (int i = 0; i < N; ++i) {
-        yt[i] = x_[i];
-        rt[i] = has_r ? r[i] : 0.0;
-      }
-      mul(vinv, yt);
-      if (has_r) mul(vinv, rt);
+    }
+    if (has_r)
       for (int i = 0; i < N; ++i)
-        for (int j = 0; j < N; ++j)
-          w[i + j * N] = phi[i + j * N] * yt[j] + (has_r ? psi[i + j * N] * rt[j] : 0.0);
-      const double* et = prop_ + row_stride(N, np);
+        for (int j = 0; j <= i; ++j) {
+          const double v = detail::psi_pair(l[i], l[j], tau, phi[i + j * N], sg[i], sg[j]);
+          psi[i + j * N] = v;
+          psi[j + i * N] = v;
+        }
+    for (int i = 0; i < N; ++i) {
+      yt[i] = y[i];
+      rt[i] = has_r ? r[i] : 0.0;
+    }
+    mul(vinv, yt);
+    if (has_r) mul(vinv, rt);
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j)
+        w[i + j * N] = phi[i + j * N] * yt[j] + (has_r ? psi[i + j * N] * rt[j] : 0.0);
+  }
+
+  // The sensitivities over a step of length d from the state x_old (Solver::propagate, fast
+  // path): s~_q <- e o s~_q + rowsum(E~_q o W).
+  PKSCAN_HD void propagate(double d, const double* x_old, const double* r, bool has_r,
+                           const double* e, const double* sg) {
+    if (pa_ > 0) {
+      double w[N * N];
+      weights(d, e, sg, x_old, r, has_r, w);
+      const double* et = prop_ + row_stride(N, c_.model.np);
       for (int q = 0; q < pa_; ++q) {
         const double* eq = et + q * N * N;
         for (int i = 0; i < N; ++i) {
@@ -358,6 +414,151 @@ class Walker {
     }
     for (int q = pa_; q < ps_; ++q)
       for (int i = 0; i < N; ++i) s_[q][i] *= e[i];
+  }
+
+  // dK_k(tau) y + dG_k(tau) r for every A direction k, in original coordinates, into out
+  // (Solver::frechet, fast path).
+  PKSCAN_HD void frechet(double tau, const double* y, const double* r, double (*out)[N]) const {
+    for (int k = 0; k < pa_; ++k)
+      for (int i = 0; i < N; ++i) out[k][i] = 0.0;
+    if (tau == 0.0 || pa_ == 0) return;
+    bool has_r = false;
+    for (int i = 0; i < N; ++i) has_r = has_r || r[i] != 0.0;
+    const int np = c_.model.np;
+    double e[N], sg[N], w[N * N];
+    detail::eigen_terms_hd<N>(prop_ + np + 4 * N * N, tau, e, sg);
+    weights(tau, e, sg, y, r, has_r, w);
+    const double* et = prop_ + row_stride(N, np);
+    for (int k = 0; k < pa_; ++k) {
+      const double* eq = et + k * N * N;
+      double u[N];
+      for (int i = 0; i < N; ++i) {
+        double acc = 0.0;
+        for (int j = 0; j < N; ++j) acc += eq[i + j * N] * w[i + j * N];
+        u[i] = acc;
+      }
+      mul(prop_ + np + N * N, u);  // V u
+      for (int i = 0; i < N; ++i) out[k][i] = u[i];
+    }
+  }
+
+  // The sensitivities at a steady state's virtual arrival (SteadyHooks::arrival): the closed
+  // form's derivative of the steady state xs of dose d, moved into the eigenbasis.
+  PKSCAN_HD void steady_arrival(const detail::Event& d, const double* xs) {
+    bool finite = true;
+    for (int i = 0; i < N; ++i) finite = finite && xs[i] - xs[i] == 0.0;
+    if (finite) {
+      steady_state_derivative(d, xs);
+    } else {
+      for (int k = 0; k < ps_; ++k)
+        for (int i = 0; i < N; ++i) tmp2_[k][i] = ::nan("");
+    }
+    const double* vinv = prop_ + c_.model.np + 2 * N * N;
+    for (int q = 0; q < ps_; ++q) {
+      for (int i = 0; i < N; ++i) s_[q][i] = tmp2_[q][i];
+      if (basis_) mul(vinv, s_[q]);
+    }
+  }
+
+  // Derivatives of the steady state xs of dose e (original coordinates) into tmp2_ for every
+  // state direction (Solver::steady_state_derivative, fast path); the current row is e's.
+  PKSCAN_HD void steady_state_derivative(const detail::Event& e, const double* xs) {
+    const int np = c_.model.np;
+    for (int k = 0; k < ps_; ++k)
+      for (int i = 0; i < N; ++i) tmp2_[k][i] = 0.0;
+    const double amt = recs_[e.seq].amt;
+    const int f_col = c_.model.f_col[e.cmt];
+    const int kf = free_in(e.seq, f_col) ? dir_of_[f_col] : -1;
+    const double* a = prop_ + np;  // row-major
+    const RowPropagator<N> pr{prop_, np};
+    double lu[N * N];
+    int rp[N], cp[N];
+    if (e.ii == 0.0) {  // constant infusion: A xs + r = 0, dxs = -A^-1 dA xs
+      for (int i = 0; i < N * N; ++i) lu[i] = a[i];
+      detail::lu_full_hd<N>(lu, rp, cp);
+      const double* et = prop_ + row_stride(N, np);
+      for (int k = 0; k < pa_; ++k) {
+        double u[N], v[N];  // dA xs = V E~_k V^-1 xs
+        for (int i = 0; i < N; ++i) u[i] = xs[i];
+        mul(prop_ + np + 2 * N * N, u);
+        const double* eq = et + k * N * N;
+        for (int i = 0; i < N; ++i) {
+          double acc = 0.0;
+          for (int j = 0; j < N; ++j) acc += eq[i + j * N] * u[j];
+          v[i] = acc;
+        }
+        mul(prop_ + np + N * N, v);
+        detail::lu_solve_hd<N>(lu, rp, cp, v, v);
+        for (int i = 0; i < N; ++i) tmp2_[k][i] = -v[i];
+      }
+      return;
+    }
+    double kii[N * N], gii[N * N], es[N] = {}, ss[N] = {};
+    pr.step(e.ii, kii, gii, es, ss);
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j) lu[i * N + j] = (i == j ? 1.0 : 0.0) - kii[i * N + j];
+    detail::lu_full_hd<N>(lu, rp, cp);
+    const double zero[N] = {};
+    if (e.rate <= 0.0) {  // bolus: y = (I - K)^-1 b, xs = K y
+      double b[N] = {}, y[N];
+      b[e.cmt] = e.amount;
+      detail::lu_solve_hd<N>(lu, rp, cp, b, y);
+      frechet(e.ii, y, zero, tmp_);  // dK y
+      for (int k = 0; k < ps_; ++k) {
+        double rhs[N], dy[N], kdy[N];
+        for (int i = 0; i < N; ++i) rhs[i] = k < pa_ ? tmp_[k][i] : 0.0;
+        if (k == kf) rhs[e.cmt] += amt;
+        detail::lu_solve_hd<N>(lu, rp, cp, rhs, dy);
+        detail::matvec_hd<N>(kii, dy, kdy);
+        for (int i = 0; i < N; ++i) tmp2_[k][i] = (k < pa_ ? tmp_[k][i] : 0.0) + kdy[i];
+      }
+      return;
+    }
+    // Infusion of duration D: xs = sum_{k<k0} G(k ii) r + K(k0 ii - D) y, y = (I-K)^-1 G(D) r.
+    double r[N] = {};
+    r[e.cmt] = e.rate;
+    const double dur = e.duration;
+    const double d_dur = amt / e.rate;  // dD/dF
+    const std::int64_t k0 = detail::steady_state_k0(dur, e.ii);
+    for (std::int64_t q = 1; q < k0; ++q) {
+      frechet(static_cast<double>(q) * e.ii, zero, r, tmp_);
+      for (int k = 0; k < pa_; ++k)
+        for (int i = 0; i < N; ++i) tmp2_[k][i] += tmp_[k][i];
+    }
+    double kd[N * N], gd[N * N], kt[N * N], gt[N * N], gr[N], y[N];
+    pr.step(dur, kd, gd, es, ss);
+    const double tau2 = static_cast<double>(k0) * e.ii - dur;
+    pr.step(tau2, kt, gt, es, ss);
+    detail::matvec_hd<N>(gd, r, gr);
+    detail::lu_solve_hd<N>(lu, rp, cp, gr, y);
+    // dy = (I - K)^-1 (dK(ii) y + dG(D) r + K(D) r dD)
+    frechet(e.ii, y, zero, tmp_);
+    for (int k = 0; k < pa_; ++k)
+      for (int i = 0; i < N; ++i) dy_[k][i] = tmp_[k][i];
+    frechet(dur, zero, r, tmp_);
+    for (int k = 0; k < pa_; ++k)
+      for (int i = 0; i < N; ++i) dy_[k][i] += tmp_[k][i];
+    for (int k = pa_; k < ps_; ++k)
+      for (int i = 0; i < N; ++i) dy_[k][i] = 0.0;
+    if (kf >= 0) {
+      double kr[N];
+      detail::matvec_hd<N>(kd, r, kr);
+      for (int i = 0; i < N; ++i) dy_[kf][i] += kr[i] * d_dur;
+    }
+    for (int k = 0; k < ps_; ++k) detail::lu_solve_hd<N>(lu, rp, cp, dy_[k], dy_[k]);
+    // dxs += dK(tau2) y + K(tau2) dy - A K(tau2) y dD
+    frechet(tau2, y, zero, tmp_);
+    for (int k = 0; k < ps_; ++k) {
+      double kdy[N];
+      detail::matvec_hd<N>(kt, dy_[k], kdy);
+      for (int i = 0; i < N; ++i) tmp2_[k][i] += (k < pa_ ? tmp_[k][i] : 0.0) + kdy[i];
+    }
+    if (kf >= 0) {
+      double ky[N], aky[N];
+      detail::matvec_hd<N>(kt, y, ky);
+      detail::matvec_hd<N>(a, ky, aky);
+      for (int i = 0; i < N; ++i) tmp2_[kf][i] -= aky[i] * d_dur;
+    }
   }
 
   PKSCAN_HD void insert(const detail::Event& e) {
@@ -422,13 +623,13 @@ class Walker {
   }
 
   // A stop of an implied infusion, in (time, id) order.
-  PKSCAN_HD void add_stop(double time, std::int64_t id) {
+  PKSCAN_HD void add_stop(const Stop& st) {
     int at = 0;
     while (at < nstop_ &&
-           (stops_[at].time < time || (stops_[at].time == time && stops_[at].id < id)))
+           (stops_[at].time < st.time || (stops_[at].time == st.time && stops_[at].id < st.id)))
       ++at;
     for (int q = nstop_; q > at; --q) stops_[q] = stops_[q - 1];
-    stops_[at] = Stop{time, id};
+    stops_[at] = st;
     ++nstop_;
   }
 
@@ -450,15 +651,15 @@ class Walker {
           detail::eigen_matrix_hd<N>(v, v + N * N, v + 2 * N * N, s, g);
         else
           for (int i = 0; i < N * N; ++i) g[i] = 0.0;  // not read (no rates)
-        if (G) propagate(d, r, nrun_ > 0, e, s);
+        if (G) propagate(d, x_, r, nrun_ > 0, e, s);
         detail::step_state_hd<N>(k, g, x_, nrun_ > 0 ? r : nullptr, x_);
         x_time_ = tb;
       }
       while (nstop_ > 0 && stops_[0].time <= x_time_) {
-        const std::int64_t id = stops_[0].id;
+        const Stop st = stops_[0];
         for (int q = 0; q + 1 < nstop_; ++q) stops_[q] = stops_[q + 1];
         --nstop_;
-        stop_infusion(id);
+        if (stop_infusion(st.id) && G) stop_jump(st.seq, st.cmt, st.rate, st.moves_with_lag);
       }
     }
   }
@@ -478,6 +679,11 @@ class Walker {
   const std::int32_t* dir_col_ = nullptr;
   std::int8_t dir_of_[G ? kWalkDirections : 1];
   double s_[G ? kWalkDirections : 1][N];
+  // Scratch of the steady states' derivatives (per direction).
+  double saved_[G ? kWalkDirections : 1][N];
+  double tmp_[G ? kWalkDirections : 1][N];
+  double tmp2_[G ? kWalkDirections : 1][N];
+  double dy_[G ? kWalkDirections : 1][N];
   double inv_[G ? N * N : 1];
   bool basis_ = false;
   std::int64_t count_ = 0;

@@ -138,8 +138,8 @@ class Predictor {
   ///   row's V^-1 dA/dp V); one launch walks every subject. Predictions are the CPU's up to
   ///   CUDA's exp and expm1 (the walk is the CPU solver's arithmetic, step for step); gradients
   ///   are the CPU's forward sensitivities to rounding (about 1e-14 relative on the host system).
-  ///   A subject whose rows have no well-conditioned real eigendecomposition, with more than 32
-  ///   infusions running at once, or (for gradients) with a steady-state record runs on the CPU
+  ///   A subject whose rows have no well-conditioned real eigendecomposition, or with more than
+  ///   32 infusions running at once, runs on the CPU
   ///   in the same call. The likelihood is summed on the host from the predictions (and their
   ///   Jacobian). Calls on one Predictor take turns on the device (a lock).
   /// Not to be called while another thread evaluates this Predictor.
