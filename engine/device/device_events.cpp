@@ -35,74 +35,21 @@ std::unique_ptr<device::Runtime> runtime_for(const std::string& who) {
   return rt;
 }
 
-// The sensitivity directions of subject s (Solver::setup_directions) for its row `params`:
-// dirs = pa, ps, p, then the p columns.
-void walk_directions(const DatasetSetup& setup, const SubjectPlan& plan, const double* params,
-                     std::int32_t* dirs) {
-  const ModelInfo& m = *setup.model;
-  const RateStructure& rs = setup.rates;
-  std::int32_t* col_of = dirs + 3;
-  int p = 0;
-  const auto add = [&](int col) {
-    if (col < 0 || std::isnan(params[col])) return;
-    for (int k = 0; k < p; ++k)
-      if (col_of[k] == col) return;
-    col_of[p++] = col;
-  };
-  for (std::size_t i = 0; i < rs.micro.size(); ++i) {
-    add(rs.micro[i]);
-    const int c = rs.clearance[i];
-    if (c >= 0 &&
-        (!std::isnan(params[c]) || setup.is_dataset_column[static_cast<std::size_t>(c)])) {
-      add(c);
-      add(rs.volume[i]);
-    }
-  }
-  dirs[0] = p;
-  for (int c = 0; c < setup.n; ++c)
-    if ((plan.dosed >> c) & 1u) {
-      add(m.f_parameter[static_cast<std::size_t>(c)]);
-      add(m.lag_parameter[static_cast<std::size_t>(c)]);
-    }
-  dirs[1] = p;
-  for (int c = 0; c < setup.n; ++c)
-    if ((plan.observed >> c) & 1u) add(m.volume_parameter[static_cast<std::size_t>(c)]);
-  dirs[2] = p;
-}
-
-// E~_k = V^-1 dA/dp_k V of one row for the directions k < pa that move A (Solver::setup_row),
-// column-major, at `out`.
+// E~_k = V^-1 dA/dp_k V of one row (values pr, dataset columns `overridden`) for the directions
+// k < pa that move A (Solver::setup_row: 0 for a column the row takes from the dataset),
+// column-major, at `out`. dirs: pa, ps, p, then the p columns.
 template <int N>
 void walk_eigen_directions(const DatasetSetup& setup, const double* pr, std::uint64_t overridden,
                            const std::int32_t* dirs, const Propagator<N>& prop, double* out) {
   using Square = Eigen::Matrix<double, N, N>;
-  const int pa = dirs[0], p = dirs[2];
-  const std::int32_t* col_of = dirs + 3;
-  const auto dir_if_free = [&](int col) -> int {
-    if (col < 0 || ((overridden >> col) & 1u)) return -1;
-    for (int k = 0; k < p; ++k)
-      if (col_of[k] == col) return k < pa ? k : -1;
-    return -1;
-  };
-  Mat<N> da[kMaxColumns];
-  for (int k = 0; k < pa; ++k) da[k].setZero();
-  const RateStructure& rs = setup.rates;
-  for (std::size_t i = 0; i < rs.micro.size(); ++i) {
-    const Eigen::Map<const Mat<N>> b(rs.b[i].data());
-    const int mc = rs.micro[i];
-    if (!std::isnan(pr[mc])) {
-      const int k = dir_if_free(mc);
-      if (k >= 0) da[k] += b;
-      continue;
-    }
-    const int c = rs.clearance[i], v = rs.volume[i];
-    if (c < 0 || std::isnan(pr[c])) continue;
-    const int kc = dir_if_free(c), kv = dir_if_free(v);
-    if (kc >= 0) da[kc] += b / pr[v];
-    if (kv >= 0) da[kv] -= b * (pr[c] / (pr[v] * pr[v]));
-  }
-  for (int k = 0; k < pa; ++k) {
-    const Square et = prop.vinv() * (da[k] * prop.v());
+  Mat<N> da[kMaxColumns];  // dA/dp_c of every column, back to back
+  static_assert(sizeof(Mat<N>) == sizeof(double) * N * N, "add_rate_derivatives' layout");
+  for (int c = 0; c < setup.np; ++c) da[c].setZero();
+  add_rate_derivatives(setup.rates, N, pr, da[0].data());
+  for (int k = 0; k < dirs[0]; ++k) {
+    const int c = dirs[3 + k];
+    if ((overridden >> c) & 1u) da[c].setZero();
+    const Square et = prop.vinv() * (da[c] * prop.v());
     std::copy(et.data(), et.data() + N * N, out + k * N * N);
   }
 }
@@ -284,7 +231,12 @@ void DeviceEvents::Impl::fill(const double* params, int threads, bool sensitivit
         std::int32_t* dirs = nullptr;
         if (sensitivities) {
           dirs = directions.data() + i * nd;
-          walk_directions(setup, plans[i], params + i * np, dirs);
+          int col[kMaxColumns], pa = 0, ps = 0;
+          const int p = setup.directions(plans[i], params + i * np, col, pa, ps);
+          dirs[0] = pa;
+          dirs[1] = ps;
+          dirs[2] = p;
+          std::copy(col, col + p, dirs + 3);
         }
         const bool fast = fill_walk_rows<N>(setup, plans[i], s, params + i * np, w.values, w.prop,
                                             stride, dirs, rows.data() + row_offset[i] * stride);

@@ -73,6 +73,36 @@ void sort_events(std::vector<EventTemplate>& ev) {
 
 }  // namespace
 
+int DatasetSetup::directions(const SubjectPlan& plan, const double* params, int* col, int& pa,
+                             int& ps) const {
+  const ModelInfo& m = *model;
+  std::uint64_t taken = 0;  // bit c: column c is a direction
+  int p = 0;
+  const auto add = [&](int c) {
+    if (c < 0 || std::isnan(params[c]) || ((taken >> c) & 1u)) return;
+    taken |= std::uint64_t{1} << c;
+    col[p++] = c;
+  };
+  for (std::size_t i = 0; i < rates.micro.size(); ++i) {
+    add(rates.micro[i]);
+    const int c = rates.clearance[i];
+    if (c >= 0 && (!std::isnan(params[c]) || is_dataset_column[static_cast<std::size_t>(c)])) {
+      add(c);
+      add(rates.volume[i]);
+    }
+  }
+  pa = p;
+  for (int c = 0; c < n; ++c)
+    if ((plan.dosed >> c) & 1u) {
+      add(m.f_parameter[static_cast<std::size_t>(c)]);
+      add(m.lag_parameter[static_cast<std::size_t>(c)]);
+    }
+  ps = p;
+  for (int c = 0; c < n; ++c)
+    if ((plan.observed >> c) & 1u) add(m.volume_parameter[static_cast<std::size_t>(c)]);
+  return p;
+}
+
 void DatasetSetup::fill_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
                              std::vector<double>& rows) const {
   const std::size_t width = static_cast<std::size_t>(np);

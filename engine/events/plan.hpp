@@ -81,6 +81,11 @@ struct DatasetSetup {
   // @throws DomainError naming the first record of an invalid row
   void fill_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
                  std::vector<double>& rows) const;
+  // The sensitivity directions of a subject (with sensitivities only): the columns of its row
+  // `params` whose derivative can be non-zero, in order: those that move A (pa of them), then F
+  // and lag of its dosed compartments (up to ps), then the volumes of its observed ones. Writes
+  // them to `col` (np at most) and returns how many.
+  int directions(const SubjectPlan& plan, const double* params, int* col, int& pa, int& ps) const;
   // "<who>: FILE:LINE: ID "x" (subject k): msg" for record `record` of s.
   std::string locate(std::int64_t s, std::int64_t record, const std::string& msg) const;
   // @throws DomainError with locate()'s message

@@ -209,25 +209,6 @@ void check_error_model(const ErrorModel& error, const double* sigma) {
           " is " + format_value(sigma[i]) + ", but must be finite and > 0");
 }
 
-double likelihood(const Prepared& impl, std::int64_t s, const double* pred, const double* jac,
-                  const ErrorModel& error, const double* sigma, double* gradient,
-                  double* sigma_gradient);
-}  // namespace
-
-double Predictor::log_likelihood(std::int64_t s, const double* params, const ErrorModel& error,
-                                 const double* sigma, double* gradient, double* sigma_gradient,
-                                 Workspace& ws) const {
-  impl_->check_subject(s);
-  check_call(*impl_, ws.state_->owner, params, "log_likelihood");
-  check_error_model(error, sigma);
-  const detail::SubjectPlan& plan = impl_->plans[static_cast<std::size_t>(s)];
-  double* pred = ws.state_->pred.data();
-  double* jac = ws.state_->jac.data();
-  ws.state_->solver->predict(plan, s, params, pred, gradient != nullptr ? jac : nullptr);
-  return likelihood(*impl_, s, pred, jac, error, sigma, gradient, sigma_gradient);
-}
-
-namespace {
 // The log-likelihood of subject s from its predictions `pred` (and, with a gradient, their
 // Jacobian `jac`); Predictor::log_likelihood's documented contract.
 double likelihood(const Prepared& impl, std::int64_t s, const double* pred, const double* jac,
@@ -300,6 +281,19 @@ double likelihood(const Prepared& impl, std::int64_t s, const double* pred, cons
   return ll;
 }
 }  // namespace
+
+double Predictor::log_likelihood(std::int64_t s, const double* params, const ErrorModel& error,
+                                 const double* sigma, double* gradient, double* sigma_gradient,
+                                 Workspace& ws) const {
+  impl_->check_subject(s);
+  check_call(*impl_, ws.state_->owner, params, "log_likelihood");
+  check_error_model(error, sigma);
+  const detail::SubjectPlan& plan = impl_->plans[static_cast<std::size_t>(s)];
+  double* pred = ws.state_->pred.data();
+  double* jac = ws.state_->jac.data();
+  ws.state_->solver->predict(plan, s, params, pred, gradient != nullptr ? jac : nullptr);
+  return likelihood(*impl_, s, pred, jac, error, sigma, gradient, sigma_gradient);
+}
 
 namespace {
 // Runs body(s, workspace) for every subject on `threads` threads, one workspace per thread; the

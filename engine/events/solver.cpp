@@ -375,34 +375,9 @@ class Solver final : public EventSolver {
 
   // Directions of this evaluation: the columns whose derivative can be non-zero.
   void setup_directions(const double* params) {
-    const ModelInfo& m = *setup_->model;
-    const RateStructure& rs = setup_->rates;
     std::fill(dir_of_.begin(), dir_of_.end(), -1);
-    p_ = 0;
-    auto add = [&](int col) {
-      if (col < 0 || std::isnan(params[col]) || dir_of_[static_cast<std::size_t>(col)] >= 0) return;
-      dir_of_[static_cast<std::size_t>(col)] = p_;
-      dir_col_[static_cast<std::size_t>(p_)] = col;
-      ++p_;
-    };
-    for (std::size_t i = 0; i < rs.micro.size(); ++i) {
-      add(rs.micro[i]);
-      const int c = rs.clearance[i];
-      if (c >= 0 &&
-          (!std::isnan(params[c]) || setup_->is_dataset_column[static_cast<std::size_t>(c)])) {
-        add(c);
-        add(rs.volume[i]);
-      }
-    }
-    pa_ = p_;
-    for (int c = 0; c < N; ++c)
-      if ((plan_->dosed >> c) & 1u) {
-        add(m.f_parameter[static_cast<std::size_t>(c)]);
-        add(m.lag_parameter[static_cast<std::size_t>(c)]);
-      }
-    ps_ = p_;
-    for (int c = 0; c < N; ++c)
-      if ((plan_->observed >> c) & 1u) add(m.volume_parameter[static_cast<std::size_t>(c)]);
+    p_ = setup_->directions(*plan_, params, dir_col_.data(), pa_, ps_);
+    for (int k = 0; k < p_; ++k) dir_of_[static_cast<std::size_t>(dir_col_[k])] = k;
     for (int k = 0; k < ps_; ++k) s_[k].setZero();
     basis_fast_ = false;
   }
