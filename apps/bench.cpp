@@ -307,7 +307,8 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
     << ",\"us_per_subject\":" << best * 1e6 / static_cast<double>(o.n);
   if (sum.device == Device::Cuda)  // the last call's device seconds
     s << ",\"kernel_s\":" << sum.device_kernel_seconds
-      << ",\"transfer_s\":" << sum.device_transfer_seconds;
+      << ",\"transfer_s\":" << sum.device_transfer_seconds
+      << ",\"host_subjects\":" << sum.device_host_subjects;
   s << "}\n";
   out << s.str();
 }

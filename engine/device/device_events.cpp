@@ -8,9 +8,7 @@
 // a fast eigendecomposition sends its subject to the host's solver.
 #include "device/device_events.hpp"
 
-#include <Eigen/Dense>
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <pkscan/error.hpp>
 #include <string>
@@ -19,77 +17,16 @@
 #include "core/rate_structure.hpp"
 #include "device/buffer.hpp"
 #include "device/runtime.hpp"
+#include "device/walk_host.hpp"
 #include "device/walk_job.hpp"
-#include "events/event_list.hpp"
-#include "grid/device_backend.hpp"
 
 namespace pkscan::detail {
-
-namespace {
-
-std::unique_ptr<device::Runtime> runtime_for(const std::string& who) {
-  std::unique_ptr<device::Runtime> rt = make_device_runtime();
-  std::string why = "this build of pkscan has no CUDA support";
-  if (!rt || rt->device_count(&why) <= 0)
-    throw BackendUnavailable(who + ": device 'cuda' is not available: " + why);
-  return rt;
-}
-
-// E~_k = V^-1 dA/dp_k V of one row (values pr, dataset columns `overridden`) for the directions
-// k < pa that move A (Solver::setup_row: 0 for a column the row takes from the dataset),
-// column-major, at `out`. dirs: pa, ps, p, then the p columns.
-template <int N>
-void walk_eigen_directions(const DatasetSetup& setup, const double* pr, std::uint64_t overridden,
-                           const std::int32_t* dirs, const Propagator<N>& prop, double* out) {
-  using Square = Eigen::Matrix<double, N, N>;
-  Mat<N> da[kMaxColumns];  // dA/dp_c of every column, back to back
-  static_assert(sizeof(Mat<N>) == sizeof(double) * N * N, "add_rate_derivatives' layout");
-  for (int c = 0; c < setup.np; ++c) da[c].setZero();
-  add_rate_derivatives(setup.rates, N, pr, da[0].data());
-  for (int k = 0; k < dirs[0]; ++k) {
-    const int c = dirs[3 + k];
-    if ((overridden >> c) & 1u) da[c].setZero();
-    const Square et = prop.vinv() * (da[c] * prop.v());
-    std::copy(et.data(), et.data() + N * N, out + k * N * N);
-  }
-}
-
-// The rows of subject s in walk_job.hpp's layout at `out` (`stride` doubles each; with `dirs`,
-// also the E~_k of its directions); false when a row has no fast eigendecomposition.
-template <int N>
-bool fill_walk_rows(const DatasetSetup& setup, const SubjectPlan& plan, std::int64_t s,
-                    const double* params, std::vector<double>& values, Propagator<N>& prop,
-                    std::int64_t stride, const std::int32_t* dirs, double* out) {
-  setup.fill_rows(plan, s, params, values);
-  const std::size_t np = static_cast<std::size_t>(setup.np);
-  Mat<N> a;
-  for (std::size_t r = 0; r < plan.rows.size(); ++r) {
-    const double* row = values.data() + r * np;
-    rate_matrix(*setup.model, row, a.data());
-    prop.reset(a);
-    if (!prop.fast()) return false;
-    double* o = out + static_cast<std::int64_t>(r) * stride;
-    std::copy(row, row + np, o);
-    double* e = o + np;
-    std::copy(a.data(), a.data() + N * N, e);
-    std::copy(prop.v().data(), prop.v().data() + N * N, e + N * N);
-    std::copy(prop.vinv().data(), prop.vinv().data() + N * N, e + 2 * N * N);
-    std::copy(prop.mask().data(), prop.mask().data() + N * N, e + 3 * N * N);
-    std::copy(prop.lambda().data(), prop.lambda().data() + N, e + 4 * N * N);
-    if (dirs != nullptr)
-      walk_eigen_directions<N>(setup, row, plan.rows[r].overridden, dirs, prop,
-                               o + device::row_stride(N, setup.np));
-  }
-  return true;
-}
-
-}  // namespace
 
 struct DeviceEvents::Impl {
   Impl(const DatasetSetup& s, const std::vector<SubjectPlan>& p)
       : setup(s),
         plans(p),
-        rt(runtime_for(s.who)),
+        rt(walk_runtime(s.who)),
         plan_buf(*rt, false),
         in_buf(*rt, false),
         out_buf(*rt, false),
@@ -117,52 +54,16 @@ struct DeviceEvents::Impl {
 };
 
 void DeviceEvents::Impl::upload_plans() {
-  const ModelInfo& m = *setup.model;
   const std::int64_t n = static_cast<std::int64_t>(plans.size());
-  std::vector<device::WalkSubject> subjects(static_cast<std::size_t>(n));
-  std::vector<device::WalkTemplate> templates;
-  std::vector<device::WalkRecord> records;
-  row_offset.resize(static_cast<std::size_t>(n));
-  std::int64_t scratch = 0;
+  WalkArrays a;
   for (std::int64_t s = 0; s < n; ++s) {
     const SubjectPlan& plan = plans[static_cast<std::size_t>(s)];
-    const std::vector<DatasetRecord>& recs =
-        setup.data->subjects[static_cast<std::size_t>(s)].records;
-    device::WalkSubject& w = subjects[static_cast<std::size_t>(s)];
-    w.templates = static_cast<std::int64_t>(templates.size());
-    w.events = static_cast<std::int64_t>(plan.events.size());
-    w.records = static_cast<std::int64_t>(records.size());
-    w.record_count = static_cast<std::int64_t>(recs.size());
-    w.scratch = scratch;
-    w.out = plan.obs_offset;
-    w.infusion_ids = plan.infusion_ids;
-    w.last_obs = plan.last_obs;
-    scratch += static_cast<std::int64_t>(plan.events.size() + plan.lag_boundaries);
-    for (const EventTemplate& t : plan.events) templates.push_back({t.e, t.addl_k});
-    for (std::size_t j = 0; j < recs.size(); ++j) {
-      const DatasetRecord& r = recs[j];
-      device::WalkRecord o;
-      o.time = r.time;
-      o.amt = r.amt;
-      o.ii = r.ii;
-      o.evid = r.evid;
-      o.ss = r.ss;
-      o.obs_cmt = r.cmt > 0 ? r.cmt - 1 : m.default_observation_compartment;
-      o.row = plan.row_of[j];
-      records.push_back(o);
-    }
-    row_offset[static_cast<std::size_t>(s)] = total_rows;
-    total_rows += static_cast<std::int64_t>(plan.rows.size());
+    a.append(setup, plan, s, plan.obs_offset);
     total_obs += plan.obs_count;
   }
-  device::WalkModel& wm = chunk.model;
-  wm.np = setup.np;
-  wm.default_obs = m.default_observation_compartment;
-  for (int c = 0; c < setup.n; ++c) {
-    wm.f_col[c] = m.f_parameter[static_cast<std::size_t>(c)];
-    wm.lag_col[c] = m.lag_parameter[static_cast<std::size_t>(c)];
-    wm.vol_col[c] = m.volume_parameter[static_cast<std::size_t>(c)];
-  }
+  row_offset = a.first_row;
+  total_rows = a.rows();
+  chunk.model = walk_model(setup);
   // Which columns can move A (the E~_k a row may carry with sensitivities).
   {
     std::vector<char> moves(static_cast<std::size_t>(setup.np), 0);
@@ -172,30 +73,28 @@ void DeviceEvents::Impl::upload_plans() {
         if (c >= 0) moves[static_cast<std::size_t>(c)] = 1;
     a_columns = std::count(moves.begin(), moves.end(), 1);
   }
-  std::vector<std::uint64_t> overridden;  // per row, in row_offset order
-  for (const SubjectPlan& plan : plans)
-    for (const RowTemplate& r : plan.rows) overridden.push_back(r.overridden);
   // Device memory: subjects, templates, records, rows' overridden columns, scratch events (once);
   // the call's first rows, directions and rows (in_buf), predictions and statuses (out_buf), and
   // the Jacobian (jac_buf, with sensitivities).
-  const std::size_t at_templates = align_up(subjects.size() * sizeof(device::WalkSubject), kAlign);
+  const std::size_t at_templates =
+      align_up(a.subjects.size() * sizeof(device::WalkSubject), kAlign);
   const std::size_t at_records =
-      at_templates + align_up(templates.size() * sizeof(device::WalkTemplate), kAlign);
+      at_templates + align_up(a.templates.size() * sizeof(device::WalkTemplate), kAlign);
   const std::size_t at_overridden =
-      at_records + align_up(records.size() * sizeof(device::WalkRecord), kAlign);
+      at_records + align_up(a.records.size() * sizeof(device::WalkRecord), kAlign);
   const std::size_t at_scratch =
-      at_overridden + align_up(overridden.size() * sizeof(std::uint64_t), kAlign);
-  const std::size_t plan_bytes = at_scratch + static_cast<std::size_t>(scratch) * sizeof(Event);
+      at_overridden + align_up(a.overridden.size() * sizeof(std::uint64_t), kAlign);
+  const std::size_t plan_bytes = at_scratch + static_cast<std::size_t>(a.scratch) * sizeof(Event);
   plan_buf.reserve(plan_bytes);
   char* d = static_cast<char*>(plan_buf.ptr());
   void* sm = stream.get();
-  rt->copy_to_device(d, subjects.data(), subjects.size() * sizeof(device::WalkSubject), sm);
-  rt->copy_to_device(d + at_templates, templates.data(),
-                     templates.size() * sizeof(device::WalkTemplate), sm);
-  rt->copy_to_device(d + at_records, records.data(), records.size() * sizeof(device::WalkRecord),
-                     sm);
-  rt->copy_to_device(d + at_overridden, overridden.data(),
-                     overridden.size() * sizeof(std::uint64_t), sm);
+  rt->copy_to_device(d, a.subjects.data(), a.subjects.size() * sizeof(device::WalkSubject), sm);
+  rt->copy_to_device(d + at_templates, a.templates.data(),
+                     a.templates.size() * sizeof(device::WalkTemplate), sm);
+  rt->copy_to_device(d + at_records, a.records.data(),
+                     a.records.size() * sizeof(device::WalkRecord), sm);
+  rt->copy_to_device(d + at_overridden, a.overridden.data(),
+                     a.overridden.size() * sizeof(std::uint64_t), sm);
   rt->synchronize(sm);  // the host vectors go when this returns
   chunk.subjects = n;
   chunk.subject = reinterpret_cast<const device::WalkSubject*>(d);

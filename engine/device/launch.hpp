@@ -8,7 +8,6 @@
 
 #include <cstdint>
 
-#include "device/dataset_kernels.hpp"
 #include "device/subject_kernels.hpp"
 #include "device/summary_kernels.hpp"
 #include "device/walk_kernels.hpp"
@@ -68,27 +67,6 @@ void launch_summary(const Policy& policy, SummaryStage stage, const SummaryChunk
     case SummaryStage::Count:
       for_each_subject(policy, cells, Count<Real>{c});
       break;
-  }
-}
-
-// The dataset kernel over a chunk's subjects, for n = 1 to 6 compartments (the event engine's
-// models).
-template <class Policy>
-void launch_dataset(const Policy& policy, int n, const DatasetChunk& c) {
-  if (c.subjects <= 0) return;
-  switch (n) {
-    case 1:
-      return for_each_subject(policy, c.subjects, DatasetKernel<1>{c});
-    case 2:
-      return for_each_subject(policy, c.subjects, DatasetKernel<2>{c});
-    case 3:
-      return for_each_subject(policy, c.subjects, DatasetKernel<3>{c});
-    case 4:
-      return for_each_subject(policy, c.subjects, DatasetKernel<4>{c});
-    case 5:
-      return for_each_subject(policy, c.subjects, DatasetKernel<5>{c});
-    default:
-      return for_each_subject(policy, c.subjects, DatasetKernel<6>{c});
   }
 }
 

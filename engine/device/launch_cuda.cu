@@ -54,10 +54,6 @@ void launch_summary_cuda(SummaryStage stage, const SummaryChunk<Real>& c, void* 
   launch_summary<Real>(CudaStream{static_cast<cudaStream_t>(stream)}, stage, c);
 }
 
-void launch_dataset_cuda(int n, const DatasetChunk& c, void* stream) {
-  launch_dataset(CudaStream{static_cast<cudaStream_t>(stream)}, n, c);
-}
-
 void launch_walk_cuda(int n, const WalkChunk& c, void* stream) {
   launch_walk(CudaStream{static_cast<cudaStream_t>(stream)}, n, c);
 }

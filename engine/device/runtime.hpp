@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <string>
 
-#include "device/dataset_job.hpp"
 #include "device/subject_kernels.hpp"
 #include "device/summary_job.hpp"
 #include "device/walk_job.hpp"
@@ -64,10 +63,6 @@ class Runtime {
   // Enqueues the device summary's kernel of `stage` over the chunk on `stream`.
   virtual void launch_summary(SummaryStage stage, const SummaryChunk<double>& c, void* stream) = 0;
   virtual void launch_summary(SummaryStage stage, const SummaryChunk<float>& c, void* stream) = 0;
-
-  // Enqueues the dataset kernel (dataset_kernels.hpp) over the chunk's subjects, for a model of
-  // n compartments (1 to 6), on `stream`.
-  virtual void launch_dataset(int n, const DatasetChunk& c, void* stream) = 0;
 
   // Enqueues the event walk (walk_kernels.hpp) over the chunk's subjects, for a model of n
   // compartments (1 to 6), on `stream`.

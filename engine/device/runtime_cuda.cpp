@@ -18,7 +18,6 @@ void launch_cuda(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChun
 template <class Real>
 void launch_summary_cuda(SummaryStage stage, const SummaryChunk<Real>& c,
                          void* stream);                                // launch_cuda.cu
-void launch_dataset_cuda(int n, const DatasetChunk& c, void* stream);  // launch_cuda.cu
 void launch_walk_cuda(int n, const WalkChunk& c, void* stream);        // launch_cuda.cu
 
 int cuda_device_count(std::string* why) noexcept {
@@ -131,9 +130,6 @@ class CudaRuntime final : public Runtime {
   }
   void launch_summary(SummaryStage stage, const SummaryChunk<float>& c, void* stream) override {
     launch_summary_cuda<float>(stage, c, stream);
-  }
-  void launch_dataset(int n, const DatasetChunk& c, void* stream) override {
-    launch_dataset_cuda(n, c, stream);
   }
   void launch_walk(int n, const WalkChunk& c, void* stream) override {
     launch_walk_cuda(n, c, stream);

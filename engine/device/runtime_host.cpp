@@ -100,9 +100,6 @@ class HostRuntime final : public Runtime {
   void launch_summary(SummaryStage stage, const SummaryChunk<float>& c, void*) override {
     device::launch_summary<float>(thrust::omp::par, stage, c);
   }
-  void launch_dataset(int n, const DatasetChunk& c, void*) override {
-    device::launch_dataset(thrust::omp::par, n, c);
-  }
   void launch_walk(int n, const WalkChunk& c, void*) override {
     device::launch_walk(thrust::omp::par, n, c);
   }

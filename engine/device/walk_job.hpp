@@ -1,21 +1,17 @@
 #pragma once
 // What the event walk (walk_kernels.hpp) reads and writes: a dataset's plans as plain arrays,
 // uploaded once (the Predictor's plans do not change between calls), the parameter rows of one
-// call, and the predictions it writes. Plain structs, so that the host side fills them without
-// seeing the kernel.
+// call, and the predictions it writes (the Predictor), or whole output rows (simulate_dataset,
+// in chunks of subjects). Plain structs, so that the host side fills them without seeing the
+// kernel.
 #include <cstdint>
 
 #include "events/event.hpp"
 
 namespace pkscan::device {
 
-// An event of a subject's plan before the parameters are known (events/plan.hpp's
-// EventTemplate): its time without lag (for stops, without lag and duration), the dose number
-// within its record.
-struct WalkTemplate {
-  detail::Event e;
-  std::int64_t addl_k = 0;
-};
+// An event of a subject's plan before the parameters are known, as the host's plan holds it.
+using WalkTemplate = detail::EventTemplate;
 
 // A dataset record as the walk reads it.
 struct WalkRecord {
@@ -35,7 +31,8 @@ struct WalkSubject {
   std::int64_t records = 0;       // first record
   std::int64_t record_count = 0;  // number of records (at least one)
   std::int64_t scratch = 0;       // first scratch event (room for events + lag boundaries)
-  std::int64_t out = 0;           // first prediction (Predictor::observation_offset)
+  std::int64_t out = 0;           // first prediction (Predictor::observation_offset), or first
+                                  // output row within the chunk (simulate_dataset)
   std::int64_t infusion_ids = 0;  // ids 0.. are the infusion doses; steady-state runs follow
   double last_obs = 0.0;          // nothing after the last observation is reported
 };
@@ -57,9 +54,10 @@ struct WalkModel {
 PKSCAN_HD inline std::int64_t row_stride(int n, int np) { return np + 4 * n * n + n; }
 
 enum : std::uint8_t {
-  kWalkOk = 0,    // every prediction written
-  kWalkHost = 1,  // not run: a row has no fast eigendecomposition, a list ran out of room, or
-                  // a steady state with sensitivities (the host's event solver runs the subject)
+  kWalkOk = 0,         // every prediction written
+  kWalkHost = 1,       // not run: a row has no fast eigendecomposition or a list ran out of room
+                       // (the host's event solver runs the subject)
+  kWalkNonFinite = 2,  // full rows: every row written, but some amount is not finite
 };
 
 // One launch over subjects [0, subjects).
@@ -74,7 +72,11 @@ struct WalkChunk {
   const double* rows = nullptr;             // the call's rows (row_stride each)
   detail::Event* scratch = nullptr;         // the subjects' events in processing order
   double* prediction = nullptr;             // per observation
-  std::uint8_t* status = nullptr;           // per subject: kWalkOk or kWalkHost
+  // Full rows (simulate_dataset), when set: per observation also the amounts and concentrations
+  // (n each, with the volumes of the record's parameter row).
+  double* amounts = nullptr;
+  double* concentrations = nullptr;
+  std::uint8_t* status = nullptr;  // per subject: kWalkOk or kWalkHost
   // Sensitivities (events/solver.cpp's forward sensitivities, fast path), when jacobian is set:
   const std::uint64_t* overridden = nullptr;  // per row (first_row order): bit c: from the dataset
   const std::int32_t* directions = nullptr;   // per subject np + 3 values: pa, ps, p, the columns

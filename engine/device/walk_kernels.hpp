@@ -15,10 +15,12 @@
 // events/divided_differences_hd.hpp, the CPU's own, but the small products are plain loops, not
 // Eigen's, so the Jacobian is the CPU's to rounding, not to the bit.
 //
+// With full rows (simulate_dataset) it writes each observation's amounts and concentrations
+// too, as the solver's simulate_rows.
+//
 // What the walk does not do, it leaves to the host's solver (status kWalkHost): rows without a
-// fast eigendecomposition (the host marks them before the launch), subjects with more than
-// kWalkList infusions running, stops pending or implied steady-state infusions at once, and, with
-// sensitivities, subjects with a steady-state record.
+// fast eigendecomposition (the host marks them before the launch), and subjects with more than
+// kWalkList infusions running, stops pending or implied steady-state infusions at once.
 #include <cstdint>
 
 #include "device/walk_job.hpp"
@@ -212,6 +214,14 @@ class Walker {
           const double v = pr[vcol];
           const double conc = x_[cmt] / v;
           c_.prediction[sj_.out + e.row] = conc;
+          if (c_.amounts != nullptr) {  // the whole row (Solver::simulate_rows)
+            const std::int64_t at = (sj_.out + e.row) * N;
+            for (int i = 0; i < N; ++i) {
+              c_.amounts[at + i] = x_[i];
+              c_.concentrations[at + i] = x_[i] / pr[c_.model.vol_col[i]];
+              finite_ = finite_ && x_[i] - x_[i] == 0.0;  // false for inf and NaN
+            }
+          }
           if (G) {
             double* jr = c_.jacobian + (sj_.out + e.row) * c_.model.np;
             for (int col = 0; col < c_.model.np; ++col) jr[col] = 0.0;
@@ -237,6 +247,9 @@ class Walker {
     }
     return true;
   }
+
+  // After run(): whether every amount of the rows written is finite (full rows only).
+  PKSCAN_HD bool finite() const { return finite_; }
 
  private:
   struct Stop {
@@ -686,6 +699,7 @@ class Walker {
   double dy_[G ? kWalkDirections : 1][N];
   double inv_[G ? N * N : 1];
   bool basis_ = false;
+  bool finite_ = true;
   std::int64_t count_ = 0;
   std::int64_t cursor_ = 0;
   double x_time_ = 0.0;
@@ -702,17 +716,17 @@ struct EventWalk {
 
   PKSCAN_HD void operator()(std::int64_t j) const {
     const std::int64_t first_row = c.first_row[j];
-    bool ok = false;
+    std::uint8_t status = kWalkHost;
     if (first_row >= 0) {
       if (c.jacobian != nullptr) {
         Walker<N, true> w(c, j, first_row);
-        ok = w.run();
+        if (w.run()) status = kWalkOk;
       } else {
         Walker<N, false> w(c, j, first_row);
-        ok = w.run();
+        if (w.run()) status = w.finite() ? kWalkOk : kWalkNonFinite;
       }
     }
-    c.status[j] = ok ? kWalkOk : kWalkHost;
+    c.status[j] = status;
   }
 };
 

@@ -29,6 +29,14 @@ struct Event {
   std::int64_t row = -1;  // output row (observations)
 };
 
+// A dataset event before the parameters are known (events/plan.hpp's SubjectPlan, and the
+// device's event walk): its time without lag (for stops, without lag and duration), the dose
+// number within its record.
+struct EventTemplate {
+  Event e;
+  std::int64_t addl_k = 0;
+};
+
 // The processing order: time, then class (stops, generated arrivals, records), then file order.
 PKSCAN_HD inline bool before(const Event& a, const Event& b) {
   if (a.time != b.time) return a.time < b.time;

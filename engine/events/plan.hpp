@@ -19,13 +19,6 @@ namespace pkscan::detail {
 
 constexpr int kMaxColumns = 64;  // parameter columns (a bit mask per row); linear models have <= 54
 
-// A dataset event before the parameters are known: its time without lag (for stops, without
-// lag and duration), the dose number within its record.
-struct EventTemplate {
-  Event e;
-  std::int64_t addl_k = 0;
-};
-
 // The parameter row of a run of records: the subject's row with these dataset cells written in.
 struct RowTemplate {
   std::int64_t first_record = 0;                  // for messages

@@ -75,20 +75,6 @@ class Solver final : public EventSolver {
     return finite;
   }
 
-  void record_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
-                   DatasetResult& out, std::int64_t first_row, DatasetProgram& program) override {
-    program.begin.push_back(static_cast<std::int64_t>(program.ops.size()));
-    entry_of_row_.assign(plan.rows.size(), -1);
-    volumes_of_row_.assign(plan.rows.size(), -1);
-    Recorder tape{*this, program};
-    const auto write = [&](const Event& e, int cmt, const double* pr, double) {
-      const std::int64_t row = first_row + e.row;
-      index_row(out, static_cast<std::size_t>(row), s, e, cmt);
-      tape.observe(plan_->row_of[static_cast<std::size_t>(e.seq)], pr, cmt, row);
-    };
-    simulate<false>(plan, s, params, nullptr, write, tape);
-  }
-
  private:
   using Square = Eigen::Matrix<double, N, N>;
 
@@ -100,75 +86,6 @@ class Solver final : public EventSolver {
     out.time[row] = (*recs_)[static_cast<std::size_t>(e.seq)].time;
     out.compartment[row] = cmt;
   }
-
-  // ---- What simulate() does to the state: to x_ (OwnState), or recorded as a device program
-  // (Recorder, without sensitivities only: the state is not known while recording). ----
-  struct OwnState {
-    static constexpr bool kRecords = false;
-    Solver& sv;
-    void zero() { sv.x_.setZero(); }
-    void set(const Vec<N>& v) { sv.x_ = v; }
-    void add(const Vec<N>& v) { sv.x_ += v; }
-    void bolus(int cmt, double amount) { sv.x_(cmt) += amount; }
-    void step(Propagator<N>&, double, const Vec<N>&, bool) {}  // simulate() steps x_ itself
-  };
-  struct Recorder {
-    static constexpr bool kRecords = true;
-    Solver& sv;
-    DatasetProgram& prog;
-    std::int64_t put(const double* v, int count) {
-      const std::int64_t at = static_cast<std::int64_t>(prog.reals.size());
-      prog.reals.insert(prog.reals.end(), v, v + count);
-      return at;
-    }
-    void op(device::ProgramKind kind, std::int64_t arg = -1, double value = 0.0, int cmt = 0,
-            std::int64_t aux = -1) {
-      device::ProgramOp o;
-      o.kind = kind;
-      o.arg = arg;
-      o.value = value;
-      o.cmt = cmt;
-      o.aux = aux;
-      prog.ops.push_back(o);
-    }
-    void zero() { op(device::ProgramKind::Zero); }
-    void set(const Vec<N>& v) { op(device::ProgramKind::Set, put(v.data(), N)); }
-    void add(const Vec<N>& v) { op(device::ProgramKind::Add, put(v.data(), N)); }
-    void bolus(int cmt, double amount) { op(device::ProgramKind::Bolus, -1, amount, cmt); }
-    // A step of length d with the current row's propagator: its eigendecomposition once per row
-    // and subject, or K and G computed here when the row has no fast one.
-    void step(Propagator<N>& pr, double d, const Vec<N>& r, bool has_r) {
-      const std::int64_t rates = has_r ? put(r.data(), N) : -1;
-      if (pr.fast()) {
-        std::int64_t& entry = sv.entry_of_row_[static_cast<std::size_t>(sv.prop_row_)];
-        if (entry < 0) {
-          entry = put(pr.v().data(), N * N);
-          put(pr.vinv().data(), N * N);
-          put(pr.mask().data(), N * N);
-          put(pr.lambda().data(), N);
-        }
-        op(device::ProgramKind::StepEigen, entry, d, 0, rates);
-        return;
-      }
-      Mat<N> k, g;
-      pr.step(d, k, g);
-      const std::int64_t at = put(k.data(), N * N);
-      put(g.data(), N * N);
-      op(device::ProgramKind::StepMatrix, at, d, 0, rates);
-    }
-    // Output row `out` of compartment cmt with the volumes of parameter row `row` (values pr).
-    void observe(int row, const double* pr, int cmt, std::int64_t out) {
-      std::int64_t& at = sv.volumes_of_row_[static_cast<std::size_t>(row)];
-      if (at < 0) {
-        double v[N];
-        for (int c = 0; c < N; ++c)
-          v[c] = pr[sv.setup_->model->volume_parameter[static_cast<std::size_t>(c)]];
-        at = put(v, N);
-      }
-      op(device::ProgramKind::Observe, at, 0.0, cmt, out);
-    }
-  };
-  std::vector<std::int64_t> entry_of_row_, volumes_of_row_;  // Recorder: reals offsets per row
 
   // ---- State of one evaluation. ----
   const DatasetSetup* setup_;
@@ -498,9 +415,8 @@ class Solver final : public EventSolver {
   };
 
   // Inlined into simulate() (once per event; a call cost about 4% of a dataset run, measured).
-  template <bool G, class Tape>
-  __attribute__((always_inline)) inline void advance_to(double t, Mat<N>& k, Mat<N>& g,
-                                                        Tape& tape) {
+  template <bool G>
+  __attribute__((always_inline)) inline void advance_to(double t, Mat<N>& k, Mat<N>& g) {
     while (x_time_ < t) {
       double tb = t;
       if (!vstops_.empty() && vstops_.front().time < tb)
@@ -509,19 +425,14 @@ class Solver final : public EventSolver {
         Propagator<N>& pr = use<G>(governing(tb));
         const double d = tb - x_time_;
         const Vec<N> r = rates();
-        if constexpr (Tape::kRecords) {
-          static_assert(!G, "a recorded program has no sensitivities");
-          tape.step(pr, d, r, !running_.empty());
-        } else {
-          Vec<N> e = Vec<N>::Zero(), sg = Vec<N>::Zero();
-          if (G)
-            pr.step(d, k, g, e, sg);
-          else
-            pr.step(d, k, g);
-          if (G) propagate(d, k, x_, r, !running_.empty(), e, sg);
-          step_state_hd<N>(k.data(), g.data(), x_.data(), running_.empty() ? nullptr : r.data(),
-                           x_.data());
-        }
+        Vec<N> e = Vec<N>::Zero(), sg = Vec<N>::Zero();
+        if (G)
+          pr.step(d, k, g, e, sg);
+        else
+          pr.step(d, k, g);
+        if (G) propagate(d, k, x_, r, !running_.empty(), e, sg);
+        step_state_hd<N>(k.data(), g.data(), x_.data(), running_.empty() ? nullptr : r.data(),
+                         x_.data());
         x_time_ = tb;
       }
       while (!vstops_.empty() && vstops_.front().time <= x_time_) {
@@ -606,12 +517,6 @@ class Solver final : public EventSolver {
   template <bool G, class Observe>
   void simulate(const SubjectPlan& plan, std::int64_t s, const double* params, double* jac,
                 Observe&& observe) {
-    OwnState own{*this};
-    simulate<G>(plan, s, params, jac, observe, own);
-  }
-  template <bool G, class Observe, class Tape>
-  void simulate(const SubjectPlan& plan, std::int64_t s, const double* params, double* jac,
-                Observe&& observe, Tape& tape) {
     prepare_subject(plan, s, params);
     const ModelInfo& m = *setup_->model;
     const std::vector<DatasetRecord>& recs = *recs_;
@@ -628,13 +533,13 @@ class Solver final : public EventSolver {
     Mat<N> a_jump = Mat<N>::Zero();
     for (const Event& e : ev_) {
       if (e.time > plan_->last_obs) break;  // nothing after the last observation is reported
-      advance_to<G>(e.time, k, g, tape);
+      advance_to<G>(e.time, k, g);
       switch (e.kind) {
         case kStop:
           if (stop_infusion(e.id) && G) stop_jump(e.seq, e.cmt, e.rate);
           break;
         case kReset:
-          tape.zero();
+          x_.setZero();
           running_.clear();
           cancel_below = std::max(cancel_below, e.seq);
           vstops_.clear();
@@ -667,11 +572,11 @@ class Solver final : public EventSolver {
             xs = detail::record_steady_state(pr, e, lag, runs_, r_before, hooks);
           }
           if (e.ss == 1) {
-            tape.set(xs);
+            x_ = xs;
             running_.clear();
             vstops_.clear();
           } else {
-            tape.add(xs);
+            x_ += xs;
           }
           for (const auto& run : runs_) {
             const std::int64_t id = next_id++;
@@ -703,7 +608,7 @@ class Solver final : public EventSolver {
           if (e.rate > 0.0) {
             if (e.amount > 0.0) running_.push_back({e.id, e.cmt, e.rate});
           } else {
-            tape.bolus(e.cmt, e.amount);
+            x_(e.cmt) += e.amount;
             if (G && kf >= 0) add_unit(kf, e.cmt, recs[static_cast<std::size_t>(e.seq)].amt);
           }
           if (G && kl >= 0) {
@@ -719,7 +624,7 @@ class Solver final : public EventSolver {
           const int cmt = rec.cmt > 0 ? rec.cmt - 1 : m.default_observation_compartment;
           const int vcol = m.volume_parameter[static_cast<std::size_t>(cmt)];
           const double v = pr[vcol];
-          const double c = x_(cmt) / v;  // (0 while recording: x_ stays zero)
+          const double c = x_(cmt) / v;
           observe(e, cmt, pr, c);
           if (G) {
             double* jr = jac + static_cast<std::size_t>(e.row) * np;

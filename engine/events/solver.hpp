@@ -30,7 +30,6 @@
 #include <pkscan/events.hpp>
 
 #include "events/plan.hpp"
-#include "events/program.hpp"
 
 namespace pkscan::detail {
 
@@ -51,13 +50,6 @@ class EventSolver {
   // @throws DomainError (naming the record) for invalid parameter values
   virtual bool simulate_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
                              DatasetResult& out, std::int64_t first_row) = 0;
-
-  // simulate_rows() in two halves, for the device (device/dataset_job.hpp): writes the index
-  // columns (subject, record, time, compartment) of subject s's rows and appends to `program`
-  // the state operations that give the rest (amounts, concentrations, prediction, status).
-  // @throws DomainError (naming the record) for invalid parameter values
-  virtual void record_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
-                           DatasetResult& out, std::int64_t first_row, DatasetProgram& program) = 0;
 };
 
 // A solver for the model's compartment count. `max_rows` and `max_events` (the largest plan's

@@ -30,7 +30,8 @@ struct DatasetSetup;
 
 // simulate_dataset_into's path for device 'cuda' (engine/device/device_dataset.cpp): the rows
 // and statuses of `res` (sized by the caller; subject s's rows start at first_row[s]), its
-// device seconds, with `threads` host threads recording the subjects' programs.
+// device seconds and the subjects it left to the host, with `threads` host threads preparing
+// the subjects' plans and parameter rows.
 // @throws BackendUnavailable when device 'cuda' has no usable device
 // @throws DeviceError from the runtime, DomainError as the CPU path (naming the record)
 void simulate_dataset_on_device(const DatasetSetup& setup, const ParameterBatch& parameters,

@@ -1128,6 +1128,11 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
     for (std::int64_t s = 0; s < b.subjects(); ++s) set_row(b, s, random_event_row(em, rng));
     expect_device_rows_like_cpu(d, em.model->kind, b,
                                 em.name + " random round " + std::to_string(round));
+    SimulateOptions o;
+    o.device = Device::Cuda;
+    EXPECT_LE(simulate_dataset(d, em.model->kind, b, o).summary.device_host_subjects,
+              b.subjects() / 10)
+        << "most subjects on the device";
   }
   if (!em.declared) {
     const Dataset d = parse_for(*em.model, rich_csv(n));
@@ -1138,35 +1143,43 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
   }
 }
 
-// Close and equal eigenvalues (the rows without a fast eigendecomposition: K and G from the
-// host), volumes from the dataset that change between a subject's records, a subject without
-// observations, a steady state that does not exist (NonFinite), methods power and auto (the same
-// kernel), an invalid dataset cell (the CPU's message) and method scan (CPU only).
+// Close and equal eigenvalues (rows without a fast eigendecomposition) and more infusions at
+// once than the walk holds (both left to the host's solver, counted), volumes from the dataset
+// that change between a subject's records, a subject without observations, a steady state that
+// does not exist (NonFinite), methods power and auto (the same kernel), an invalid dataset cell
+// (the CPU's message) and method scan (CPU only).
 TEST_P(DeviceEventModels, GiveTheCpusFallbacksVolumesStatusesAndErrors) {
   const EventModel& em = GetParam();
   if (em.name != "two_compartment_micro") GTEST_SKIP() << "one model is enough";
   const ModelInfo& m = *em.model;
   const std::string csv =
-      "ID,TIME,AMT,RATE,EVID,CMT,II,SS,KA,v_central\n"
-      "1,0,100,.,1,1,.,.,.,.\n1,1,.,.,0,2,.,.,.,.\n1,5,.,.,0,2,.,.,.,5\n"
-      "1,9,.,.,0,2,.,.,0.2,30\n1,12,.,.,0,2,.,.,.,.\n"
-      "2,0,100,.,1,1,12,1,.,.\n2,1,.,.,0,2,.,.,.,.\n"
-      "3,0,50,10,1,2,.,.,.,.\n3,2,.,.,0,2,.,.,0.2000001,.\n3,7,.,.,0,2,.,.,.,12\n"
-      "4,0,70,.,1,1,.,.,.,.\n"
-      "5,0,80,.,1,2,.,.,.,.\n5,3,.,.,0,2,.,.,.,40\n5,6,.,.,0,2,.,.,.,8\n5,7,.,.,0,1,.,.,.,.\n";
+      "ID,TIME,AMT,RATE,EVID,CMT,II,SS,KA,v_central,ADDL\n"
+      "1,0,100,.,1,1,.,.,.,.,.\n1,1,.,.,0,2,.,.,.,.,.\n1,5,.,.,0,2,.,.,.,5,.\n"
+      "1,9,.,.,0,2,.,.,0.2,30,.\n1,12,.,.,0,2,.,.,.,.,.\n"
+      "2,0,100,.,1,1,12,1,.,.,.\n2,1,.,.,0,2,.,.,.,.,.\n"
+      "3,0,50,10,1,2,.,.,.,.,.\n3,2,.,.,0,2,.,.,0.2000001,.,.\n3,7,.,.,0,2,.,.,.,12,.\n"
+      "4,0,70,.,1,1,.,.,.,.,.\n"
+      "5,0,80,.,1,2,.,.,.,.,.\n5,3,.,.,0,2,.,.,.,40,.\n5,6,.,.,0,2,.,.,.,8,.\n"
+      "5,7,.,.,0,1,.,.,.,.,.\n"
+      "6,0,10,0.1,1,2,1,.,.,.,60\n6,50,.,.,0,2,.,.,.,.,.\n6,61,.,.,0,2,.,.,.,.,.\n";
   const Dataset d = parse_for(m, csv);
-  ParameterBatch b(em.model, 5);
+  ParameterBatch b(em.model, 6);
   b.set_all("ka", 0.2);  // = ke: equal eigenvalues
   b.set_all("ke", 0.2);
   b.set_all("v_central", 10.0);
   b.set("ke", 1, 0.0);  // no elimination: the SS=1 steady state does not exist
   b.set("ka", 4, 0.7);
+  b.set("ka", 5, 0.7);
   expect_device_rows_like_cpu(d, m.kind, b, "fallbacks and volumes");
   SimulateOptions o;
   o.device = Device::Cuda;
   const DatasetResult batched = simulate_dataset(d, m.kind, b, o);
-  EXPECT_EQ(batched.status[1], SubjectStatus::NonFinite);
+  // On the host's solver: IDs 1, 3 and 4 (equal eigenvalues) and 6 (at 61 h, 61 infusions of
+  // 100 h running: more than the walk's lists hold).
+  EXPECT_EQ(batched.summary.device_host_subjects, 4);
+  EXPECT_EQ(batched.status[1], SubjectStatus::NonFinite);  // on the device
   EXPECT_EQ(batched.status[3], SubjectStatus::Ok);
+  EXPECT_GT(batched.prediction.back(), 0.0);
   // Subject 5's central concentrations use the volume of each record: 40, then 8.
   EXPECT_EQ(batched.concentrations[2 * 7 + 1], batched.amounts[2 * 7 + 1] / 40.0);
   EXPECT_EQ(batched.concentrations[2 * 8 + 1], batched.amounts[2 * 8 + 1] / 8.0);

@@ -47,12 +47,15 @@ void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& p
 ///        columns named like parameters override per record.
 /// @param options method scan runs the subjects one after another; batched and power (CPU) run
 ///        the same exact per-interval propagation on all threads (identical results). Device
-///        cuda (methods batched, power or auto): the host's threads run each subject's events
-///        and record what they do to the state, and the GPU replays the records, one thread per
-///        subject, computing every step's exp(A d) from the parameter row's eigendecomposition:
-///        the CPU's arithmetic, so the results differ from the CPU's only through CUDA's exp and
-///        expm1 (the tests allow 1e-10 relative, with a floor of 1e-13 of the subject's peak;
-///        not yet measured on a GPU). Device auto runs datasets on the CPU.
+///        cuda (methods batched, power or auto): the host's threads prepare each subject's
+///        plan and parameter rows (with their eigendecompositions), and the GPU walks each
+///        subject's events on one thread (the Predictor's event walk), computing every step's
+///        exp(A d) from the row's eigendecomposition: the CPU solver's logic and arithmetic, so
+///        the results differ from the CPU's only through CUDA's exp and expm1 (the tests allow
+///        1e-10 relative, with a floor of 1e-13 of the subject's peak; not yet measured on a
+///        GPU). Subjects the walk cannot take (a row without a fast eigendecomposition, more than
+///        32 infusions at once) run on the CPU in the same call
+///        (RunSummary::device_host_subjects). Device auto runs datasets on the CPU.
 /// @throws InvalidArgument when the batch does not match the dataset or model, or a record's
 ///         CMT is not a compartment of the model (naming the record)
 /// @throws DomainError naming the subject ID and record line for invalid parameter values

@@ -41,6 +41,10 @@ struct RunSummary {
   /// scan_seconds.
   double device_kernel_seconds = 0.0;
   double device_transfer_seconds = 0.0;  ///< see device_kernel_seconds
+  /// Datasets on device 'cuda' (simulate_dataset): subjects the device left to the host's event
+  /// solver in the same call (a parameter row without a fast eigendecomposition, or more than 32
+  /// infusions running at once); 0 otherwise.
+  std::int64_t device_host_subjects = 0;
 };
 
 /// A contiguous array whose storage is not zero-filled when it grows (results are written once
