@@ -2,18 +2,21 @@
 // written once over a system's Runtime, so the host system runs every line of it in CI.
 //
 // The device runs the event walk (walk_kernels.hpp), the Predictor's: one thread per subject
-// walks the subject's events (order after lag and F, infusions, resets, steady states) and
-// writes its whole output rows (amounts, concentrations, prediction) and its status. The host's
-// threads build each subject's plan, its parameter rows (the CPU's checks and messages) and
-// their eigendecompositions (the CPU's Propagator), and write the rows' index columns.
+// makes the subject's events from its records, orders them after lag and F and walks them
+// (infusions, resets, steady states), and writes its whole output rows (amounts,
+// concentrations, prediction) and its status. The host's threads convert each subject's records
+// (DatasetSetup::build_records: the plan without its events), fill its parameter rows (the
+// CPU's checks and messages) and their eigendecompositions (the CPU's Propagator), and write the
+// rows' index columns.
 // Numeric contract: the CPU event solver's arithmetic (events/step_hd.hpp and
 // events/steady_state_hd.hpp on both sides): the host system gives the CPU's bits; CUDA differs
 // from them only through its exp and expm1. Subjects the walk leaves to the host (a row without
-// a fast eigendecomposition, more than kWalkList infusions at once) are run by the CPU's solver
+// a fast eigendecomposition, more than kWalkList infusions at once, events too far out of their
+// records' order) are run by the CPU's solver
 // in the same call (RunSummary::device_host_subjects counts them).
 //
 // Pipeline: subjects go in chunks of about Runtime::target_chunk_bytes() (at most 128 MiB) of
-// plans, rows and output. Per chunk: the host's threads build it, each into its own part (a few
+// records, rows and output. Per chunk: the host's threads build it, each into its own part (a few
 // parts per thread, for balance); the parts go up where they go (their offsets are moved by the
 // parts before them, the only serial pass); one launch; while the device runs, the next chunk is
 // built; then the rows come straight back into the result and the host runs what the walk left.
@@ -49,7 +52,7 @@ struct Part {
   WalkArrays a;
   std::vector<double> rows;  // row_stride each
   std::vector<char> fast;    // per subject: every row has a fast eigendecomposition
-  std::int64_t base_templates = 0, base_records = 0, base_rows = 0, base_scratch = 0;
+  std::int64_t base_records = 0, base_rows = 0, base_scratch = 0;
 };
 
 // One chunk of subjects and its parts, in host memory.
@@ -57,12 +60,12 @@ struct Chunk {
   std::int64_t first = 0, count = 0, row0 = 0, row1 = 0;
   std::vector<Part> parts;              // grown, never shrunk: kept by the calling thread
   std::vector<std::int64_t> first_row;  // per subject: its first parameter row, or -1: host
-  std::int64_t templates = 0, records = 0, rows = 0, scratch = 0;  // totals over the parts
+  std::int64_t records = 0, rows = 0, scratch = 0;  // totals over the parts
 };
 
-// About how many bytes subject s takes (plans, rows and output), to size chunks: each record
-// an event template and a scratch event at worst twice over its doses, a parameter row per record
-// when the dataset has parameter columns (one otherwise), its output row.
+// About how many bytes subject s takes (plans, rows and output), to size chunks: its records, a
+// scratch event per event they make, a parameter row per record when the dataset has parameter
+// columns (one otherwise), its output rows.
 std::int64_t subject_bytes(const DatasetSetup& setup, const DatasetSubject& subject,
                            std::int64_t stride) {
   std::int64_t events = 1, records = 0, obs = 0;
@@ -72,7 +75,7 @@ std::int64_t subject_bytes(const DatasetSetup& setup, const DatasetSubject& subj
     obs += r.evid == 0;
   }
   const std::int64_t rows = setup.column_of.empty() ? 1 : records;
-  const std::int64_t event_bytes = sizeof(device::WalkTemplate) + sizeof(Event);
+  const std::int64_t event_bytes = sizeof(Event);
   return static_cast<std::int64_t>(sizeof(device::WalkSubject)) + 9 + events * event_bytes +
          records * static_cast<std::int64_t>(sizeof(device::WalkRecord)) + rows * (8 + 8 * stride) +
          obs * 8 * (2 * setup.n + 1);
@@ -178,17 +181,15 @@ class DatasetRun {
         build_parts<6>(c, np);
         break;
     }
-    c.templates = c.records = c.rows = c.scratch = 0;
+    c.records = c.rows = c.scratch = 0;
     c.first_row.resize(static_cast<std::size_t>(c.count));
     for (std::int64_t p = 0; p < np; ++p) {
       Part& part = c.parts[static_cast<std::size_t>(p)];
-      part.base_templates = c.templates;
       part.base_records = c.records;
       part.base_rows = c.rows;
       part.base_scratch = c.scratch;
       for (std::int64_t j = 0; j < part.count; ++j) {
         device::WalkSubject& w = part.a.subjects[static_cast<std::size_t>(j)];
-        w.templates += c.templates;
         w.records += c.records;
         w.scratch += c.scratch;
         c.first_row[static_cast<std::size_t>(part.first - c.first + j)] =
@@ -196,7 +197,6 @@ class DatasetRun {
                 ? c.rows + part.a.first_row[static_cast<std::size_t>(j)]
                 : -1;
       }
-      c.templates += static_cast<std::int64_t>(part.a.templates.size());
       c.records += static_cast<std::int64_t>(part.a.records.size());
       c.rows += part.a.rows();
       c.scratch += part.a.scratch;
@@ -211,7 +211,6 @@ class DatasetRun {
       std::vector<double> values;
       Propagator<N> prop;
     };
-    const int default_obs = setup_.model->default_observation_compartment;
     detail::parallel_for(
         np, threads_, 1, [] { return Worker{}; },
         [&](std::int64_t p, Worker& w) {
@@ -220,9 +219,9 @@ class DatasetRun {
           part.rows.clear();
           part.fast.clear();
           for (std::int64_t s = part.first; s < part.first + part.count; ++s) {
-            setup_.build_plan(s, w.plan);
+            setup_.build_records(s, w.plan);
             const std::int64_t first = first_row_[static_cast<std::size_t>(s)];
-            part.a.append(setup_, w.plan, s, first - c.row0);
+            part.a.append(w.plan, first - c.row0);
             const std::size_t at = part.rows.size();
             part.rows.resize(at + w.plan.rows.size() * static_cast<std::size_t>(stride_));
             part.fast.push_back(fill_walk_rows<N>(setup_, w.plan, s, parameters_.row(s), w.values,
@@ -230,26 +229,24 @@ class DatasetRun {
                                     ? 1
                                     : 0);
             // The index columns of its rows (Solver::index_row).
-            const std::vector<DatasetRecord>& recs =
-                setup_.data->subjects[static_cast<std::size_t>(s)].records;
-            for (const EventTemplate& t : w.plan.events) {
-              if (t.e.kind != kObserve) continue;
-              const std::size_t row = static_cast<std::size_t>(first + t.e.row);
-              const DatasetRecord& r = recs[static_cast<std::size_t>(t.e.seq)];
+            std::size_t row = static_cast<std::size_t>(first);
+            for (std::size_t j = 0; j < w.plan.records.size(); ++j) {
+              const EventRecord& r = w.plan.records[j];
+              if (r.evid != 0) continue;
               res_.subject[row] = s;
-              res_.record[row] = t.e.seq;
+              res_.record[row] = static_cast<std::int64_t>(j);
               res_.time[row] = r.time;
-              res_.compartment[row] = r.cmt > 0 ? r.cmt - 1 : default_obs;
+              res_.compartment[row] = r.obs_cmt;
+              ++row;
             }
           }
         });
   }
 
-  // Layout of the device's input: subjects, templates, records, rows' overridden columns, first
-  // rows, rows, scratch events; and of its output: prediction, amounts, concentrations, status.
+  // Layout of the device's input: subjects, records, rows' overridden columns, first rows, rows,
+  // scratch events; and of its output: prediction, amounts, concentrations, status.
   struct Layout {
-    std::size_t templates = 0, records = 0, overridden = 0, first_row = 0, rows = 0, scratch = 0,
-                in = 0;
+    std::size_t records = 0, overridden = 0, first_row = 0, rows = 0, scratch = 0, in = 0;
     std::size_t amounts = 0, concentrations = 0, status = 0, out = 0;
   };
   Layout layout(const Chunk& c) const {
@@ -257,8 +254,7 @@ class DatasetRun {
     const auto after = [](std::size_t at, std::int64_t count, std::size_t size) {
       return at + align_up(static_cast<std::size_t>(count) * size, kAlign);
     };
-    l.templates = after(0, c.count, sizeof(device::WalkSubject));
-    l.records = after(l.templates, c.templates, sizeof(device::WalkTemplate));
+    l.records = after(0, c.count, sizeof(device::WalkSubject));
     l.overridden = after(l.records, c.records, sizeof(device::WalkRecord));
     l.first_row = after(l.overridden, c.rows, sizeof(std::uint64_t));
     l.rows = after(l.first_row, c.count, sizeof(std::int64_t));
@@ -292,7 +288,6 @@ class DatasetRun {
                            v.size() * sizeof(T), sm);
       };
       up(0, subjects, a.subjects);
-      up(l.templates, part.base_templates, a.templates);
       up(l.records, part.base_records, a.records);
       up(l.overridden, part.base_rows, a.overridden);
       up(l.rows, part.base_rows * stride_, part.rows);
@@ -304,7 +299,6 @@ class DatasetRun {
     device::WalkChunk& w = launched_;
     w.subjects = c.count;
     w.subject = reinterpret_cast<const device::WalkSubject*>(din);
-    w.templates = reinterpret_cast<const device::WalkTemplate*>(din + l.templates);
     w.records = reinterpret_cast<const device::WalkRecord*>(din + l.records);
     w.overridden = reinterpret_cast<const std::uint64_t*>(din + l.overridden);
     w.first_row = reinterpret_cast<const std::int64_t*>(din + l.first_row);

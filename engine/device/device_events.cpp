@@ -1,7 +1,8 @@
 // The Predictor's plans on device 'cuda' (device_events.hpp), over a system's Runtime.
 //
-// Once: the plans go up as plain arrays (device/walk_job.hpp): every subject's event templates,
-// its records and its offsets, and room for its events in processing order.
+// Once: the plans go up as plain arrays (device/walk_job.hpp): every subject's records (the walk
+// makes their events), its rows' dataset columns and its offsets, and room for its events in
+// processing order.
 // Per call: the host's threads fill each subject's parameter rows (DatasetSetup::fill_rows, the
 // CPU's checks and messages) and each row's eigendecomposition (the CPU's Propagator); the rows go
 // up, one launch walks every subject, and the predictions and statuses come back. A row without
@@ -58,7 +59,7 @@ void DeviceEvents::Impl::upload_plans() {
   WalkArrays a;
   for (std::int64_t s = 0; s < n; ++s) {
     const SubjectPlan& plan = plans[static_cast<std::size_t>(s)];
-    a.append(setup, plan, s, plan.obs_offset);
+    a.append(plan, plan.obs_offset);
     total_obs += plan.obs_count;
   }
   row_offset = a.first_row;
@@ -73,13 +74,10 @@ void DeviceEvents::Impl::upload_plans() {
         if (c >= 0) moves[static_cast<std::size_t>(c)] = 1;
     a_columns = std::count(moves.begin(), moves.end(), 1);
   }
-  // Device memory: subjects, templates, records, rows' overridden columns, scratch events (once);
+  // Device memory: subjects, records, rows' overridden columns, scratch events (once);
   // the call's first rows, directions and rows (in_buf), predictions and statuses (out_buf), and
   // the Jacobian (jac_buf, with sensitivities).
-  const std::size_t at_templates =
-      align_up(a.subjects.size() * sizeof(device::WalkSubject), kAlign);
-  const std::size_t at_records =
-      at_templates + align_up(a.templates.size() * sizeof(device::WalkTemplate), kAlign);
+  const std::size_t at_records = align_up(a.subjects.size() * sizeof(device::WalkSubject), kAlign);
   const std::size_t at_overridden =
       at_records + align_up(a.records.size() * sizeof(device::WalkRecord), kAlign);
   const std::size_t at_scratch =
@@ -89,8 +87,6 @@ void DeviceEvents::Impl::upload_plans() {
   char* d = static_cast<char*>(plan_buf.ptr());
   void* sm = stream.get();
   rt->copy_to_device(d, a.subjects.data(), a.subjects.size() * sizeof(device::WalkSubject), sm);
-  rt->copy_to_device(d + at_templates, a.templates.data(),
-                     a.templates.size() * sizeof(device::WalkTemplate), sm);
   rt->copy_to_device(d + at_records, a.records.data(),
                      a.records.size() * sizeof(device::WalkRecord), sm);
   rt->copy_to_device(d + at_overridden, a.overridden.data(),
@@ -98,7 +94,6 @@ void DeviceEvents::Impl::upload_plans() {
   rt->synchronize(sm);  // the host vectors go when this returns
   chunk.subjects = n;
   chunk.subject = reinterpret_cast<const device::WalkSubject*>(d);
-  chunk.templates = reinterpret_cast<const device::WalkTemplate*>(d + at_templates);
   chunk.records = reinterpret_cast<const device::WalkRecord*>(d + at_records);
   chunk.overridden = reinterpret_cast<const std::uint64_t*>(d + at_overridden);
   chunk.scratch = reinterpret_cast<Event*>(d + at_scratch);

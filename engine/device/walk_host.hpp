@@ -48,7 +48,6 @@ inline device::WalkModel walk_model(const DatasetSetup& setup) {
 // to these arrays (a caller that uploads several after one another adds their bases).
 struct WalkArrays {
   std::vector<device::WalkSubject> subjects;
-  std::vector<device::WalkTemplate> templates;
   std::vector<device::WalkRecord> records;
   std::vector<std::uint64_t> overridden;  // per parameter row: bit c: from the dataset
   std::vector<std::int64_t> first_row;    // per subject: its first parameter row
@@ -56,7 +55,6 @@ struct WalkArrays {
 
   void clear() {
     subjects.clear();
-    templates.clear();
     records.clear();
     overridden.clear();
     first_row.clear();
@@ -64,36 +62,20 @@ struct WalkArrays {
   }
   std::int64_t rows() const { return static_cast<std::int64_t>(overridden.size()); }
 
-  // Subject s with plan `plan`, its observations written from `out` on.
-  void append(const DatasetSetup& setup, const SubjectPlan& plan, std::int64_t s,
-              std::int64_t out) {
-    const std::vector<DatasetRecord>& recs =
-        setup.data->subjects[static_cast<std::size_t>(s)].records;
+  // A subject with plan `plan` (build_plan's or build_records'), its observations written from
+  // `out` on.
+  void append(const SubjectPlan& plan, std::int64_t out) {
     device::WalkSubject w;
-    w.templates = static_cast<std::int64_t>(templates.size());
-    w.events = static_cast<std::int64_t>(plan.events.size());
+    w.events = plan.event_count;
     w.records = static_cast<std::int64_t>(records.size());
-    w.record_count = static_cast<std::int64_t>(recs.size());
+    w.record_count = static_cast<std::int64_t>(plan.records.size());
     w.scratch = scratch;
     w.out = out;
     w.infusion_ids = plan.infusion_ids;
     w.last_obs = plan.last_obs;
     subjects.push_back(w);
-    scratch += static_cast<std::int64_t>(plan.events.size() + plan.lag_boundaries);
-    templates.insert(templates.end(), plan.events.begin(), plan.events.end());
-    const int default_obs = setup.model->default_observation_compartment;
-    for (std::size_t j = 0; j < recs.size(); ++j) {
-      const DatasetRecord& r = recs[j];
-      device::WalkRecord o;
-      o.time = r.time;
-      o.amt = r.amt;
-      o.ii = r.ii;
-      o.evid = r.evid;
-      o.ss = r.ss;
-      o.obs_cmt = r.cmt > 0 ? r.cmt - 1 : default_obs;
-      o.row = plan.row_of[j];
-      records.push_back(o);
-    }
+    scratch += plan.event_count + static_cast<std::int64_t>(plan.lag_boundaries);
+    records.insert(records.end(), plan.records.begin(), plan.records.end());
     first_row.push_back(rows());
     for (const RowTemplate& r : plan.rows) overridden.push_back(r.overridden);
   }

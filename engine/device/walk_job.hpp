@@ -10,24 +10,13 @@
 
 namespace pkscan::device {
 
-// An event of a subject's plan before the parameters are known, as the host's plan holds it.
-using WalkTemplate = detail::EventTemplate;
+// A dataset record as the walk reads it: the walk makes the subject's events from its records
+// (events/event.hpp's record_events, the CPU plan's own code).
+using WalkRecord = detail::EventRecord;
 
-// A dataset record as the walk reads it.
-struct WalkRecord {
-  double time = 0.0;
-  double amt = 0.0;
-  double ii = 0.0;
-  std::int32_t evid = 0;
-  std::int32_t ss = 0;
-  std::int32_t obs_cmt = 0;  // observations: the observed compartment (0-based)
-  std::int32_t row = 0;      // the parameter row of the record within its subject
-};
-
-// One subject's plan: offsets into the dataset-wide arrays.
+// One subject's plan: offsets into the arrays of a launch.
 struct WalkSubject {
-  std::int64_t templates = 0;     // first template
-  std::int64_t events = 0;        // number of templates
+  std::int64_t events = 0;        // number of events its records make (SubjectPlan::event_count)
   std::int64_t records = 0;       // first record
   std::int64_t record_count = 0;  // number of records (at least one)
   std::int64_t scratch = 0;       // first scratch event (room for events + lag boundaries)
@@ -55,8 +44,8 @@ PKSCAN_HD inline std::int64_t row_stride(int n, int np) { return np + 4 * n * n 
 
 enum : std::uint8_t {
   kWalkOk = 0,         // every prediction written
-  kWalkHost = 1,       // not run: a row has no fast eigendecomposition or a list ran out of room
-                       // (the host's event solver runs the subject)
+  kWalkHost = 1,       // not run: a row has no fast eigendecomposition, a list ran out of room or
+                       // the events' sort ran over its budget (the host's solver runs it)
   kWalkNonFinite = 2,  // full rows: every row written, but some amount is not finite
 };
 
@@ -66,7 +55,6 @@ struct WalkChunk {
   std::int64_t row_stride = 0;  // doubles per row (row_stride(), plus the E~_k with sensitivities)
   std::int64_t subjects = 0;
   const WalkSubject* subject = nullptr;
-  const WalkTemplate* templates = nullptr;
   const WalkRecord* records = nullptr;
   const std::int64_t* first_row = nullptr;  // per subject: its first row in `rows`, or -1: host
   const double* rows = nullptr;             // the call's rows (row_stride each)

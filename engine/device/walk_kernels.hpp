@@ -20,7 +20,9 @@
 //
 // What the walk does not do, it leaves to the host's solver (status kWalkHost): rows without a
 // fast eigendecomposition (the host marks them before the launch), and subjects with more than
-// kWalkList infusions running, stops pending or implied steady-state infusions at once.
+// kWalkList infusions running, stops pending or implied steady-state infusions at once, or
+// whose events are far from the order their records make them in (long ADDL runs with many
+// records between their doses: the sort's budget).
 #include <cstdint>
 
 #include "device/walk_job.hpp"
@@ -106,7 +108,7 @@ class Walker {
   // Writes the subject's predictions; false when a list ran out of room.
   PKSCAN_HD bool run() {
     using namespace detail;
-    prepare();
+    if (!prepare()) return false;
     for (int i = 0; i < N; ++i) x_[i] = 0.0;
     std::int64_t next_id = sj_.infusion_ids;
     std::int64_t cancel_below = -1;
@@ -574,49 +576,61 @@ class Walker {
     }
   }
 
-  PKSCAN_HD void insert(const detail::Event& e) {
+  // Inserts e into the subject's events in processing order; false when the sort has moved
+  // more than its budget (the CPU's sort_events then finishes with a stable sort; the walk
+  // leaves the subject to the host).
+  PKSCAN_HD bool insert(const detail::Event& e) {
     std::int64_t j = count_++;
     while (j > 0 && detail::before(e, ev_[j - 1])) {
       ev_[j] = ev_[j - 1];
       --j;
     }
     ev_[j] = e;
+    moves_ += count_ - 1 - j;
+    return moves_ <= 8 * (sj_.events + 8);
   }
 
-  // The subject's events in processing order for this call's lags and F (Solver's
-  // prepare_subject).
-  PKSCAN_HD void prepare() {
+  // The subject's events in processing order for this call's lags and F: its records' events
+  // (the CPU plan's record_events) placed as the Solver's prepare_subject places them. False
+  // when the sort ran over its budget.
+  PKSCAN_HD bool prepare() {
     using namespace detail;
     const WalkModel& m = c_.model;
     count_ = 0;
-    for (std::int64_t q = 0; q < sj_.events; ++q) {
-      const WalkTemplate t = c_.templates[sj_.templates + q];
-      Event e = t.e;
-      if (e.kind == kDose || e.kind == kStop || e.kind == kSteady) {
-        const double* pj = params(e.seq);
-        const WalkRecord& r = recs_[e.seq];
-        const double f = pj[m.f_col[e.cmt]];
-        const double lag = pj[m.lag_col[e.cmt]];
-        const double amount = f * r.amt;
-        const double duration = e.rate > 0.0 ? amount / e.rate : 0.0;
-        if (e.kind == kSteady) {  // at the record's own time
-          e.amount = amount;
-          e.duration = duration;
-        } else if (e.kind == kDose) {
-          e.time = t.e.time + lag;
-          e.cls = (t.addl_k == 0 && lag == 0.0) ? 2 : 1;
-          e.amount = amount;
-          e.duration = duration;
-          // Nothing of a lagged dose record happens at its own time, but its parameters still
-          // end an interval there.
-          if (t.addl_k == 0 && lag != 0.0 && r.evid != 4 && r.ss == 0)
-            insert(Event{r.time, 2, e.seq, 0, kBoundary});
-        } else {  // the arrival of its dose plus the duration
-          e.time = r.time + static_cast<double>(t.addl_k) * r.ii + lag + duration;
+    moves_ = 0;
+    bool ok = true;
+    PlanCounts counts;
+    for (std::int64_t seq = 0; seq < sj_.record_count && ok; ++seq) {
+      const WalkRecord& r = recs_[seq];
+      record_events(r, seq, counts, [&](const EventTemplate& t) {
+        if (!ok) return;
+        Event e = t.e;
+        if (e.kind == kDose || e.kind == kStop || e.kind == kSteady) {
+          const double* pj = params(e.seq);
+          const double f = pj[m.f_col[e.cmt]];
+          const double lag = pj[m.lag_col[e.cmt]];
+          const double amount = f * r.amt;
+          const double duration = e.rate > 0.0 ? amount / e.rate : 0.0;
+          if (e.kind == kSteady) {  // at the record's own time
+            e.amount = amount;
+            e.duration = duration;
+          } else if (e.kind == kDose) {
+            e.time = t.e.time + lag;
+            e.cls = (t.addl_k == 0 && lag == 0.0) ? 2 : 1;
+            e.amount = amount;
+            e.duration = duration;
+            // Nothing of a lagged dose record happens at its own time, but its parameters still
+            // end an interval there.
+            if (t.addl_k == 0 && lag != 0.0 && r.evid != 4 && r.ss == 0)
+              ok = insert(Event{r.time, 2, e.seq, 0, kBoundary}) && ok;
+          } else {  // the arrival of its dose plus the duration
+            e.time = r.time + static_cast<double>(t.addl_k) * r.ii + lag + duration;
+          }
         }
-      }
-      insert(e);
+        ok = insert(e) && ok;
+      });
     }
+    return ok;
   }
 
   // The record whose parameters govern the interval ending at t.
@@ -701,6 +715,7 @@ class Walker {
   bool basis_ = false;
   bool finite_ = true;
   std::int64_t count_ = 0;
+  std::int64_t moves_ = 0;
   std::int64_t cursor_ = 0;
   double x_time_ = 0.0;
   double x_[N];

@@ -37,6 +37,84 @@ struct EventTemplate {
   std::int64_t addl_k = 0;
 };
 
+// A dataset record as the event list reads it (DatasetRecord without its vectors), for the CPU's
+// plans and the device's event walk, which makes its events itself (record_events).
+struct EventRecord {
+  double time = 0.0;
+  double amt = 0.0;
+  double rate = 0.0;
+  double ii = 0.0;
+  std::int64_t addl = 0;
+  std::int32_t evid = 0;
+  std::int32_t ss = 0;
+  std::int32_t dose_cmt = 0;  // doses: the dosed compartment (0-based, CMT or the default)
+  std::int32_t obs_cmt = 0;   // observations: the observed compartment (0-based)
+  std::int32_t row = 0;       // the parameter row of the record within its subject
+  std::int32_t dose = 0;      // 1 for a record that gives a dose (EVID 1 or 4)
+};
+
+// What a subject's records have made so far: infusion ids, observations, and dose records that
+// need a boundary at their own time when lagged (the solver adds one per such record with
+// lag != 0).
+struct PlanCounts {
+  std::int64_t next_id = 0;
+  std::int64_t obs = 0;
+  std::int64_t lag_boundaries = 0;
+};
+
+// The events of record `seq` before the parameters are known, handed to emit(EventTemplate) in a
+// fixed order (the plan sorts them with `before`, a total order on them). Every record time
+// bounds an interval (its parameters govern the interval ending there): observations, resets,
+// steady states and unlagged doses are events at the record's time; other records need a
+// boundary (for a lagged dose the solver adds it). An infusion always has a stop (with F 0 it
+// coincides with the arrival and changes nothing).
+template <class Emit>
+PKSCAN_HD void record_events(const EventRecord& r, std::int64_t seq, PlanCounts& counts,
+                             Emit&& emit) {
+  if (r.evid == 2) emit(EventTemplate{Event{r.time, 2, seq, 0, kBoundary}, 0});
+  if (r.evid == 0) {
+    Event o{r.time, 2, seq, 3, kObserve};
+    o.row = counts.obs++;
+    emit(EventTemplate{o, 0});
+    return;
+  }
+  if (r.evid == 3 || r.evid == 4) emit(EventTemplate{Event{r.time, 2, seq, 1, kReset}, 0});
+  if (r.dose == 0) return;
+  const int cmt = r.dose_cmt;
+  if (r.evid != 4 && r.ss == 0) ++counts.lag_boundaries;
+  const bool infusion = r.rate > 0.0;
+  if (r.ss > 0) {  // the steady state at the record's own time (amount and duration: F)
+    Event st{r.time, 2, seq, 2, kSteady};
+    st.cmt = cmt;
+    st.amount = r.amt;
+    st.rate = infusion ? r.rate : 0.0;
+    st.duration = infusion ? r.amt / r.rate : 0.0;
+    st.ss = r.ss;
+    st.ii = r.ii;
+    emit(EventTemplate{st, 0});
+    // A constant infusion at steady state (AMT 0, II 0) ends at the record's time (NONMEM).
+    if (r.ii == 0.0) return;
+  }
+  for (std::int64_t k = 0; k <= r.addl; ++k) {
+    const double t = r.time + static_cast<double>(k) * r.ii;
+    Event d{t, k == 0 ? 2 : 1, seq, 3, kDose};
+    d.cmt = cmt;
+    d.amount = r.amt;
+    d.rate = infusion ? r.rate : 0.0;
+    d.duration = infusion ? r.amt / r.rate : 0.0;
+    d.ii = r.ii;
+    if (infusion) {
+      d.id = counts.next_id++;
+      Event stop{t + d.duration, 0, seq, 0, kStop};
+      stop.id = d.id;
+      stop.cmt = cmt;
+      stop.rate = r.rate;
+      emit(EventTemplate{stop, k});
+    }
+    emit(EventTemplate{d, k});
+  }
+}
+
 // The processing order: time, then class (stops, generated arrivals, records), then file order.
 PKSCAN_HD inline bool before(const Event& a, const Event& b) {
   if (a.time != b.time) return a.time < b.time;

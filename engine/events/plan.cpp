@@ -127,10 +127,12 @@ void DatasetSetup::fill_rows(const SubjectPlan& plan, std::int64_t s, const doub
   }
 }
 
-void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
+// The first half of build_plan: everything but the events.
+void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
   const ModelInfo& m = *model;
   const std::vector<DatasetRecord>& recs = data->subjects[static_cast<std::size_t>(s)].records;
   plan.events.clear();
+  plan.records.resize(recs.size());
   plan.rows.clear();
   plan.ll_obs.clear();
   plan.ll_dv.clear();
@@ -140,7 +142,8 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
   plan.dosed = 0;
   plan.observed = 0;
   plan.lag_boundaries = 0;
-  std::int64_t next_id = 0;
+  plan.infusion_ids = 0;
+  plan.event_count = 0;
   std::int64_t obs = 0;
   for (std::size_t j = 0; j < recs.size(); ++j) {
     const DatasetRecord& r = recs[j];
@@ -166,66 +169,56 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
     if (plan.rows.empty() || plan.rows.back().overrides != row.overrides)
       plan.rows.push_back(std::move(row));
     plan.row_of[j] = static_cast<int>(plan.rows.size()) - 1;
-    // Every record time bounds an interval (its parameters govern the interval ending there):
-    // observations, resets, steady states and unlagged doses are events at the record's time;
-    // other records need a boundary (for a lagged dose the solver adds it). An infusion always
-    // has a stop (with F 0 it coincides with the arrival and changes nothing).
-    if (r.evid == 2) plan.events.push_back({{r.time, 2, seq, 0, kBoundary}, 0});
+    EventRecord& e = plan.records[j];
+    e.time = r.time;
+    e.amt = r.amt;
+    e.rate = r.rate;
+    e.ii = r.ii;
+    e.addl = r.addl;
+    e.evid = r.evid;
+    e.ss = r.ss;
+    e.dose_cmt = r.cmt > 0 ? r.cmt - 1 : m.default_dose_compartment;
+    e.obs_cmt = r.cmt > 0 ? r.cmt - 1 : m.default_observation_compartment;
+    e.row = plan.row_of[j];
+    e.dose = r.is_dose() ? 1 : 0;
     if (r.evid == 0) {
-      Event o{r.time, 2, seq, 3, kObserve};
-      o.row = obs;
-      plan.events.push_back({o, 0});
       if (!r.mdv && !std::isnan(r.dv)) {
         plan.ll_obs.push_back(static_cast<int>(obs));
         plan.ll_dv.push_back(r.dv);
         plan.ll_line.push_back(static_cast<int>(r.line));
       }
-      const int cmt = r.cmt > 0 ? r.cmt - 1 : m.default_observation_compartment;
-      plan.observed |= std::uint64_t{1} << cmt;
+      plan.observed |= std::uint64_t{1} << e.obs_cmt;
       ++obs;
       plan.last_obs = r.time;
-      continue;
-    }
-    if (r.evid == 3 || r.evid == 4) plan.events.push_back({{r.time, 2, seq, 1, kReset}, 0});
-    if (!r.is_dose()) continue;
-    const int cmt = r.cmt > 0 ? r.cmt - 1 : m.default_dose_compartment;
-    plan.dosed |= std::uint64_t{1} << cmt;
-    if (r.evid != 4 && r.ss == 0) ++plan.lag_boundaries;
-    const bool infusion = r.rate > 0.0;
-    if (r.ss > 0) {  // the steady state at the record's own time (amount and duration: F)
-      Event st{r.time, 2, seq, 2, kSteady};
-      st.cmt = cmt;
-      st.amount = r.amt;
-      st.rate = infusion ? r.rate : 0.0;
-      st.duration = infusion ? r.amt / r.rate : 0.0;
-      st.ss = r.ss;
-      st.ii = r.ii;
-      plan.events.push_back({st, 0});
-      // A constant infusion at steady state (AMT 0, II 0) ends at the record's time (NONMEM).
-      if (r.ii == 0.0) continue;
-    }
-    for (std::int64_t k = 0; k <= r.addl; ++k) {
-      const double t = r.time + static_cast<double>(k) * r.ii;
-      Event d{t, k == 0 ? 2 : 1, seq, 3, kDose};
-      d.cmt = cmt;
-      d.amount = r.amt;
-      d.rate = infusion ? r.rate : 0.0;
-      d.duration = infusion ? r.amt / r.rate : 0.0;
-      d.ii = r.ii;
-      if (infusion) {
-        d.id = next_id++;
-        Event stop{t + d.duration, 0, seq, 0, kStop};
-        stop.id = d.id;
-        stop.cmt = cmt;
-        stop.rate = r.rate;
-        plan.events.push_back({stop, k});
-      }
-      plan.events.push_back({d, k});
+    } else if (r.is_dose()) {
+      plan.dosed |= std::uint64_t{1} << e.dose_cmt;
     }
   }
-  sort_events(plan.events);
-  plan.infusion_ids = next_id;
   plan.obs_count = obs;
+}
+
+void DatasetSetup::build_records(std::int64_t s, SubjectPlan& plan) const {
+  plan_records(s, plan);
+  PlanCounts counts;
+  std::int64_t events = 0;
+  for (std::size_t j = 0; j < plan.records.size(); ++j)
+    record_events(plan.records[j], static_cast<std::int64_t>(j), counts,
+                  [&events](const EventTemplate&) { ++events; });
+  plan.event_count = events;
+  plan.infusion_ids = counts.next_id;
+  plan.lag_boundaries = static_cast<std::size_t>(counts.lag_boundaries);
+}
+
+void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
+  plan_records(s, plan);
+  PlanCounts counts;
+  for (std::size_t j = 0; j < plan.records.size(); ++j)
+    record_events(plan.records[j], static_cast<std::int64_t>(j), counts,
+                  [&plan](const EventTemplate& t) { plan.events.push_back(t); });
+  sort_events(plan.events);
+  plan.event_count = static_cast<std::int64_t>(plan.events.size());
+  plan.infusion_ids = counts.next_id;
+  plan.lag_boundaries = static_cast<std::size_t>(counts.lag_boundaries);
 }
 
 }  // namespace pkscan::detail

@@ -31,7 +31,9 @@ struct SubjectPlan {
   // (its parameters govern the interval ending there); a lagged dose record's boundary is not
   // here but added by the solver, which knows the lag.
   std::vector<EventTemplate> events;
-  std::vector<int> row_of;  // per record: index into rows
+  std::int64_t event_count = 0;      // events.size(), or what it would be (build_records)
+  std::vector<EventRecord> records;  // the subject's records as the event list reads them
+  std::vector<int> row_of;           // per record: index into rows
   std::vector<RowTemplate> rows;
   std::int64_t infusion_ids = 0;  // ids 0.. are the infusion doses; steady-state runs follow
   // Dose records that need a boundary at their own time when lagged (no other event of theirs
@@ -69,6 +71,9 @@ struct DatasetSetup {
   // @throws InvalidArgument for a record with the wrong number of parameter cells or a CMT the
   //         model does not have (naming the record): the dataset does not fit the model
   void build_plan(std::int64_t s, SubjectPlan& plan) const;
+  // The plan of subject s without its events (they are counted: event_count), for the device's
+  // event walk, which makes them itself from plan.records (record_events). @throws as build_plan
+  void build_records(std::int64_t s, SubjectPlan& plan) const;
   // The parameter rows of subject s (plan.rows.size() rows of np values): its row `params`
   // with each row's dataset cells written in, every row checked (check_parameters).
   // @throws DomainError naming the first record of an invalid row
@@ -83,6 +88,9 @@ struct DatasetSetup {
   std::string locate(std::int64_t s, std::int64_t record, const std::string& msg) const;
   // @throws DomainError with locate()'s message
   [[noreturn]] void fail_record(std::int64_t s, std::int64_t record, const std::string& msg) const;
+
+ private:
+  void plan_records(std::int64_t s, SubjectPlan& plan) const;
 };
 
 }  // namespace pkscan::detail

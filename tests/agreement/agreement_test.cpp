@@ -1143,8 +1143,19 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
   }
 }
 
-// Close and equal eigenvalues (rows without a fast eigendecomposition) and more infusions at
-// once than the walk holds (both left to the host's solver, counted), volumes from the dataset
+// Records of subject `id` whose events are far from the order the records make them in: a bolus
+// with 200 additional doses every hour, then 100 observations (each placed before most of the
+// doses: about 15,000 moves of the insertion sort for 301 events).
+std::string long_addl_csv(int id) {
+  std::string csv = std::to_string(id) + ",0,10,.,1,2,1,.,.,.,200\n";
+  for (int k = 0; k < 100; ++k)
+    csv += std::to_string(id) + "," + std::to_string(k) + ".5,.,.,0,2,.,.,.,.,.\n";
+  return csv;
+}
+
+// Close and equal eigenvalues (rows without a fast eigendecomposition), more infusions at once
+// than the walk holds and events far from their records' order (all left to the host's solver,
+// counted), volumes from the dataset
 // that change between a subject's records, a subject without observations, a steady state that
 // does not exist (NonFinite), methods power and auto (the same kernel), an invalid dataset cell
 // (the CPU's message) and method scan (CPU only).
@@ -1161,22 +1172,25 @@ TEST_P(DeviceEventModels, GiveTheCpusFallbacksVolumesStatusesAndErrors) {
       "4,0,70,.,1,1,.,.,.,.,.\n"
       "5,0,80,.,1,2,.,.,.,.,.\n5,3,.,.,0,2,.,.,.,40,.\n5,6,.,.,0,2,.,.,.,8,.\n"
       "5,7,.,.,0,1,.,.,.,.,.\n"
-      "6,0,10,0.1,1,2,1,.,.,.,60\n6,50,.,.,0,2,.,.,.,.,.\n6,61,.,.,0,2,.,.,.,.,.\n";
+      "6,0,10,0.1,1,2,1,.,.,.,60\n6,50,.,.,0,2,.,.,.,.,.\n6,61,.,.,0,2,.,.,.,.,.\n" +
+      long_addl_csv(7);
   const Dataset d = parse_for(m, csv);
-  ParameterBatch b(em.model, 6);
+  ParameterBatch b(em.model, 7);
   b.set_all("ka", 0.2);  // = ke: equal eigenvalues
   b.set_all("ke", 0.2);
   b.set_all("v_central", 10.0);
   b.set("ke", 1, 0.0);  // no elimination: the SS=1 steady state does not exist
   b.set("ka", 4, 0.7);
   b.set("ka", 5, 0.7);
+  b.set("ka", 6, 0.7);
   expect_device_rows_like_cpu(d, m.kind, b, "fallbacks and volumes");
   SimulateOptions o;
   o.device = Device::Cuda;
   const DatasetResult batched = simulate_dataset(d, m.kind, b, o);
-  // On the host's solver: IDs 1, 3 and 4 (equal eigenvalues) and 6 (at 61 h, 61 infusions of
-  // 100 h running: more than the walk's lists hold).
-  EXPECT_EQ(batched.summary.device_host_subjects, 4);
+  // On the host's solver: IDs 1, 3 and 4 (equal eigenvalues), 6 (at 61 h, 61 infusions of
+  // 100 h running: more than the walk's lists hold) and 7 (its events far from the order its
+  // records make them in: over the walk's sort budget).
+  EXPECT_EQ(batched.summary.device_host_subjects, 5);
   EXPECT_EQ(batched.status[1], SubjectStatus::NonFinite);  // on the device
   EXPECT_EQ(batched.status[3], SubjectStatus::Ok);
   EXPECT_GT(batched.prediction.back(), 0.0);
