@@ -604,30 +604,10 @@ class Walker {
       const WalkRecord& r = recs_[seq];
       record_events(r, seq, counts, [&](const EventTemplate& t) {
         if (!ok) return;
-        Event e = t.e;
-        if (e.kind == kDose || e.kind == kStop || e.kind == kSteady) {
-          const double* pj = params(e.seq);
-          const double f = pj[m.f_col[e.cmt]];
-          const double lag = pj[m.lag_col[e.cmt]];
-          const double amount = f * r.amt;
-          const double duration = e.rate > 0.0 ? amount / e.rate : 0.0;
-          if (e.kind == kSteady) {  // at the record's own time
-            e.amount = amount;
-            e.duration = duration;
-          } else if (e.kind == kDose) {
-            e.time = t.e.time + lag;
-            e.cls = (t.addl_k == 0 && lag == 0.0) ? 2 : 1;
-            e.amount = amount;
-            e.duration = duration;
-            // Nothing of a lagged dose record happens at its own time, but its parameters still
-            // end an interval there.
-            if (t.addl_k == 0 && lag != 0.0 && r.evid != 4 && r.ss == 0)
-              ok = insert(Event{r.time, 2, e.seq, 0, kBoundary}) && ok;
-          } else {  // the arrival of its dose plus the duration
-            e.time = r.time + static_cast<double>(t.addl_k) * r.ii + lag + duration;
-          }
-        }
-        ok = insert(e) && ok;
+        Event e;
+        if (place_event(t, r, params(seq), m.f_col, m.lag_col, e))
+          ok = insert(Event{r.time, 2, seq, 0, kBoundary});
+        ok = ok && insert(e);
       });
     }
     return ok;

@@ -115,6 +115,36 @@ PKSCAN_HD void record_events(const EventRecord& r, std::int64_t seq, PlanCounts&
   }
 }
 
+// Event t of record r after the F and lag of r's parameter row `row` (f_cols, lag_cols: per
+// compartment, the row's columns), into e: doses arrive lag later (a lagged or additional dose
+// is a generated arrival), infusion stops move with the arrival and the duration F AMT / RATE,
+// steady states take the amount and duration at the record's own time. Returns true when a
+// boundary at the record's own time must be inserted too: nothing of a lagged dose record
+// happens there, but its parameters still end an interval there.
+PKSCAN_HD inline bool place_event(const EventTemplate& t, const EventRecord& r, const double* row,
+                                  const int* f_cols, const int* lag_cols, Event& e) {
+  e = t.e;
+  if (e.kind != kDose && e.kind != kStop && e.kind != kSteady) return false;
+  const double f = row[f_cols[e.cmt]];
+  const double lag = row[lag_cols[e.cmt]];
+  const double amount = f * r.amt;
+  const double duration = e.rate > 0.0 ? amount / e.rate : 0.0;
+  if (e.kind == kSteady) {  // at the record's own time
+    e.amount = amount;
+    e.duration = duration;
+    return false;
+  }
+  if (e.kind == kStop) {  // the arrival of its dose plus the duration
+    e.time = r.time + static_cast<double>(t.addl_k) * r.ii + lag + duration;
+    return false;
+  }
+  e.time = t.e.time + lag;
+  e.cls = (t.addl_k == 0 && lag == 0.0) ? 2 : 1;
+  e.amount = amount;
+  e.duration = duration;
+  return t.addl_k == 0 && lag != 0.0 && r.evid != 4 && r.ss == 0;
+}
+
 // The processing order: time, then class (stops, generated arrivals, records), then file order.
 PKSCAN_HD inline bool before(const Event& a, const Event& b) {
   if (a.time != b.time) return a.time < b.time;

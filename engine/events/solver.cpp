@@ -319,32 +319,10 @@ class Solver final : public EventSolver {
       ev_[j] = e;
     };
     for (const EventTemplate& t : plan_->events) {
-      Event e = t.e;
-      if (e.kind == kDose || e.kind == kStop || e.kind == kSteady) {
-        const double* pj = p(e.seq);
-        const double f = pj[m.f_parameter[static_cast<std::size_t>(e.cmt)]];
-        const double lag = pj[m.lag_parameter[static_cast<std::size_t>(e.cmt)]];
-        const double amt = (*recs_)[static_cast<std::size_t>(e.seq)].amt;
-        const double amount = f * amt;
-        const double duration = e.rate > 0.0 ? amount / e.rate : 0.0;
-        if (e.kind == kSteady) {  // at the record's own time
-          e.amount = amount;
-          e.duration = duration;
-        } else if (e.kind == kDose) {
-          e.time = t.e.time + lag;
-          e.cls = (t.addl_k == 0 && lag == 0.0) ? 2 : 1;
-          e.amount = amount;
-          e.duration = duration;
-          const DatasetRecord& r = (*recs_)[static_cast<std::size_t>(e.seq)];
-          // Nothing of a lagged dose record happens at its own time, but its parameters still
-          // end an interval there.
-          if (t.addl_k == 0 && lag != 0.0 && r.evid != 4 && r.ss == 0)
-            insert(Event{r.time, 2, e.seq, 0, kBoundary});
-        } else {  // the arrival of its dose plus the duration, added as simulate_dataset does
-          const DatasetRecord& r = (*recs_)[static_cast<std::size_t>(e.seq)];
-          e.time = r.time + static_cast<double>(t.addl_k) * r.ii + lag + duration;
-        }
-      }
+      const EventRecord& r = plan_->records[static_cast<std::size_t>(t.e.seq)];
+      Event e;
+      if (place_event(t, r, p(t.e.seq), m.f_parameter.data(), m.lag_parameter.data(), e))
+        insert(Event{r.time, 2, e.seq, 0, kBoundary});
       insert(e);
     }
     ev_.resize(count);
