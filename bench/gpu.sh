@@ -47,8 +47,8 @@ ctest --test-dir "$build" -L gpu -j "$(nproc)" --output-on-failure >"$out.ctest.
   python3 -c 'import json,sys; print(json.dumps({"ctest_gpu": sys.stdin.read().strip()}))' >>"$out"
 
 # compute-sanitizer's memcheck on the cases that cover every kernel and copy path (timing, buffer
-# reuse, overflow, the device summary's chunks, calls and population run, the dataset kernel and
-# the Predictor's event walk for every compartment count, and a few agreement scenarios), when the
+# reuse, overflow, the device summary's chunks, calls and population run, the event walk of
+# datasets and of the Predictor for every compartment count, and a few agreement scenarios), when the
 # toolkit's sanitizer is there: the log beside the results, its summary line in them.
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ] && [ -x "$build/tests/pkscan_backend_tests" ]; then

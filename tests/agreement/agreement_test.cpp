@@ -18,8 +18,9 @@
 //                 reference: kEventVsGrid (two exact solutions, different arithmetic: the event
 //                 engine's eigendecomposition against the grid's matrix exponential)
 //   Predictor     predict() gives simulate_dataset's predictions bit for bit (0)
-//   datasets on the device (Gpu/DeviceDatasets, Gpu/DeviceEventModels): the CPU's rows, bit for
-//                 bit on the host system (events/step_hd.hpp on both sides); on CUDA 1e-10
+//   datasets on the device (Gpu/DeviceDatasets, Gpu/DeviceEventModels: the event walk): the
+//                 CPU's rows, bit for bit on the host system (events/step_hd.hpp and
+//                 steady_state_hd.hpp on both sides); on CUDA 1e-10
 //                 relative (exp and expm1 are CUDA's), floor 1e-3 of the subject's peaks
 //   Predictor on the device (Gpu/DevicePredictor: the event walk): the CPU Predictor's
 //                 predictions and log-likelihoods, bit for bit on the host system
@@ -1034,7 +1035,7 @@ TEST_P(DeviceDatasets, MatchTheExactGridAndTheCpu) {
   expect_device_rows_like_cpu(sd.data, sc.model, sd.p.parameters, sc.name);
 }
 
-// Models of 1 to 6 compartments for the dataset kernel (compiled for each count).
+// Models of 1 to 6 compartments for the event walk (compiled for each count).
 struct EventModel {
   std::string name;
   std::shared_ptr<const ModelInfo> model;
