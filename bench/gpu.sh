@@ -92,7 +92,8 @@ both --method power --n 1 --t 1000000 --output sparse:1000
 both --n 200000 --t 1000 --output summaries
 both --n 1000000 --t 1000 --output summaries
 # A NONMEM dataset (the event engine): 1e5 subjects, 20 doses and 30 observations each at
-# irregular times (device cuda: the host records the programs, the device runs them).
+# irregular times (device cuda: the host converts the records and fills the parameter rows, the
+# device walks every subject's events).
 both --dataset irregular --n 100000 --doses 20 --observations 30
 # The Predictor (fitting code's calls): log_likelihood_all with gradients on the device, the
 # CPU's same call measured in the same cell (cpu_best_s); a large call and two small ones.

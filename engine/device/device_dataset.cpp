@@ -11,8 +11,7 @@
 // Numeric contract: the CPU event solver's arithmetic (events/step_hd.hpp and
 // events/steady_state_hd.hpp on both sides): the host system gives the CPU's bits; CUDA differs
 // from them only through its exp and expm1. Subjects the walk leaves to the host (a row without
-// a fast eigendecomposition, more than kWalkList infusions at once, events too far out of their
-// records' order) are run by the CPU's solver
+// a fast eigendecomposition, more than kWalkList infusions at once) are run by the CPU's solver
 // in the same call (RunSummary::device_host_subjects counts them).
 //
 // Pipeline: subjects go in chunks of about Runtime::target_chunk_bytes() (at most 128 MiB) of

@@ -27,7 +27,7 @@ class DeviceEvents {
   // The host's threads (`threads`) check the rows and compute their eigendecompositions (and the
   // directions' E~_k); one launch runs every subject. The subjects the walk leaves to the host's
   // solver (walk_kernels.hpp) are returned in `host`, ascending; their rows of `out` and
-  // `jacobian` are not written.
+  // `jacobian` are left for the host's solver to write (the walk may have written some).
   // @throws DomainError for invalid parameter values (the lowest failing subject's, as the CPU)
   void predict(const double* params, int threads, double* out, double* jacobian,
                std::vector<std::int64_t>& host);

@@ -44,8 +44,8 @@ PKSCAN_HD inline std::int64_t row_stride(int n, int np) { return np + 4 * n * n 
 
 enum : std::uint8_t {
   kWalkOk = 0,         // every prediction written
-  kWalkHost = 1,       // not run: a row has no fast eigendecomposition, a list ran out of room or
-                       // the events' sort ran over its budget (the host's solver runs it)
+  kWalkHost = 1,       // not run: a row has no fast eigendecomposition or a list ran out of room
+                       // (the host's solver runs the subject)
   kWalkNonFinite = 2,  // full rows: every row written, but some amount is not finite
 };
 
@@ -64,7 +64,7 @@ struct WalkChunk {
   // (n each, with the volumes of the record's parameter row).
   double* amounts = nullptr;
   double* concentrations = nullptr;
-  std::uint8_t* status = nullptr;  // per subject: kWalkOk or kWalkHost
+  std::uint8_t* status = nullptr;  // per subject: kWalkOk, kWalkHost or kWalkNonFinite
   // Sensitivities (events/solver.cpp's forward sensitivities, fast path), when jacobian is set:
   const std::uint64_t* overridden = nullptr;  // per row (first_row order): bit c: from the dataset
   const std::int32_t* directions = nullptr;   // per subject np + 3 values: pa, ps, p, the columns

@@ -2,8 +2,9 @@
 // The event walk: one subject's events on one thread, from its plan (walk_job.hpp) and the
 // call's parameter rows, on whatever system it is built for (CUDA with nvcc in launch_cuda.cu,
 // OpenMP with g++ in runtime_host.cpp). It is the CPU event solver's simulation without
-// sensitivities (events/solver.cpp: prepare_subject, simulate, advance_to), step for step: event
-// order after lag and F (the same insertion sort), the parameter row governing each interval,
+// sensitivities (events/solver.cpp: prepare_subject, simulate, advance_to), step for step: the
+// events its records make (events/event.hpp's record_events, as the CPU's plans) in the same
+// order after lag and F (place_event, and a sort), the parameter row governing each interval,
 // running infusions in the same order, resets, steady states (events/steady_state_hd.hpp, the
 // CPU's own code) and every step's K(d) and G(d) from the row's eigendecomposition
 // (events/step_hd.hpp, the CPU's own code). So the host system gives the CPU's bits, and CUDA
@@ -20,9 +21,7 @@
 //
 // What the walk does not do, it leaves to the host's solver (status kWalkHost): rows without a
 // fast eigendecomposition (the host marks them before the launch), and subjects with more than
-// kWalkList infusions running, stops pending or implied steady-state infusions at once, or
-// whose events are far from the order their records make them in (long ADDL runs with many
-// records between their doses: the sort's budget).
+// kWalkList infusions running, stops pending or implied steady-state infusions at once.
 #include <cstdint>
 
 #include "device/walk_job.hpp"
@@ -108,7 +107,7 @@ class Walker {
   // Writes the subject's predictions; false when a list ran out of room.
   PKSCAN_HD bool run() {
     using namespace detail;
-    if (!prepare()) return false;
+    prepare();
     for (int i = 0; i < N; ++i) x_[i] = 0.0;
     std::int64_t next_id = sj_.infusion_ids;
     std::int64_t cancel_below = -1;
@@ -576,41 +575,68 @@ class Walker {
     }
   }
 
-  // Inserts e into the subject's events in processing order; false when the sort has moved
-  // more than its budget (the CPU's sort_events then finishes with a stable sort; the walk
-  // leaves the subject to the host).
-  PKSCAN_HD bool insert(const detail::Event& e) {
+  // Adds e to the subject's events: by insertion into processing order while the moves stay
+  // within a budget of 8 per event (events that come nearly in order, as most records make
+  // them), then appended for heap_sort (long ADDL runs with many records between their doses).
+  PKSCAN_HD void insert(const detail::Event& e) {
     std::int64_t j = count_++;
+    if (moves_ > 8 * (sj_.events + 8)) {
+      ev_[j] = e;
+      return;
+    }
     while (j > 0 && detail::before(e, ev_[j - 1])) {
       ev_[j] = ev_[j - 1];
       --j;
     }
     ev_[j] = e;
     moves_ += count_ - 1 - j;
-    return moves_ <= 8 * (sj_.events + 8);
+  }
+
+  // Sorts the subject's events into processing order in place (heapsort: no extra memory, n log
+  // n). `before` is a strict total order on a subject's events (no two share time, class,
+  // record and place within it), so any sort gives the CPU's order.
+  PKSCAN_HD void heap_sort() {
+    const std::int64_t n = count_;
+    const auto sift = [this](std::int64_t root, std::int64_t end) {
+      while (true) {
+        std::int64_t child = 2 * root + 1;
+        if (child >= end) return;
+        if (child + 1 < end && detail::before(ev_[child], ev_[child + 1])) ++child;
+        if (!detail::before(ev_[root], ev_[child])) return;
+        const detail::Event t = ev_[root];
+        ev_[root] = ev_[child];
+        ev_[child] = t;
+        root = child;
+      }
+    };
+    for (std::int64_t k = n / 2 - 1; k >= 0; --k) sift(k, n);
+    for (std::int64_t end = n - 1; end > 0; --end) {
+      const detail::Event t = ev_[0];
+      ev_[0] = ev_[end];
+      ev_[end] = t;
+      sift(0, end);
+    }
   }
 
   // The subject's events in processing order for this call's lags and F: its records' events
-  // (the CPU plan's record_events) placed as the Solver's prepare_subject places them. False
-  // when the sort ran over its budget.
-  PKSCAN_HD bool prepare() {
+  // (the CPU plan's record_events) placed as the Solver's prepare_subject places them
+  // (place_event).
+  PKSCAN_HD void prepare() {
     using namespace detail;
     const WalkModel& m = c_.model;
     count_ = 0;
     moves_ = 0;
-    bool ok = true;
     PlanCounts counts;
-    for (std::int64_t seq = 0; seq < sj_.record_count && ok; ++seq) {
+    for (std::int64_t seq = 0; seq < sj_.record_count; ++seq) {
       const WalkRecord& r = recs_[seq];
       record_events(r, seq, counts, [&](const EventTemplate& t) {
-        if (!ok) return;
         Event e;
         if (place_event(t, r, params(seq), m.f_col, m.lag_col, e))
-          ok = insert(Event{r.time, 2, seq, 0, kBoundary});
-        ok = ok && insert(e);
+          insert(Event{r.time, 2, seq, 0, kBoundary});
+        insert(e);
       });
     }
-    return ok;
+    if (moves_ > 8 * (sj_.events + 8)) heap_sort();
   }
 
   // The record whose parameters govern the interval ending at t.

@@ -1,8 +1,10 @@
 #pragma once
 // The plan of a dataset's events, built once per subject before any parameter is known: its
-// event templates (arrivals, infusion stops, resets, steady states, observations), the parameter
-// rows its dataset cells make, and what the likelihood reads. simulate_dataset() builds one per
-// subject as it goes; the Predictor builds all of them once and keeps them.
+// event templates (arrivals, infusion stops, resets, steady states, observations), its records
+// as the event list reads them, the parameter rows its dataset cells make, and what the
+// likelihood reads. simulate_dataset() builds one per subject as it goes; the Predictor builds
+// all of them once and keeps them. The device's event walk makes the events itself from the
+// records, so its plans come from build_records, without events.
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -27,7 +29,8 @@ struct RowTemplate {
 };
 
 struct SubjectPlan {
-  // Sorted for lag 0 and f 1 (nearly sorted for others). Every record time bounds an interval
+  // Sorted for lag 0 and f 1 (nearly sorted for others); empty from build_records (event_count
+  // says how many there would be). Every record time bounds an interval
   // (its parameters govern the interval ending there); a lagged dose record's boundary is not
   // here but added by the solver, which knows the lag.
   std::vector<EventTemplate> events;

@@ -37,6 +37,8 @@ class EventSolver {
  public:
   virtual ~EventSolver() = default;
 
+  // `plan` is always build_plan's (build_records' plans have no events).
+  //
   // Predictions of subject s (concentrations of the observed compartments, plan.obs_count
   // values) into out; with jac (obs_count x np, row-major) also their Jacobian with respect to
   // the subject's parameter row `params`.
