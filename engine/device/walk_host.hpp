@@ -35,7 +35,6 @@ inline device::WalkModel walk_model(const DatasetSetup& setup) {
   const ModelInfo& m = *setup.model;
   device::WalkModel wm;
   wm.np = setup.np;
-  wm.default_obs = m.default_observation_compartment;
   for (int c = 0; c < setup.n; ++c) {
     wm.f_col[c] = m.f_parameter[static_cast<std::size_t>(c)];
     wm.lag_col[c] = m.lag_parameter[static_cast<std::size_t>(c)];

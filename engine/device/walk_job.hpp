@@ -28,8 +28,7 @@ struct WalkSubject {
 
 // The model's columns the walk reads from a parameter row.
 struct WalkModel {
-  std::int32_t np = 0;           // parameters per row
-  std::int32_t default_obs = 0;  // observation compartment of records without CMT (0-based)
+  std::int32_t np = 0;  // parameters per row
   std::int32_t f_col[6] = {};
   std::int32_t lag_col[6] = {};
   std::int32_t vol_col[6] = {};

@@ -580,7 +580,7 @@ class Walker {
   // them), then appended for heap_sort (long ADDL runs with many records between their doses).
   PKSCAN_HD void insert(const detail::Event& e) {
     std::int64_t j = count_++;
-    if (moves_ > 8 * (sj_.events + 8)) {
+    if (over_budget()) {
       ev_[j] = e;
       return;
     }
@@ -591,6 +591,9 @@ class Walker {
     ev_[j] = e;
     moves_ += count_ - 1 - j;
   }
+
+  // Whether the insertion has moved more than 8 per event (as the CPU's sort_events).
+  PKSCAN_HD bool over_budget() const { return moves_ > 8 * (sj_.events + 8); }
 
   // Sorts the subject's events into processing order in place (heapsort: no extra memory, n log
   // n). `before` is a strict total order on a subject's events (no two share time, class,
@@ -636,7 +639,7 @@ class Walker {
         insert(e);
       });
     }
-    if (moves_ > 8 * (sj_.events + 8)) heap_sort();
+    if (over_budget()) heap_sort();
   }
 
   // The record whose parameters govern the interval ending at t.
