@@ -1,7 +1,8 @@
 // Batched CPU backend: subjects in blocks of W SIMD lanes (structure of arrays, one subject per
 // lane), K and the state held in registers across the time loop (the lane kernel,
-// grid/lanes.hpp), outputs gathered in a small tile and written out as contiguous per-subject
-// rows. Blocks run on OpenMP threads.
+// grid/lanes.hpp), output rows staged, transposed in registers into each subject's rows and
+// written straight into the result (streamed as whole cache lines when it is large). Blocks
+// run on OpenMP threads, each block compiled per instruction set (run_block).
 //
 // Numeric contract: per step, the same arithmetic as the reference (detail::affine_step order;
 // the same rounded K and inputs from detail::breakpoint_inputs). This file is compiled with
@@ -32,234 +33,262 @@ namespace pkscan::detail {
 
 namespace {
 
-constexpr int kTileRows = 64;  // output rows gathered per lane before a write-out
+constexpr int kTileRows = 64;  // output rows per call of the lane kernel (a multiple of W)
 
 template <class Real>
 constexpr int lanes() {
   return 64 / static_cast<int>(sizeof(Real));  // one cache line: 8 doubles, 16 floats
 }
 
-// Where a block writes its rows in the result.
-template <class Real>
-struct Writer {
-  Real* out;              // result base
-  std::int64_t stride;    // values per subject (times * N)
-  std::int64_t first;     // first subject of the block
-  int active;             // lanes that are real subjects
-  std::int64_t next_row;  // output row the tile starts at
-  bool streaming;         // write with non-temporal stores (output much larger than caches)
-  // Streaming writes whole 64-byte lines only: the values of a lane that do not fill a line yet
-  // wait here for the next flush (a partial line written non-temporally is slow).
-  static constexpr int kLine = 64 / static_cast<int>(sizeof(Real));
-  Real carry[64][kLine];
-  int carry_n[64];
-};
+// The instruction sets a block is compiled for. One function per set (run_block_isa below),
+// chosen once per process by machine_isa() as PKSCAN_CLONES's loader chooses its clone; the
+// set is a template parameter so that the streaming stores and the line shifts can use its
+// instructions (GCC's target_clones compiles one body for every clone, which cannot).
+enum class Isa { Base, Avx2, Avx512 };
+template <Isa I>
+using IsaTag = std::integral_constant<Isa, I>;
 
-// Copies n values, whole 64-byte lines, to the 64-byte-aligned dst bypassing the caches (no
-// read-for-ownership of the destination lines). 32-byte non-temporal stores where the machine
-// has AVX: with 16-byte ones, twice as many stores wait in the store queue and the lane kernel
-// stalls behind them (dense float64 output 20% slower on one Zen 4 core, with the tile's stores
-// in between).
-#if defined(__x86_64__)
-__attribute__((target("avx"))) void stream_lines_avx(double* dst, const double* src, int n) {
-  for (int i = 0; i < n; i += 4) _mm256_stream_pd(dst + i, _mm256_loadu_pd(src + i));
-}
-__attribute__((target("avx"))) void stream_lines_avx(float* dst, const float* src, int n) {
-  for (int i = 0; i < n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
-}
-void stream_lines_sse(double* dst, const double* src, int n) {
-  for (int i = 0; i < n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
-}
-void stream_lines_sse(float* dst, const float* src, int n) {
-  for (int i = 0; i < n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-}
-template <class Real>
-PKSCAN_INLINE void stream_lines(Real* dst, const Real* src, int n) {
-  static const bool avx = __builtin_cpu_supports("avx");
-  if (avx)
-    stream_lines_avx(dst, src, n);
-  else
-    stream_lines_sse(dst, src, n);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PKSCAN_ISA_TARGETS 1
+Isa machine_isa() {
+  static const Isa isa = __builtin_cpu_supports("x86-64-v4")   ? Isa::Avx512
+                         : __builtin_cpu_supports("x86-64-v3") ? Isa::Avx2
+                                                               : Isa::Base;
+  return isa;
 }
 #else
-template <class Real>
-PKSCAN_INLINE void stream_lines(Real* dst, const Real* src, int n) {
-  std::memcpy(dst, src, sizeof(Real) * static_cast<std::size_t>(n));
-}
+#define PKSCAN_ISA_TARGETS 0
 #endif
 
-// Appends the tile's `n` values for lane l to the lane's output at `dst` (where its written
-// output ends; the lane's carry, s.carry_n[l] values, belongs just before it). Only whole
-// 64-byte-aligned lines are stored, non-temporally; the values of an unfinished line wait in the
-// carry. The first line of each subject is usually unaligned: it is written with ordinary
-// stores. No staging copy: whole lines are stored straight from the tile.
-template <class Real>
-PKSCAN_INLINE void stream_lane(Writer<Real>& s, int l, Real* dst, const Real* src, int n) {
-  constexpr int kLine = Writer<Real>::kLine;
-  int c = s.carry_n[l];
-  Real* line_start = dst - c;  // the carry's destination
-  int i = 0;
-  if (reinterpret_cast<std::uintptr_t>(line_start) & 63) {
-    // Unaligned head (first flush of the subject; carry is empty): ordinary stores up to the
-    // first line boundary.
-    while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 63)) {
-      dst[i] = src[i];
-      ++i;
+// Stores the 64-byte line v at the 64-byte-aligned p bypassing the caches (no read for
+// ownership of the destination line). One 64-byte store with AVX-512, two of 32 with AVX2,
+// four of 16 (SSE2) otherwise.
+template <Isa I, class Real, class V>
+PKSCAN_INLINE void stream_line(Real* p, const V& v) {
+  static_assert(sizeof(V) == 64, "one line");
+#if defined(__x86_64__)
+  constexpr bool f64 = std::is_same<Real, double>::value;
+#if PKSCAN_ISA_TARGETS
+  if constexpr (I == Isa::Avx512) {
+    if constexpr (f64)
+      asm volatile("vmovntpd %1, %0" : "=m"(*reinterpret_cast<V*>(p)) : "v"(v));
+    else
+      asm volatile("vmovntps %1, %0" : "=m"(*reinterpret_cast<V*>(p)) : "v"(v));
+    return;
+  } else if constexpr (I == Isa::Avx2) {
+    typedef Real H __attribute__((vector_size(32)));
+    H h[2];
+    std::memcpy(h, &v, sizeof h);
+    for (int k = 0; k < 2; ++k) {
+      if constexpr (f64)
+        asm volatile("vmovntpd %1, %0" : "=m"(*reinterpret_cast<H*>(p + 4 * k)) : "x"(h[k]));
+      else
+        asm volatile("vmovntps %1, %0" : "=m"(*reinterpret_cast<H*>(p + 8 * k)) : "x"(h[k]));
     }
-    if (i == n) return;
-    line_start = dst + i;
-    c = 0;
-  } else if (c > 0) {
-    // Complete the carried line with the tile's first values and stream it.
-    if (c + n < kLine) {
-      for (int k = 0; k < n; ++k) s.carry[l][c + k] = src[k];
-      s.carry_n[l] = c + n;
-      return;
-    }
-    alignas(64) Real line[kLine];
-    for (int k = 0; k < c; ++k) line[k] = s.carry[l][k];
-    for (int k = c; k < kLine; ++k) line[k] = src[k - c];
-    stream_lines(line_start, line, kLine);
-    i = kLine - c;
-    line_start += kLine;
+    return;
   }
-  const int whole = (n - i) / kLine * kLine;
-  stream_lines(line_start, src + i, whole);  // destination 64-byte aligned
-  i += whole;
-  s.carry_n[l] = n - i;
-  for (int k = 0; k < n - i; ++k) s.carry[l][k] = src[i + k];
+#endif
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (f64) {
+      __m128d q;
+      std::memcpy(&q, reinterpret_cast<const char*>(&v) + 16 * k, sizeof q);
+      _mm_stream_pd(p + 2 * k, q);
+    } else {
+      __m128 q;
+      std::memcpy(&q, reinterpret_cast<const char*>(&v) + 16 * k, sizeof q);
+      _mm_stream_ps(p + 4 * k, q);
+    }
+  }
+#else
+  std::memcpy(p, &v, sizeof v);
+#endif
 }
+
+// The line that starts m values before cur's first: prev's last m values, then cur's first
+// W - m (idx: lane j takes element W - m + j of prev:cur). One two-source permute with
+// AVX-512; through a small buffer otherwise.
+template <Isa I, class Real, class V, class M>
+PKSCAN_INLINE V shift_in(const V& prev, const V& cur, const M& idx, int m) {
+#if PKSCAN_ISA_TARGETS
+  if constexpr (I == Isa::Avx512) return __builtin_shuffle(prev, cur, idx);
+#endif
+  (void)idx;
+  constexpr int W = 64 / static_cast<int>(sizeof(Real));
+  Real buf[2 * W];
+  std::memcpy(buf, &prev, sizeof prev);
+  std::memcpy(buf + W, &cur, sizeof cur);
+  V r;
+  std::memcpy(&r, buf + W - m, sizeof r);
+  return r;
+}
+
+// What a block keeps of each lane's output between groups of W rows when the result is
+// streamed: the lane's values are written as whole 64-byte-aligned lines, non-temporally; a
+// subject's first values are usually not at a line's start, so each group's last `shift` values
+// wait in `carry` for the next group's line (a partial line written non-temporally is slow).
+template <class Real>
+struct LaneLines {
+  using V = typename LineVec<Real>::type;
+  using M = typename LineVec<Real>::mask;
+  static constexpr int W = lanes<Real>();
+  V carry[64];
+  M idx[64];      // the shift_in permutation of each lane
+  int shift[64];  // values of the lane's first row before its first line boundary
+};
 
 // The batched backend's row sink: P lane groups' output rows are staged as they come (W rows,
 // step-major: whole vectors stored), and each complete group of W rows is transposed in
-// registers (W x W blocks, transpose_block): each lane's values in result order. When the output
-// fits in the caches they are stored straight into the result (`direct`); otherwise into the
-// block's tile, lane-major, which flush_tile streams out in whole lines.
-template <int N, class Real, int P>
-struct TileSink {
+// registers (W x W blocks, transpose_block): each lane's values in result order, N vectors
+// (W rows x N compartments). When the output fits in the caches they are stored straight into
+// the result; otherwise (`streaming`) each vector, shifted by the lane's carry onto a line
+// boundary, is streamed out at once, so that the stores spread evenly among the steps.
+template <int N, class Real, int P, Isa I>
+struct RowSink {
   static constexpr int W = lanes<Real>();
   using V = typename LineVec<Real>::type;
-  Real (*tile)[kTileRows * N];  // P W lanes of kTileRows rows
-  Real (*stage)[P][N][W];       // W rows
-  Real* direct;                 // the block's first subject's values, or null: use the tile
-  std::int64_t stride;          // values per subject
-  int active;                   // lanes that are real subjects
-  const std::int64_t* row0;     // output row of j = 0 (the writer's next row; direct)
-  PKSCAN_INLINE void row(int j, const Real (&x)[P][N][W]) const {
-    // Element by element (not one memcpy of x), so that x stays in registers.
-    Real(&row)[P][N][W] = stage[j % W];
+  Real (*stage)[P][N][W];    // W rows
+  Real* base;                // the block's first subject's values
+  std::int64_t stride;       // values per subject
+  int active;                // lanes that are real subjects
+  const std::int64_t* row0;  // result row of j = 0 (the block's next row)
+  LaneLines<Real>* lines;    // streaming: the lanes' carries; null: ordinary stores
+  PKSCAN_INLINE void row(int j, const V (&x)[P][N]) const {
     for (int p = 0; p < P; ++p)
-      for (int r = 0; r < N; ++r)
-        for (int l = 0; l < W; ++l) row[p][r][l] = x[p][r][l];
-    if (j % W == W - 1) transpose_group(j - (W - 1));
+      for (int r = 0; r < N; ++r) std::memcpy(stage[j][p][r], &x[p][r], sizeof(V));
+  }
+  // Writes the call's `rows` staged rows into the result: each complete group of W rows
+  // transposed, the rest lane by lane.
+  PKSCAN_INLINE void write(int rows) const {
+    const int whole = rows / W * W;
+    for (int j0 = 0; j0 < whole; j0 += W) transpose_group(j0);
+    if (whole < rows) copy_lanes(0, active, whole, rows - whole);
   }
   // Where lane l's values of row j (of this call) go.
-  PKSCAN_INLINE Real* lane_row(int l, int j) const {
-    return direct ? direct + l * stride + (*row0 + j) * N : tile[l] + j * N;
-  }
+  PKSCAN_INLINE Real* lane_row(int l, int j) const { return base + l * stride + (*row0 + j) * N; }
+  // A group of a few subjects (a small problem's last) is written lane by lane, with ordinary
+  // stores: that costs less than transposing idle lanes.
+  PKSCAN_INLINE bool few(int p) const { return std::min(W, active - p * W) * 4 <= W; }
   // Rows j0 .. j0 + W - 1 (staged): per group, the W N values of each lane in order (row,
   // compartment) are N blocks of W, each the transpose of W staged vectors.
   PKSCAN_INLINE void transpose_group(int j0) const {
     for (int p = 0; p < P; ++p) {
       const int real = std::min(W, active - p * W);
-      if (real * 4 <= W) {
-        // A group of a few subjects (a small problem's last): lane by lane costs less than
-        // transposing idle lanes.
+      if (few(p)) {
         copy_lanes(p * W, p * W + real, j0, W);
         continue;
       }
-      for (int b = 0; b < N; ++b) {
-        V v[W];
-        for (int i = 0; i < W; ++i) {
-          const int m = b * W + i;  // (row, compartment) = (m / N, m % N)
-          std::memcpy(&v[i], stage[m / N][p][m % N], sizeof(V));
-        }
-        transpose_block<Real>(v);
-        for (int i = 0; i < W; ++i)
-          if (!direct || p * W + i < active)  // no idle lane in the result
+      if (!lines) {
+        for (int b = 0; b < N; ++b) {
+          V v[W];
+          transpose_block_of(j0, p, b, v);
+          for (int i = 0; i < real; ++i)  // no idle lane in the result
             std::memcpy(lane_row(p * W + i, j0) + b * W, &v[i], sizeof(V));
+        }
+        continue;
+      }
+      V v[N][W];
+      for (int b = 0; b < N; ++b) transpose_block_of(j0, p, b, v[b]);
+      const bool head = *row0 + j0 == 0;  // the lanes' first values
+      for (int i = 0; i < real; ++i) {
+        const int l = p * W + i, m = lines->shift[l];
+        Real* d = lane_row(l, j0);
+        if (head) {
+          // The subject's first line holds the previous subject's last values: its own part
+          // with ordinary stores.
+          for (int k = 0; k < W - m; ++k) d[k] = v[0][i][k];
+        } else {
+          stream_line<I>(d - m, shift_in<I, Real>(lines->carry[l], v[0][i], lines->idx[l], m));
+        }
+        for (int b = 1; b < N; ++b)
+          stream_line<I>(d + b * W - m, shift_in<I, Real>(v[b - 1][i], v[b][i], lines->idx[l], m));
+        lines->carry[l] = v[N - 1][i];
       }
     }
   }
-  // The staged rows j0 .. j0 + n - 1 of lanes l0 .. l1 - 1, lane by lane (an incomplete last
-  // group of rows, or a group of a few subjects).
+  // Block b of group p's staged rows j0 .., transposed: the values (row, compartment) = (j0 + m /
+  // N, m % N) for m = b W .. b W + W - 1 of each lane.
+  PKSCAN_INLINE void transpose_block_of(int j0, int p, int b, V (&v)[W]) const {
+    for (int i = 0; i < W; ++i) {
+      const int m = b * W + i;
+      std::memcpy(&v[i], stage[j0 + m / N][p][m % N], sizeof(V));
+    }
+    transpose_block<Real>(v);
+  }
+  // The staged rows j0 .. j0 + n - 1 of lanes l0 .. l1 - 1, lane by lane, ordinary stores (an
+  // incomplete last group of rows, or a group of a few subjects).
   PKSCAN_INLINE void copy_lanes(int l0, int l1, int j0, int n) const {
     for (int l = l0; l < l1; ++l)
       for (int jj = 0; jj < n; ++jj)
-        for (int r = 0; r < N; ++r) lane_row(l, j0 + jj)[r] = stage[jj][l / W][r][l % W];
+        for (int r = 0; r < N; ++r) lane_row(l, j0 + jj)[r] = stage[j0 + jj][l / W][r][l % W];
+  }
+  // After the last complete group of W rows, which ended at result row `end`: each streamed
+  // lane's carried values, with ordinary stores.
+  PKSCAN_INLINE void finish(std::int64_t end) const {
+    if (!lines || end == 0) return;
+    for (int l = 0; l < active; ++l) {
+      if (few(l / W)) continue;
+      const int m = lines->shift[l];
+      Real* d = base + l * stride + end * N - m;
+      for (int k = 0; k < m; ++k) d[k] = lines->carry[l][W - m + k];
+    }
   }
 };
-
-// Writes the tile's first `rows` rows of every real lane into the result.
-template <int N, class Real>
-PKSCAN_INLINE void flush_tile(const Real (*tile)[kTileRows * N], int rows, Writer<Real>& s) {
-  for (int l = 0; l < s.active; ++l) {
-    const Real* src = tile[l];
-    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N;
-    if (s.streaming)
-      stream_lane(s, l, dst, src, rows * N);
-    else
-      std::memcpy(dst, src, sizeof(Real) * static_cast<std::size_t>(rows * N));
-  }
-  s.next_row += rows;
-}
-
-// Writes what the lanes still carry (ordinary stores), at the end of a block.
-template <class Real, int N>
-PKSCAN_INLINE void finish_lanes(Writer<Real>& s) {
-  if (!s.streaming) return;
-  for (int l = 0; l < s.active; ++l) {
-    Real* dst = s.out + (s.first + l) * s.stride + s.next_row * N - s.carry_n[l];
-    for (int k = 0; k < s.carry_n[l]; ++k) dst[k] = s.carry[l][k];
-    s.carry_n[l] = 0;
-  }
-}
 
 // Lane groups stepped together in a block: P independent recurrences overlap their latencies.
 constexpr int kGroups = 2;
 
-// The lanes of one block, their staged rows and output tile (one per thread, reused across
+// The lanes of one block, their staged rows and line carries (one per thread, reused across
 // blocks).
 template <int N, class Real>
 struct alignas(64) Block {
   static constexpr int W = lanes<Real>();
   static constexpr int kSubjects = kGroups * W;
   Lanes<N, Real, W> lanes[kGroups];
-  Real stage[W][kGroups][N][W];
-  Real tile[kGroups * W][kTileRows * N];
+  Real stage[kTileRows][kGroups][N][W];
+  LaneLines<Real> lines;
 };
 
-// Steps P lane groups of the block to the end, flushing the tile every kTileRows rows.
-template <int N, class Real, int P>
-PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active,
-                              const std::vector<Transition<N>>& tr, Block<N, Real>& B,
-                              Writer<Real>& writer) {
+// Steps P lane groups of the block to the end.
+template <int N, class Real, int P, Isa I>
+PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t first, std::int64_t active,
+                              Real* out, bool streaming, const std::vector<Transition<N>>& tr,
+                              Block<N, Real>& B) {
   constexpr int W = Block<N, Real>::W;
   const std::size_t n_out = b.out_steps.size();
-  // stage[W][kGroups][N][W] seen as stage[W][P][N][W] (P <= kGroups): the rows of P groups.
-  const TileSink<N, Real, P> sink{
-      B.tile,
-      reinterpret_cast<Real(*)[P][N][W]>(B.stage),
-      writer.streaming ? nullptr : writer.out + writer.first * writer.stride,
-      writer.stride,
-      static_cast<int>(active),
-      &writer.next_row};
+  const std::int64_t stride = static_cast<std::int64_t>(n_out) * N;
+  std::int64_t next_row = 0;
+  // stage[kTileRows][kGroups][N][W] seen as stage[kTileRows][P][N][W] (P <= kGroups): the
+  // rows of P groups.
+  const RowSink<N, Real, P, I> sink{reinterpret_cast<Real(*)[P][N][W]>(B.stage),
+                                    out + first * stride,
+                                    stride,
+                                    static_cast<int>(active),
+                                    &next_row,
+                                    streaming ? &B.lines : nullptr};
   static_assert(P <= kGroups, "the stage holds kGroups groups");
+  if (streaming) {
+    for (int l = 0; l < active; ++l) {
+      const auto at = reinterpret_cast<std::uintptr_t>(sink.base + l * stride);
+      const int m = static_cast<int>(at % 64 / sizeof(Real));
+      B.lines.shift[l] = m;
+      for (int k = 0; k < W; ++k) B.lines.idx[l][k] = W - m + k;
+    }
+  }
   LaneCursor cur(b.schedule);
   while (cur.next < n_out) {
     const int rows = advance_lanes<N, Real, W, P>(B.lanes, tr.data(), active, cur, b.schedule,
                                                   b.out_steps, kTileRows, sink);
-    const int whole = rows / W * W;
-    if (whole < rows) sink.copy_lanes(0, static_cast<int>(active), whole, rows - whole);
-    if (writer.streaming)
-      flush_tile<N, Real>(B.tile, rows, writer);  // advances writer.next_row
-    else
-      writer.next_row += rows;
+    sink.write(rows);
+    next_row += rows;
   }
+  sink.finish(static_cast<std::int64_t>(n_out) / W * W);
+#if defined(__x86_64__)
+  if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
+#endif
 }
 
 // Subjects [first, first + count) (count <= the block's kSubjects).
-template <int N, class Real>
+template <int N, class Real, Isa I>
 PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, std::int64_t count,
                               Real* out, SubjectStatus* status, std::vector<Transition<N>>& tr,
                               Block<N, Real>& B) {
@@ -281,18 +310,11 @@ PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, std::i
   const bool streaming =
       static_cast<double>(b.subjects) * static_cast<double>(n_out) * N * sizeof(Real) >
       64.0 * 1024 * 1024;
-  Writer<Real> writer{out, static_cast<std::int64_t>(n_out) * N, first, active, 0, streaming, {},
-                      {}};
-  for (int l = 0; l < kGroups * W; ++l) writer.carry_n[l] = 0;
   static_assert(kGroups == 2, "one or two groups");
   if (groups == 2)
-    block_rows<N, Real, 2>(b, active, tr, B, writer);
+    block_rows<N, Real, 2, I>(b, first, active, out, streaming, tr, B);
   else
-    block_rows<N, Real, 1>(b, active, tr, B, writer);
-  finish_lanes<Real, N>(writer);
-#if defined(__x86_64__)
-  if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
-#endif
+    block_rows<N, Real, 1, I>(b, first, active, out, streaming, tr, B);
   // A subject's outputs are all finite when its last output state is: a value that is not
   // finite never leaves the recurrence (every row of K x + b multiplies every component, and
   // 0 * inf is NaN), so the first one that appears makes every later state, the last
@@ -304,14 +326,22 @@ PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, std::i
   }
 }
 
-// One block of subjects, compiled per ISA (PKSCAN_CLONES, core/simd.hpp): one overload per
-// compartment count and precision, picked by type.
-#define PKSCAN_BLOCK(N, Real)                                                           \
-  PKSCAN_CLONES void run_block(const PreparedBatch& b, std::int64_t first, std::int64_t count, \
-                               Real* out, SubjectStatus* st, std::vector<Transition<N>>& tr,  \
-                               Block<N, Real>& B) {                                            \
-    block_body<N, Real>(b, first, count, out, st, tr, B);                                      \
+// One block of subjects, compiled per instruction set: one overload per compartment count,
+// precision and set, picked by type.
+#define PKSCAN_BLOCK_ISA(N, Real, I, TARGET)                                            \
+  TARGET void run_block_isa(IsaTag<Isa::I>, const PreparedBatch& b, std::int64_t first, \
+                            std::int64_t count, Real* out, SubjectStatus* st,           \
+                            std::vector<Transition<N>>& tr, Block<N, Real>& B) {        \
+    block_body<N, Real, Isa::I>(b, first, count, out, st, tr, B);                       \
   }
+#if PKSCAN_ISA_TARGETS
+#define PKSCAN_BLOCK(N, Real)                                                  \
+  PKSCAN_BLOCK_ISA(N, Real, Avx512, __attribute__((target("arch=x86-64-v4")))) \
+  PKSCAN_BLOCK_ISA(N, Real, Avx2, __attribute__((target("arch=x86-64-v3"))))   \
+  PKSCAN_BLOCK_ISA(N, Real, Base, )
+#else
+#define PKSCAN_BLOCK(N, Real) PKSCAN_BLOCK_ISA(N, Real, Base, )
+#endif
 PKSCAN_BLOCK(2, double)
 PKSCAN_BLOCK(2, float)
 PKSCAN_BLOCK(3, double)
@@ -319,6 +349,24 @@ PKSCAN_BLOCK(3, float)
 PKSCAN_BLOCK(4, double)
 PKSCAN_BLOCK(4, float)
 #undef PKSCAN_BLOCK
+#undef PKSCAN_BLOCK_ISA
+
+// Subjects [first, first + count) on the machine's instruction set.
+template <int N, class Real>
+void run_block(const PreparedBatch& b, std::int64_t first, std::int64_t count, Real* out,
+               SubjectStatus* st, std::vector<Transition<N>>& tr, Block<N, Real>& B) {
+#if PKSCAN_ISA_TARGETS
+  switch (machine_isa()) {
+    case Isa::Avx512:
+      return run_block_isa(IsaTag<Isa::Avx512>{}, b, first, count, out, st, tr, B);
+    case Isa::Avx2:
+      return run_block_isa(IsaTag<Isa::Avx2>{}, b, first, count, out, st, tr, B);
+    case Isa::Base:
+      break;
+  }
+#endif
+  run_block_isa(IsaTag<Isa::Base>{}, b, first, count, out, st, tr, B);
+}
 
 class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Method::Batched> {
  public:
@@ -369,16 +417,15 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
       return;
     }
     RegionError err;
-#pragma omp parallel num_threads(static_cast<int>(std::min<std::int64_t>(b.threads, items)))
+#pragma omp parallel num_threads(static_cast <int>(std::min <std::int64_t>(b.threads, items)))
     {
       Scratch<N, Real>* w = nullptr;
       err.guard([&] { w = &scratch<N, Real>(); });
 #pragma omp for schedule(dynamic, items >= 16 * b.threads ? 4 : 1)
       for (std::int64_t i = 0; i < items; ++i)
         if (w && !err.failed())
-          err.guard([&] {
-            run_block(b, i * unit, count(i), out.amounts, out.status, w->tr, *w->block);
-          });
+          err.guard(
+              [&] { run_block(b, i * unit, count(i), out.amounts, out.status, w->tr, *w->block); });
     }
     err.rethrow();
   }

@@ -67,47 +67,54 @@ PKSCAN_INLINE void load_lanes(Lanes<N, Real, W>& L, const Schedule& s, const Tra
   load_lane_inputs<N, Real, W>(L, s, tr, active, 0);
 }
 
-// One step x <- K x + b of P lane groups.
-template <int N, class Real, int W, int P>
-PKSCAN_INLINE void lane_step(const Real (&k)[P][N * N][W], Real (&x)[P][N][W],
-                             const Real (&b)[P][N][W]) {
-  Real y[P][N][W];
+// The vector of W lanes of Real (GCC/Clang vector extensions, lowered to what the clone's ISA
+// offers). The lane kernel holds K, the state and the inputs in such vectors, so that the
+// compiler keeps the state in registers across the steps (as arrays of Real, it kept it in
+// memory, and every step waited on the store of the last).
+template <class Real, int W>
+struct LaneVecOf {
+  typedef Real type __attribute__((vector_size(W * sizeof(Real))));
+};
+template <class Real, int W>
+using LaneVec = typename LaneVecOf<Real, W>::type;
+
+// One step x <- K x + b of P lane groups (lane by lane the scalar order above).
+template <int N, class V, int P>
+PKSCAN_INLINE void lane_step(const V (&k)[P][N * N], V (&x)[P][N], const V (&b)[P][N]) {
+  V y[P][N];
   for (int p = 0; p < P; ++p)
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < W; ++l) {
-        Real acc = k[p][r * N][l] * x[p][0][l];
-        for (int j = 1; j < N; ++j) acc += k[p][r * N + j][l] * x[p][j][l];
-        y[p][r][l] = acc + b[p][r][l];
-      }
-  // Element by element (not one memcpy), so that the compiler keeps x in registers across a
-  // loop of steps.
+    for (int r = 0; r < N; ++r) {
+      V acc = k[p][r * N] * x[p][0];
+      for (int j = 1; j < N; ++j) acc += k[p][r * N + j] * x[p][j];
+      y[p][r] = acc + b[p][r];
+    }
   for (int p = 0; p < P; ++p)
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < W; ++l) x[p][r][l] = y[p][r][l];
+    for (int r = 0; r < N; ++r) x[p][r] = y[p][r];
 }
 
 // Advances P lane groups (lanes[0 .. P-1], whose subjects' transitions are tr[p W + l]; `count`
 // subjects from the first group's first lane are real) from `cur` by up to `max_rows` output
 // rows, and returns the number of rows recorded. Each output row is handed to the sink as
-// sink.row(j, x) (j: the row's index within this call; x: Real[P][N][W], the state at that
-// output step); the sink must not keep a reference to x. The groups' states are copied into
-// locals for the call (no store of the sink can alias them, so they stay in registers or on the
-// stack) and P independent recurrences overlap their latencies. Dense output (every step
-// reported) and sparse output each get a loop without per-step tests.
+// sink.row(j, x) (j: the row's index within this call; x: LaneVec<Real, W>[P][N], the state at
+// that output step); the sink must not keep a reference to x. The groups' states are copied
+// into locals for the call (no store of the sink can alias them, so they stay in registers) and
+// P independent recurrences overlap their latencies. Dense output (every step reported) and
+// sparse output each get a loop without per-step tests.
 template <int N, class Real, int W, int P, class Sink>
 PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* tr,
                                 std::int64_t count, LaneCursor& cur, const Schedule& s,
                                 const std::vector<std::int64_t>& outs, int max_rows, Sink& sink) {
-  alignas(64) Real k[P][N * N][W];
-  alignas(64) Real x[P][N][W];
-  alignas(64) Real c[P][N][W];
-  alignas(64) Real f[P][N][W];
+  using V = LaneVec<Real, W>;
+  V k[P][N * N], x[P][N], c[P][N], f[P][N];
+  auto load = [](V* dst, const Real(*src)[W], int n) {
+    for (int i = 0; i < n; ++i) std::memcpy(&dst[i], src[i], sizeof(V));
+  };
   int active[P];
   for (int p = 0; p < P; ++p) {
-    std::memcpy(k[p], lanes[p].k, sizeof k[p]);
-    std::memcpy(x[p], lanes[p].x, sizeof x[p]);
-    std::memcpy(c[p], lanes[p].c, sizeof c[p]);
-    std::memcpy(f[p], lanes[p].f, sizeof f[p]);
+    load(k[p], lanes[p].k, N * N);
+    load(x[p], lanes[p].x, N);
+    load(c[p], lanes[p].c, N);
+    load(f[p], lanes[p].f, N);
     active[p] = static_cast<int>(std::min<std::int64_t>(W, count - std::int64_t{p} * W));
   }
   const std::size_t n_out = outs.size();
@@ -123,13 +130,13 @@ PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* t
       cur.last = s.bp_last(cur.bp);
       for (int p = 0; p < P; ++p) {
         load_lane_inputs<N, Real, W>(lanes[p], s, tr + p * W, active[p], cur.bp);
-        std::memcpy(c[p], lanes[p].c, sizeof c[p]);
-        std::memcpy(f[p], lanes[p].f, sizeof f[p]);
+        load(c[p], lanes[p].c, N);
+        load(f[p], lanes[p].f, N);
       }
     }
     if (cur.step == s.bp_step[static_cast<std::size_t>(cur.bp)]) {
       // The first step of the breakpoint: boluses and partial infusions.
-      lane_step<N, Real, W, P>(k, x, f);
+      lane_step<N, V, P>(k, x, f);
       if (cur.step++ == outs[cur.next]) {
         sink.row(rows++, x);
         ++cur.next;
@@ -137,7 +144,7 @@ PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* t
     } else if (dense) {
       const std::int64_t n = std::min<std::int64_t>(cur.last - cur.step + 1, max_rows - rows);
       for (std::int64_t i = 0; i < n; ++i) {
-        lane_step<N, Real, W, P>(k, x, c);
+        lane_step<N, V, P>(k, x, c);
         sink.row(rows++, x);
       }
       cur.step += n;
@@ -145,16 +152,17 @@ PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* t
     } else {
       // Unrecorded steps up to the next output step or the end of the breakpoint.
       const std::int64_t target = std::min(outs[cur.next], cur.last);
-      for (std::int64_t i = cur.step; i < target; ++i) lane_step<N, Real, W, P>(k, x, c);
+      for (std::int64_t i = cur.step; i < target; ++i) lane_step<N, V, P>(k, x, c);
       cur.step = target;
-      lane_step<N, Real, W, P>(k, x, c);
+      lane_step<N, V, P>(k, x, c);
       if (cur.step++ == outs[cur.next]) {
         sink.row(rows++, x);
         ++cur.next;
       }
     }
   }
-  for (int p = 0; p < P; ++p) std::memcpy(lanes[p].x, x[p], sizeof x[p]);
+  for (int p = 0; p < P; ++p)
+    for (int r = 0; r < N; ++r) std::memcpy(lanes[p].x[r], &x[p][r], sizeof(V));
   return rows;
 }
 

@@ -111,10 +111,9 @@ struct FuseScratch final : FusedScratch::Slot {
 template <int N, class Real, int P>
 struct WindowSink {
   Real* tile[P];
-  PKSCAN_INLINE void row(int j, const Real (&x)[P][N][8]) const {
+  PKSCAN_INLINE void row(int j, const LaneVec<Real, 8> (&x)[P][N]) const {
     for (int p = 0; p < P; ++p)
-      for (int r = 0; r < N; ++r)
-        for (int l = 0; l < 8; ++l) tile[p][(j * N + r) * 8 + l] = x[p][r][l];
+      for (int r = 0; r < N; ++r) std::memcpy(tile[p] + (j * N + r) * 8, &x[p][r], sizeof x[p][r]);
   }
 };
 
