@@ -142,4 +142,11 @@ template <class Real>
 void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* out,
                        SubjectStatus* status);
 
+// The instruction sets the batched backend compiles its blocks for (x86-64 with GCC: AVX-512,
+// AVX2 and baseline; elsewhere baseline only), best first: the blocks run on the best the
+// machine has, unless capped. For tests, which run every set the machine has:
+// cap_batched_isa(k) caps it at the k-th set of this list (0: no cap); returns how many sets
+// the machine has.
+int cap_batched_isa(int k);
+
 }  // namespace pkscan::detail

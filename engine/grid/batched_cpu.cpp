@@ -16,6 +16,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -50,11 +51,13 @@ using IsaTag = std::integral_constant<Isa, I>;
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define PKSCAN_ISA_TARGETS 1
+std::atomic<int> isa_cap{0};  // cap_batched_isa
 Isa machine_isa() {
   static const Isa isa = __builtin_cpu_supports("x86-64-v4")   ? Isa::Avx512
                          : __builtin_cpu_supports("x86-64-v3") ? Isa::Avx2
                                                                : Isa::Base;
-  return isa;
+  const int cap = isa_cap.load(std::memory_order_relaxed);
+  return cap > 0 ? std::min(isa, static_cast<Isa>(3 - cap)) : isa;
 }
 #else
 #define PKSCAN_ISA_TARGETS 0
@@ -452,6 +455,18 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
 };
 
 }  // namespace
+
+int cap_batched_isa(int k) {
+#if PKSCAN_ISA_TARGETS
+  isa_cap.store(0, std::memory_order_relaxed);
+  const int sets = static_cast<int>(machine_isa()) + 1;
+  isa_cap.store(k, std::memory_order_relaxed);
+  return sets;
+#else
+  (void)k;
+  return 1;
+#endif
+}
 
 std::unique_ptr<Backend> make_batched_cpu_backend() {
   return std::make_unique<BatchedCpuBackend>();
