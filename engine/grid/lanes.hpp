@@ -45,6 +45,19 @@ struct LaneCursor {
 template <int N, class Real, int W>
 PKSCAN_INLINE void load_lane_inputs(Lanes<N, Real, W>& L, const Schedule& s,
                                     const Transition<N>* tr, int active, std::int64_t bp) {
+  // Without infusions (boluses only) the inputs do not depend on the subject's transition: the
+  // same values in every lane, computed once.
+  bool shared = s.bp_partial_begin[static_cast<std::size_t>(bp)] ==
+                s.bp_partial_begin[static_cast<std::size_t>(bp + 1)];
+  for (int r = 0; r < N; ++r)
+    shared = shared && s.bp_rate[static_cast<std::size_t>(bp * N + r)] == 0.0;
+  if (shared) {
+    Real c[N], f[N];
+    breakpoint_inputs<N, Real>(s, tr[0], bp, c, f);
+    for (int r = 0; r < N; ++r)
+      for (int l = 0; l < W; ++l) L.c[r][l] = c[r], L.f[r][l] = f[r];
+    return;
+  }
   for (int l = 0; l < W; ++l) {
     Real c[N], f[N];
     breakpoint_inputs<N, Real>(s, tr[std::min(l, active - 1)], bp, c, f);
