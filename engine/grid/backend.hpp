@@ -143,10 +143,10 @@ void reference_subject(const PreparedBatch& batch, std::int64_t subject, Real* o
                        SubjectStatus* status);
 
 // The instruction sets the batched backend compiles its blocks for (x86-64 with GCC: AVX-512,
-// AVX2 and baseline; elsewhere baseline only), best first: the blocks run on the best the
-// machine has, unless capped. For tests, which run every set the machine has:
-// cap_batched_isa(k) caps it at the k-th set of this list (0: no cap); returns how many sets
-// the machine has.
+// AVX2 and baseline; elsewhere baseline only): the blocks run on the best the machine has,
+// unless capped. For tests, which run every set the machine has: cap_batched_isa(k) makes them
+// run on the k-th set counting down from the machine's best (1: the best; 0: no cap) and
+// returns how many sets the machine has (the last is the baseline). Not for concurrent use.
 int cap_batched_isa(int k);
 
 }  // namespace pkscan::detail

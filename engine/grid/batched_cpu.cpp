@@ -56,8 +56,8 @@ Isa machine_isa() {
   static const Isa isa = __builtin_cpu_supports("x86-64-v4")   ? Isa::Avx512
                          : __builtin_cpu_supports("x86-64-v3") ? Isa::Avx2
                                                                : Isa::Base;
-  const int cap = isa_cap.load(std::memory_order_relaxed);
-  return cap > 0 ? std::min(isa, static_cast<Isa>(3 - cap)) : isa;
+  const int cap = isa_cap.load(std::memory_order_relaxed);  // k-th set down from the best
+  return cap > 0 ? static_cast<Isa>(std::max(0, static_cast<int>(isa) - (cap - 1))) : isa;
 }
 #else
 #define PKSCAN_ISA_TARGETS 0
@@ -149,7 +149,7 @@ template <int N, class Real, int P, Isa I>
 struct RowSink {
   static constexpr int W = lanes<Real>();
   using V = typename LineVec<Real>::type;
-  Real (*stage)[P][N][W];    // W rows
+  Real (*stage)[P][N][W];    // the call's rows (kTileRows)
   Real* base;                // the block's first subject's values
   std::int64_t stride;       // values per subject
   int active;                // lanes that are real subjects
@@ -309,10 +309,12 @@ PKSCAN_INLINE void block_body(const PreparedBatch& b, std::int64_t first, std::i
   for (int g = 0; g < groups; ++g)
     load_lanes<N, Real, W>(B.lanes[g], s, tr.data() + g * W, std::min(W, active - g * W));
   const std::size_t n_out = b.out_steps.size();
-  // Stream when the whole output is far larger than the caches (it will not be read soon).
+  // Stream when the whole output is far larger than the caches (it will not be read soon), into
+  // a result whose values are aligned (as a vector's are; the lines' shifts count whole values).
   const bool streaming =
       static_cast<double>(b.subjects) * static_cast<double>(n_out) * N * sizeof(Real) >
-      64.0 * 1024 * 1024;
+          64.0 * 1024 * 1024 &&
+      reinterpret_cast<std::uintptr_t>(out) % sizeof(Real) == 0;
   static_assert(kGroups == 2, "one or two groups");
   if (groups == 2)
     block_rows<N, Real, 2, I>(b, first, active, out, streaming, tr, B);

@@ -111,11 +111,15 @@ namespace {
 // Outputs above 64 MiB take the batched path's streaming writes: each lane's values shifted
 // onto 64-byte line boundaries (a carry between groups of rows) and stored non-temporally, the
 // subject's first and last partial lines with ordinary stores. Checked value by value, bit for
-// bit, against the reference scan (the batched path promises its bits): two, three and four
-// compartments (2, 3 and 4 lines per group of rows), both precisions (8 and 16 lanes), dense and
-// sparse output, row counts that end in a partial group, and last blocks of 1 subject (written
-// lane by lane) and of 13 (a full group and a part of one). On every instruction set the
-// machine has (AVX-512, AVX2, baseline x86-64 here), each with its own stores and shifts.
+// bit, against the reference scan (the batched path promises its bits):
+// - two, three and four compartments (2, 3 and 4 lines per group of rows), both precisions (W =
+//   8 and 16 lanes);
+// - dense output (3001 rows: every shift onto a line, a partial last group) and sparse output
+//   (1024 rows: the lane kernel's last call full);
+// - last blocks of 1 subject (a group of a few, written lane by lane), W + 1 (a full group and a
+//   group of a few) and W + 5 (a full group and a part of one);
+// - on every instruction set the machine has (AVX-512, AVX2 and baseline x86-64 on an AVX-512
+//   machine), each with its own stores and shifts.
 TEST(BatchedStreaming, LargeOutputsMatchTheReferenceBitForBit) {
   const int sets = detail::cap_batched_isa(0);
   struct Uncap {
@@ -137,58 +141,57 @@ TEST(BatchedStreaming, LargeOutputsMatchTheReferenceBitForBit) {
        4,
        {"cl", "q", "q2", "v_central", "v_peripheral1", "v_peripheral2"},
        {2.0, 1.0, 0.5, 10.0, 30.0, 50.0}}};
-  for (int set = 1; set <= sets; ++set)
-    for (const Case& c : cases)
-      for (Precision prec : {Precision::Float64, Precision::Float32})
-        for (bool dense : {true, false})
-          for (std::int64_t last_block : {1, 13}) {
+  for (const Case& c : cases)
+    for (Precision prec : {Precision::Float64, Precision::Float32})
+      for (bool dense : {true, false}) {
+        const std::int64_t lanes = prec == Precision::Float64 ? 8 : 16;
+        for (std::int64_t last_block : {std::int64_t{1}, lanes + 1, lanes + 5}) {
+          SCOPED_TRACE(testing::Message()
+                       << "model " << static_cast<int>(c.model) << " float"
+                       << (prec == Precision::Float64 ? 64 : 32) << (dense ? " dense" : " sparse")
+                       << ", last block " << last_block);
+          Problem p;
+          p.grid = {0.5, 3000};
+          if (!dense) {
+            p.output.all = false;
+            for (std::int64_t t = 1; t < 2048; t += 2) p.output.steps.push_back(t);
+          }
+          const std::int64_t rows = dense ? 3001 : 1024;
+          // Enough subjects for 64 MiB of output in whole blocks (two lane groups), then a last
+          // block of last_block.
+          const std::int64_t per = rows * c.compartments * (prec == Precision::Float64 ? 8 : 4);
+          const std::int64_t n = ((64 << 20) / per / (2 * lanes) + 1) * 2 * lanes + last_block;
+          p.model = c.model;
+          p.parameters = ParameterBatch(c.model, n);
+          for (std::int64_t s = 0; s < n; ++s) {
+            const double f = 0.7 + 0.6 * static_cast<double>(s % 97) / 97.0;
+            p.parameters.set("ka", s, 0.6 * f);
+            if (c.model != ModelKind::FourCompartment) p.parameters.set("ke", s, 0.1 * f);
+            for (std::size_t i = 0; i < c.names.size(); ++i)
+              p.parameters.set(c.names[i], s, c.values[i] * (i == 0 ? f : 1.0));
+          }
+          DoseEvent oral;
+          oral.amount = 100;
+          oral.every = 12;
+          oral.repeat = 100;
+          DoseEvent inf;
+          inf.compartment = 1;
+          inf.time = 7.5;
+          inf.amount = 50;
+          inf.rate = 13;
+          p.doses = {oral, inf};
+          SimulateOptions ref_o, bat_o;
+          ref_o.method = Method::Scan;
+          bat_o.method = Method::Batched;
+          ref_o.device = bat_o.device = Device::Cpu;
+          ref_o.precision = bat_o.precision = prec;
+          ref_o.concentrations = bat_o.concentrations = false;
+          bat_o.threads = 2;
+          ASSERT_GT(result_bytes(p, bat_o), 64u << 20);
+          const SimulationResult ref = simulate(p, ref_o);
+          for (int set = 1; set <= sets; ++set) {
+            SCOPED_TRACE(testing::Message() << "instruction set " << set << " of " << sets);
             detail::cap_batched_isa(set);
-            SCOPED_TRACE(testing::Message()
-                         << "instruction set " << set << " of " << sets << ", model "
-                         << static_cast<int>(c.model) << " float"
-                         << (prec == Precision::Float64 ? 64 : 32) << (dense ? " dense" : " sparse")
-                         << ", last block " << last_block);
-            Problem p;
-            p.grid = {0.5, 3000};
-            if (!dense) {
-              p.output.all = false;
-              for (std::int64_t t = 1; t <= 3000; t += 3) p.output.steps.push_back(t);  // 1000
-            }
-            const std::int64_t rows = dense ? 3001 : 1000;
-            // Enough subjects for 64 MiB of output, then a last block of last_block (16
-            // subjects to a block of float64 lanes, 32 of float32).
-            const std::int64_t bytes = prec == Precision::Float64 ? 8 : 4;
-            const std::int64_t block = prec == Precision::Float64 ? 16 : 32;
-            const std::int64_t per = rows * c.compartments * bytes;  // bytes per subject
-            const std::int64_t n = ((64 << 20) / per / block + 1) * block + last_block;
-            p.model = c.model;
-            p.parameters = ParameterBatch(c.model, n);
-            for (std::int64_t s = 0; s < n; ++s) {
-              const double f = 0.7 + 0.6 * static_cast<double>(s % 97) / 97.0;
-              p.parameters.set("ka", s, 0.6 * f);
-              if (c.model != ModelKind::FourCompartment) p.parameters.set("ke", s, 0.1 * f);
-              for (std::size_t i = 0; i < c.names.size(); ++i)
-                p.parameters.set(c.names[i], s, c.values[i] * (i == 0 ? f : 1.0));
-            }
-            DoseEvent oral;
-            oral.amount = 100;
-            oral.every = 12;
-            oral.repeat = 100;
-            DoseEvent inf;
-            inf.compartment = 1;
-            inf.time = 7.5;
-            inf.amount = 50;
-            inf.rate = 13;
-            p.doses = {oral, inf};
-            SimulateOptions ref_o, bat_o;
-            ref_o.method = Method::Scan;
-            bat_o.method = Method::Batched;
-            ref_o.device = bat_o.device = Device::Cpu;
-            ref_o.precision = bat_o.precision = prec;
-            ref_o.concentrations = bat_o.concentrations = false;
-            bat_o.threads = 2;
-            ASSERT_GT(result_bytes(p, bat_o), 64u << 20);
-            const SimulationResult ref = simulate(p, ref_o);
             const SimulationResult got = simulate(p, bat_o);
             ASSERT_EQ(got.times(), rows);
             std::int64_t bad = 0;
@@ -202,6 +205,8 @@ TEST(BatchedStreaming, LargeOutputsMatchTheReferenceBitForBit) {
                 }
             EXPECT_EQ(bad, 0);
           }
+        }
+      }
 }
 
 }  // namespace
