@@ -31,6 +31,17 @@ struct alignas(64) Lanes {
   Real f[N][W];  // inputs of its first step (c plus boluses and partial infusions)
 };
 
+// The vector of W lanes of Real (GCC/Clang vector extensions, lowered to what the clone's ISA
+// offers). The lane kernel holds K, the state and the inputs in such vectors, so that the
+// compiler keeps the state in registers across the steps (as arrays of Real, it kept it in
+// memory, and every step waited on the store of the last).
+template <class Real, int W>
+struct LaneVecOf {
+  typedef Real type __attribute__((vector_size(W * sizeof(Real))));
+};
+template <class Real, int W>
+using LaneVec = typename LaneVecOf<Real, W>::type;
+
 // Where the time loop of a set of lanes stands. Lanes stepped together share one cursor; a
 // window of lane groups advanced in turn starts each group from a copy of it.
 struct LaneCursor {
@@ -54,8 +65,14 @@ PKSCAN_INLINE void load_lane_inputs(Lanes<N, Real, W>& L, const Schedule& s,
   if (shared) {
     Real c[N], f[N];
     breakpoint_inputs<N, Real>(s, tr[0], bp, c, f);
-    for (int r = 0; r < N; ++r)
-      for (int l = 0; l < W; ++l) L.c[r][l] = c[r], L.f[r][l] = f[r];
+    // Whole vectors stored (a vector load of scalar stores waits for them: the lane kernel
+    // reloads these at once).
+    for (int r = 0; r < N; ++r) {
+      LaneVec<Real, W> cv, fv;
+      for (int l = 0; l < W; ++l) cv[l] = c[r], fv[l] = f[r];
+      std::memcpy(L.c[r], &cv, sizeof cv);
+      std::memcpy(L.f[r], &fv, sizeof fv);
+    }
     return;
   }
   for (int l = 0; l < W; ++l) {
@@ -79,17 +96,6 @@ PKSCAN_INLINE void load_lanes(Lanes<N, Real, W>& L, const Schedule& s, const Tra
   }
   load_lane_inputs<N, Real, W>(L, s, tr, active, 0);
 }
-
-// The vector of W lanes of Real (GCC/Clang vector extensions, lowered to what the clone's ISA
-// offers). The lane kernel holds K, the state and the inputs in such vectors, so that the
-// compiler keeps the state in registers across the steps (as arrays of Real, it kept it in
-// memory, and every step waited on the store of the last).
-template <class Real, int W>
-struct LaneVecOf {
-  typedef Real type __attribute__((vector_size(W * sizeof(Real))));
-};
-template <class Real, int W>
-using LaneVec = typename LaneVecOf<Real, W>::type;
 
 // One step x <- K x + b of P lane groups (lane by lane the scalar order above).
 template <int N, class V, int P>
