@@ -160,26 +160,7 @@ class DatasetRun {
     }
     for (std::size_t p = static_cast<std::size_t>(np); p < c.parts.size(); ++p)
       c.parts[p].count = 0;
-    switch (setup_.n) {
-      case 1:
-        build_parts<1>(c, np);
-        break;
-      case 2:
-        build_parts<2>(c, np);
-        break;
-      case 3:
-        build_parts<3>(c, np);
-        break;
-      case 4:
-        build_parts<4>(c, np);
-        break;
-      case 5:
-        build_parts<5>(c, np);
-        break;
-      default:
-        build_parts<6>(c, np);
-        break;
-    }
+    with_compartments_1_to_6(setup_.n, [&](auto n) { build_parts<decltype(n)::value>(c, np); });
     c.records = c.rows = c.scratch = 0;
     c.first_row.resize(static_cast<std::size_t>(c.count));
     for (std::int64_t p = 0; p < np; ++p) {

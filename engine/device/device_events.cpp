@@ -20,6 +20,7 @@
 #include "device/runtime.hpp"
 #include "device/walk_host.hpp"
 #include "device/walk_job.hpp"
+#include "grid/backend.hpp"
 
 namespace pkscan::detail {
 
@@ -157,26 +158,8 @@ void DeviceEvents::predict(const double* params, int threads, double* out, doubl
       device::row_stride(d.setup.n, d.setup.np) + (sens ? d.a_columns * d.setup.n * d.setup.n : 0);
   d.rows.resize(static_cast<std::size_t>(d.total_rows * d.chunk.row_stride));
   if (sens) d.directions.resize(static_cast<std::size_t>(n) * (np + 3));
-  switch (d.setup.n) {
-    case 1:
-      d.fill<1>(params, threads, sens);
-      break;
-    case 2:
-      d.fill<2>(params, threads, sens);
-      break;
-    case 3:
-      d.fill<3>(params, threads, sens);
-      break;
-    case 4:
-      d.fill<4>(params, threads, sens);
-      break;
-    case 5:
-      d.fill<5>(params, threads, sens);
-      break;
-    default:
-      d.fill<6>(params, threads, sens);
-      break;
-  }
+  with_compartments_1_to_6(
+      d.setup.n, [&](auto m) { d.template fill<decltype(m)::value>(params, threads, sens); });
   // The call's input: first rows, directions (with sensitivities), rows.
   const std::size_t first_bytes = d.first_row.size() * sizeof(std::int64_t);
   const std::size_t dir_bytes = sens ? d.directions.size() * sizeof(std::int32_t) : 0;

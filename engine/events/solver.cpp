@@ -12,6 +12,7 @@
 #include "events/event_list.hpp"
 #include "events/expm_derivative.hpp"
 #include "events/step_hd.hpp"
+#include "grid/backend.hpp"
 
 namespace pkscan::detail {
 
@@ -626,20 +627,11 @@ class Solver final : public EventSolver {
 
 std::unique_ptr<EventSolver> make_event_solver(const DatasetSetup& setup, std::size_t max_rows,
                                                std::size_t max_events) {
-  switch (setup.n) {
-    case 1:
-      return std::make_unique<Solver<1>>(setup, max_rows, max_events);
-    case 2:
-      return std::make_unique<Solver<2>>(setup, max_rows, max_events);
-    case 3:
-      return std::make_unique<Solver<3>>(setup, max_rows, max_events);
-    case 4:
-      return std::make_unique<Solver<4>>(setup, max_rows, max_events);
-    case 5:
-      return std::make_unique<Solver<5>>(setup, max_rows, max_events);
-    default:
-      return std::make_unique<Solver<6>>(setup, max_rows, max_events);
-  }
+  std::unique_ptr<EventSolver> solver;
+  with_compartments_1_to_6(setup.n, [&](auto n) {
+    solver = std::make_unique<Solver<decltype(n)::value>>(setup, max_rows, max_events);
+  });
+  return solver;
 }
 
 }  // namespace pkscan::detail
