@@ -36,6 +36,9 @@ namespace {
 
 constexpr int kTileRows = 64;  // output rows per call of the lane kernel (a multiple of W)
 
+// Lane groups stepped together in a block: P independent recurrences overlap their latencies.
+constexpr int kGroups = 2;
+
 template <class Real>
 constexpr int lanes() {
   return 64 / static_cast<int>(sizeof(Real));  // one cache line: 8 doubles, 16 floats
@@ -116,7 +119,7 @@ PKSCAN_INLINE V shift_in(const V& prev, const V& cur, const M& idx, int m) {
   if constexpr (I == Isa::Avx512) return __builtin_shuffle(prev, cur, idx);
 #endif
   (void)idx;
-  constexpr int W = 64 / static_cast<int>(sizeof(Real));
+  constexpr int W = lanes<Real>();
   Real buf[2 * W];
   std::memcpy(buf, &prev, sizeof prev);
   std::memcpy(buf + W, &cur, sizeof cur);
@@ -131,12 +134,10 @@ PKSCAN_INLINE V shift_in(const V& prev, const V& cur, const M& idx, int m) {
 // wait in `carry` for the next group's line (a partial line written non-temporally is slow).
 template <class Real>
 struct LaneLines {
-  using V = typename LineVec<Real>::type;
-  using M = typename LineVec<Real>::mask;
-  static constexpr int W = lanes<Real>();
-  V carry[64];
-  M idx[64];      // the shift_in permutation of each lane
-  int shift[64];  // values of the lane's first row before its first line boundary
+  static constexpr int kLanes = kGroups * lanes<Real>();
+  typename LineVec<Real>::type carry[kLanes];
+  typename LineVec<Real>::mask idx[kLanes];  // the shift_in permutation of each lane
+  int shift[kLanes];  // values of the lane's first row before its first line boundary
 };
 
 // The batched backend's row sink: P lane groups' output rows are staged as they come (W rows,
@@ -236,9 +237,6 @@ struct RowSink {
     }
   }
 };
-
-// Lane groups stepped together in a block: P independent recurrences overlap their latencies.
-constexpr int kGroups = 2;
 
 // The lanes of one block, their staged rows and line carries (one per thread, reused across
 // blocks).
