@@ -24,8 +24,10 @@
 #endif
 #if defined(__GNUC__)
 #define PKSCAN_INLINE __attribute__((always_inline)) inline
+#define PKSCAN_LAMBDA_INLINE __attribute__((always_inline))  // after a lambda's parameter list
 #else
 #define PKSCAN_INLINE inline
+#define PKSCAN_LAMBDA_INLINE
 #endif
 
 namespace pkscan::detail {

@@ -128,113 +128,172 @@ PKSCAN_INLINE V shift_in(const V& prev, const V& cur, const M& idx, int m) {
   return r;
 }
 
-// What a block keeps of each lane's output between groups of W rows when the result is
-// streamed: the lane's values are written as whole 64-byte-aligned lines, non-temporally; a
-// subject's first values are usually not at a line's start, so each group's last `shift` values
-// wait in `carry` for the next group's line (a partial line written non-temporally is slow).
-template <class Real>
-struct LaneLines {
-  static constexpr int kLanes = kGroups * lanes<Real>();
-  typename LineVec<Real>::type carry[kLanes];
-  typename LineVec<Real>::mask idx[kLanes];  // the shift_in permutation of each lane
-  int shift[kLanes];  // values of the lane's first row before its first line boundary
-};
-
-// The batched backend's row sink: P lane groups' output rows are staged as they come (W rows,
-// step-major: whole vectors stored), and each complete group of W rows is transposed in
-// registers (W x W blocks, transpose_block): each lane's values in result order, N vectors
-// (W rows x N compartments). When the output fits in the caches they are stored straight into
-// the result; otherwise (`streaming`) each vector, shifted by the lane's carry onto a line
-// boundary, is streamed out at once, so that the stores spread evenly among the steps.
-template <int N, class Real, int P, Isa I>
-struct RowSink {
+// The rows of P lane groups, staged as they come (step-major: whole vectors stored), and each
+// complete group of W rows transposed in registers (W x W blocks, transpose_block): each lane's
+// values in result order, N vectors (W rows x N compartments).
+template <int N, class Real, int P>
+struct StagedRows {
   static constexpr int W = lanes<Real>();
   using V = typename LineVec<Real>::type;
-  Real (*stage)[P][N][W];    // the call's rows (kTileRows)
+  Real (*stage)[P][N][W];    // staged rows
   Real* base;                // the block's first subject's values
   std::int64_t stride;       // values per subject
   int active;                // lanes that are real subjects
-  const std::int64_t* row0;  // result row of j = 0 (the block's next row)
-  LaneLines<Real>* lines;    // streaming: the lanes' carries; null: ordinary stores
-  PKSCAN_INLINE void row(int j, const V (&x)[P][N]) const {
+  const std::int64_t* row0;  // result row of the call's row j = 0 (the block's next row)
+  PKSCAN_INLINE void stage_row(int s, const V (&x)[P][N]) const {
     for (int p = 0; p < P; ++p)
-      for (int r = 0; r < N; ++r) std::memcpy(stage[j][p][r], &x[p][r], sizeof(V));
+      for (int r = 0; r < N; ++r) std::memcpy(stage[s][p][r], &x[p][r], sizeof(V));
   }
-  // Writes the call's `rows` staged rows into the result: each complete group of W rows
-  // transposed, the rest lane by lane.
-  PKSCAN_INLINE void write(int rows) const {
-    const int whole = rows / W * W;
-    for (int j0 = 0; j0 < whole; j0 += W) transpose_group(j0);
-    if (whole < rows) copy_lanes(0, active, whole, rows - whole);
-  }
-  // Where lane l's values of row j (of this call) go.
-  PKSCAN_INLINE Real* lane_row(int l, int j) const { return base + l * stride + (*row0 + j) * N; }
+  // Lanes of group p that are real subjects.
+  PKSCAN_INLINE int real(int p) const { return std::min(W, active - p * W); }
   // A group of a few subjects (a small problem's last) is written lane by lane, with ordinary
   // stores: that costs less than transposing idle lanes.
-  PKSCAN_INLINE bool few(int p) const { return std::min(W, active - p * W) * 4 <= W; }
-  // Rows j0 .. j0 + W - 1 (staged): per group, the W N values of each lane in order (row,
-  // compartment) are N blocks of W, each the transpose of W staged vectors.
-  PKSCAN_INLINE void transpose_group(int j0) const {
-    for (int p = 0; p < P; ++p) {
-      const int real = std::min(W, active - p * W);
-      if (few(p)) {
-        copy_lanes(p * W, p * W + real, j0, W);
-        continue;
-      }
-      if (!lines) {
-        for (int b = 0; b < N; ++b) {
-          V v[W];
-          transpose_block_of(j0, p, b, v);
-          for (int i = 0; i < real; ++i)  // no idle lane in the result
-            std::memcpy(lane_row(p * W + i, j0) + b * W, &v[i], sizeof(V));
-        }
-        continue;
-      }
-      V v[N][W];
-      for (int b = 0; b < N; ++b) transpose_block_of(j0, p, b, v[b]);
-      const bool head = *row0 + j0 == 0;  // the lanes' first values
-      for (int i = 0; i < real; ++i) {
-        const int l = p * W + i, m = lines->shift[l];
-        Real* d = lane_row(l, j0);
-        if (head) {
-          // The subject's first line holds the previous subject's last values: its own part
-          // with ordinary stores.
-          for (int k = 0; k < W - m; ++k) d[k] = v[0][i][k];
-        } else {
-          stream_line<I>(d - m, shift_in<I, Real>(lines->carry[l], v[0][i], lines->idx[l], m));
-        }
-        for (int b = 1; b < N; ++b)
-          stream_line<I>(d + b * W - m, shift_in<I, Real>(v[b - 1][i], v[b][i], lines->idx[l], m));
-        lines->carry[l] = v[N - 1][i];
-      }
-    }
-  }
-  // Block b of group p's staged rows j0 .., transposed: the values (row, compartment) = (j0 + m /
-  // N, m % N) for m = b W .. b W + W - 1 of each lane.
-  PKSCAN_INLINE void transpose_block_of(int j0, int p, int b, V (&v)[W]) const {
+  PKSCAN_INLINE bool few(int p) const { return real(p) * 4 <= W; }
+  // Block b of group p's staged rows s0 .. s0 + W - 1, transposed: the values (row,
+  // compartment) = (s0 + m / N, m % N) for m = b W .. b W + W - 1 of each lane.
+  PKSCAN_INLINE void transpose_block_of(int s0, int p, int b, V (&v)[W]) const {
     for (int i = 0; i < W; ++i) {
       const int m = b * W + i;
-      std::memcpy(&v[i], stage[j0 + m / N][p][m % N], sizeof(V));
+      std::memcpy(&v[i], stage[s0 + m / N][p][m % N], sizeof(V));
     }
     transpose_block<Real>(v);
   }
-  // The staged rows j0 .. j0 + n - 1 of lanes l0 .. l1 - 1, lane by lane, ordinary stores (an
-  // incomplete last group of rows, or a group of a few subjects).
-  PKSCAN_INLINE void copy_lanes(int l0, int l1, int j0, int n) const {
+  // Staged rows s0 .. s0 + n - 1 of lanes l0 .. l1 - 1 into result rows r0 .., lane by lane,
+  // ordinary stores.
+  PKSCAN_INLINE void copy_lanes(int l0, int l1, int s0, std::int64_t r0, int n) const {
     for (int l = l0; l < l1; ++l)
       for (int jj = 0; jj < n; ++jj)
-        for (int r = 0; r < N; ++r) lane_row(l, j0 + jj)[r] = stage[j0 + jj][l / W][r][l % W];
+        for (int r = 0; r < N; ++r)
+          base[l * stride + (r0 + jj) * N + r] = stage[s0 + jj][l / W][r][l % W];
   }
-  // After the last complete group of W rows, which ended at result row `end`: each streamed
-  // lane's carried values, with ordinary stores.
-  PKSCAN_INLINE void finish(std::int64_t end) const {
-    if (!lines || end == 0) return;
-    for (int l = 0; l < active; ++l) {
-      if (few(l / W)) continue;
+};
+
+// The row sink of an output that fits in the caches: the call's rows staged (kTileRows), then
+// each complete group of W rows transposed and stored straight into the result.
+template <int N, class Real, int P>
+struct TileSink : StagedRows<N, Real, P> {
+  using S = StagedRows<N, Real, P>;
+  using S::W;
+  using typename S::V;
+  PKSCAN_INLINE void row(int j, const V (&x)[P][N]) const { this->stage_row(j, x); }
+  // Writes the call's `rows` staged rows into the result.
+  PKSCAN_INLINE void write(int rows) const {
+    const std::int64_t r0 = *this->row0;
+    const int whole = rows / W * W;
+    for (int j0 = 0; j0 < whole; j0 += W)
+      for (int p = 0; p < P; ++p) {
+        if (this->few(p)) {
+          this->copy_lanes(p * W, p * W + this->real(p), j0, r0 + j0, W);
+          continue;
+        }
+        for (int b = 0; b < N; ++b) {
+          V v[W];
+          this->transpose_block_of(j0, p, b, v);
+          for (int i = 0; i < this->real(p); ++i)  // no idle lane in the result
+            std::memcpy(this->base + (p * W + i) * this->stride + (r0 + j0) * N + b * W, &v[i],
+                        sizeof(V));
+        }
+      }
+    if (whole < rows) this->copy_lanes(0, this->active, whole, r0 + whole, rows - whole);
+  }
+  PKSCAN_INLINE void finish(std::int64_t) const {}
+};
+
+// What a block keeps of its lanes' output when the result is streamed: the last complete group
+// of W rows, transposed (pending), being written; each lane's values go out as whole 64-byte
+// lines, non-temporally. A subject's first values are usually not at a line's start, so each
+// group's last `shift` values of a lane wait in `carry` for its next group's first line (a
+// partial line written non-temporally is slow).
+template <int N, class Real>
+struct LaneLines {
+  static constexpr int W = lanes<Real>();
+  static constexpr int kLanes = kGroups * W;
+  using V = typename LineVec<Real>::type;
+  V pending[kGroups][N][W];
+  V carry[kLanes];
+  typename LineVec<Real>::mask idx[kLanes];  // the shift_in permutation of each lane
+  Real* at[kLanes];    // the lane's next whole line (64-byte aligned) in the result
+  int shift[kLanes];   // values of the lane's first row before its first line boundary
+  bool taken = false;  // `pending` holds a group
+  bool head = false;   // the lanes' first rows
+};
+
+// The row sink of a large output (streamed): rows staged in a ring of W; when a group of W rows
+// completes it is transposed into `pending`, and its lanes are written P per row of the next
+// group (in the row's place q: lanes q P .. q P + P - 1), so that the non-temporal stores spread
+// evenly among the steps (in bursts, the store queue fills and stalls the recurrence). Each call
+// of advance_lanes starts at a group boundary (kTileRows is a multiple of W), so that a row's
+// place in its group is j % W.
+template <int N, class Real, int P, Isa I>
+struct StreamSink : StagedRows<N, Real, P> {
+  using S = StagedRows<N, Real, P>;
+  using S::W;
+  using typename S::V;
+  static constexpr bool kWholeGroups = true;
+  LaneLines<N, Real>* lines;
+  PKSCAN_INLINE void group_row(int q, const V (&x)[P][N]) const {
+    this->stage_row(q, x);
+    if (lines->taken)
+      for (int k = 0; k < P; ++k) write_lane(q * P + k);
+  }
+  PKSCAN_INLINE void end_group(int j0) const { take_group(*this->row0 + j0); }
+  PKSCAN_INLINE void row(int j, const V (&x)[P][N]) const {
+    const int q = j % W;
+    group_row(q, x);
+    if (q == W - 1) take_group_out_of_line(*this->row0 + j - (W - 1));
+  }
+  PKSCAN_INLINE void write(int) const {}
+  // The ring's complete group of W rows (result rows r0 ..): transposed into `pending`, or
+  // written at once for a group of a few subjects.
+  PKSCAN_INLINE void take_group(std::int64_t r0) const {
+    for (int p = 0; p < P; ++p) {
+      if (this->few(p)) {
+        this->copy_lanes(p * W, p * W + this->real(p), 0, r0, W);
+        continue;
+      }
+      for (int b = 0; b < N; ++b) this->transpose_block_of(0, p, b, lines->pending[p][b]);
+    }
+    lines->taken = true;
+    lines->head = r0 == 0;
+  }
+  // The same, for rows taken one by one (the start of a dense output, sparse output): out of
+  // line, so that the loop of single rows stays small.
+  __attribute__((noinline)) void take_group_out_of_line(std::int64_t r0) const { take_group(r0); }
+  // Lane l's N lines of `pending`: the carried values, then the group's; its last vector is
+  // carried. A subject's first line holds the previous subject's last values: its own part
+  // goes with ordinary stores.
+  PKSCAN_INLINE void write_lane(int l) const {
+    const int p = l / W, i = l % W;
+    if (i >= this->real(p) || this->few(p)) return;
+    const V(&v)[N][W] = lines->pending[p];
+    Real* d = lines->at[l];
+    const auto idx = lines->idx[l];
+    const int m = lines->shift[l];
+    if (lines->head) {
+      for (int k = 0; k < W - m; ++k) d[m + k] = v[0][i][k];
+    } else {
+      stream_line<I>(d, shift_in<I, Real>(lines->carry[l], v[0][i], idx, m));
+    }
+    for (int b = 1; b < N; ++b)
+      stream_line<I>(d + b * W, shift_in<I, Real>(v[b - 1][i], v[b][i], idx, m));
+    lines->carry[l] = v[N - 1][i];
+    lines->at[l] = d + N * W;
+  }
+  // After the last row (n_out rows in all): the pending lanes not yet written (the rows after
+  // the last complete group wrote P lanes each), each lane's carried values and those rows, with
+  // ordinary stores.
+  PKSCAN_INLINE void finish(std::int64_t n_out) const {
+    const std::int64_t end = n_out / W * W;
+    const int rest = static_cast<int>(n_out - end);
+    if (lines->taken)
+      for (int l = rest * P; l < P * W; ++l) write_lane(l);
+    for (int l = 0; l < this->active && end > 0; ++l) {
+      if (this->few(l / W)) continue;
       const int m = lines->shift[l];
-      Real* d = base + l * stride + end * N - m;
+      Real* d = this->base + l * this->stride + end * N - m;
       for (int k = 0; k < m; ++k) d[k] = lines->carry[l][W - m + k];
     }
+    if (rest > 0) this->copy_lanes(0, this->active, 0, end, rest);
   }
 };
 
@@ -246,45 +305,67 @@ struct alignas(64) Block {
   static constexpr int kSubjects = kGroups * W;
   Lanes<N, Real, W> lanes[kGroups];
   Real stage[kTileRows][kGroups][N][W];
-  LaneLines<Real> lines;
+  LaneLines<N, Real> lines;
 };
 
-// Steps P lane groups of the block to the end.
+// Steps P lane groups of the block to the end, writing their rows through `sink`.
+template <int N, class Real, int P, class Sink>
+PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t active, const Transition<N>* tr,
+                              Lanes<N, Real, lanes<Real>()>* L, std::int64_t& next_row,
+                              const Sink& sink) {
+  constexpr int W = Block<N, Real>::W;
+  static_assert(kTileRows % W == 0, "calls start at a group boundary");
+  const std::size_t n_out = b.out_steps.size();
+  LaneCursor cur(b.schedule);
+  while (cur.next < n_out) {
+    const int rows =
+        advance_lanes<N, Real, W, P>(L, tr, active, cur, b.schedule, b.out_steps, kTileRows, sink);
+    sink.write(rows);
+    next_row += rows;
+  }
+  sink.finish(static_cast<std::int64_t>(n_out));
+}
+
+// Steps P lane groups of the block to the end: the subjects' rows into out (from subject
+// `first`), streamed or not.
 template <int N, class Real, int P, Isa I>
 PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t first, std::int64_t active,
                               Real* out, bool streaming, const std::vector<Transition<N>>& tr,
                               Block<N, Real>& B) {
   constexpr int W = Block<N, Real>::W;
-  const std::size_t n_out = b.out_steps.size();
-  const std::int64_t stride = static_cast<std::int64_t>(n_out) * N;
+  static_assert(P <= kGroups, "the stage holds kGroups groups");
+  const std::int64_t stride = static_cast<std::int64_t>(b.out_steps.size()) * N;
   std::int64_t next_row = 0;
   // stage[kTileRows][kGroups][N][W] seen as stage[kTileRows][P][N][W] (P <= kGroups): the
   // rows of P groups.
-  const RowSink<N, Real, P, I> sink{reinterpret_cast<Real(*)[P][N][W]>(B.stage),
-                                    out + first * stride,
-                                    stride,
-                                    static_cast<int>(active),
-                                    &next_row,
-                                    streaming ? &B.lines : nullptr};
-  static_assert(P <= kGroups, "the stage holds kGroups groups");
-  if (streaming) {
-    for (int l = 0; l < active; ++l) {
-      const auto at = reinterpret_cast<std::uintptr_t>(sink.base + l * stride);
+  const StagedRows<N, Real, P> rows{reinterpret_cast<Real(*)[P][N][W]>(B.stage),
+                                    out + first * stride, stride, static_cast<int>(active),
+                                    &next_row};
+  if (!streaming) {
+    block_rows<N, Real, P>(b, active, tr.data(), B.lanes, next_row, TileSink<N, Real, P>{rows});
+    return;
+  }
+  // Streamed: one lane group at a time (its recurrence, the line emission and their registers
+  // fit in the machine's; the stores, not the recurrence's latency, bound the group).
+  LaneLines<N, Real>& L = B.lines;
+  for (int g = 0; g * W < active; ++g) {
+    const int count = static_cast<int>(std::min<std::int64_t>(W, active - g * W));
+    const StagedRows<N, Real, 1> one{reinterpret_cast<Real(*)[1][N][W]>(B.stage),
+                                     rows.base + g * W * stride, stride, count, &next_row};
+    for (int l = 0; l < count; ++l) {
+      const auto at = reinterpret_cast<std::uintptr_t>(one.base + l * stride);
       const int m = static_cast<int>(at % 64 / sizeof(Real));
-      B.lines.shift[l] = m;
-      for (int k = 0; k < W; ++k) B.lines.idx[l][k] = W - m + k;
+      L.shift[l] = m;
+      L.at[l] = one.base + l * stride - m;
+      for (int k = 0; k < W; ++k) L.idx[l][k] = W - m + k;
     }
+    L.taken = false;
+    next_row = 0;
+    block_rows<N, Real, 1>(b, count, tr.data() + g * W, B.lanes + g, next_row,
+                           StreamSink<N, Real, 1, I>{one, &L});
   }
-  LaneCursor cur(b.schedule);
-  while (cur.next < n_out) {
-    const int rows = advance_lanes<N, Real, W, P>(B.lanes, tr.data(), active, cur, b.schedule,
-                                                  b.out_steps, kTileRows, sink);
-    sink.write(rows);
-    next_row += rows;
-  }
-  sink.finish(static_cast<std::int64_t>(n_out) / W * W);
 #if defined(__x86_64__)
-  if (streaming) _mm_sfence();  // order the non-temporal stores before the results are read
+  _mm_sfence();  // order the non-temporal stores before the results are read
 #endif
 }
 

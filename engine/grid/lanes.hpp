@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/simd.hpp"
@@ -111,21 +112,35 @@ PKSCAN_INLINE void lane_step(const V (&k)[P][N * N], V (&x)[P][N], const V (&b)[
     for (int r = 0; r < N; ++r) x[p][r] = y[p][r];
 }
 
+// Whether a row sink takes dense rows in whole groups of W (Sink::kWholeGroups: true): then
+// advance_lanes hands it each aligned group's rows as sink.group_row(q, x) (q: the row's place in
+// the group, 0 .. W - 1) and the group's end as sink.end_group(j0) (j0: the group's first row in
+// this call), so that the sink can spread its work over the group's steps; any other row as
+// sink.row(j, x).
+template <class Sink, class = void>
+struct TakesWholeGroups : std::false_type {};
+template <class Sink>
+struct TakesWholeGroups<Sink, std::void_t<decltype(Sink::kWholeGroups)>>
+    : std::bool_constant<Sink::kWholeGroups> {};
+
 // Advances P lane groups (lanes[0 .. P-1], whose subjects' transitions are tr[p W + l]; `count`
 // subjects from the first group's first lane are real) from `cur` by up to `max_rows` output
 // rows, and returns the number of rows recorded. Each output row is handed to the sink as
 // sink.row(j, x) (j: the row's index within this call; x: LaneVec<Real, W>[P][N], the state at
-// that output step); the sink must not keep a reference to x. The groups' states are copied
-// into locals for the call (no store of the sink can alias them, so they stay in registers) and
-// P independent recurrences overlap their latencies. Dense output (every step reported) and
-// sparse output each get a loop without per-step tests.
+// that output step; or in whole groups, above); the sink must not keep a reference to x. The
+// groups' K, state and inputs are copied into locals for the call (no store of the sink can
+// alias them, so they stay in registers; the first step's inputs, used once per breakpoint, are
+// read where they are used) and P independent recurrences overlap their latencies. Dense output
+// (every step reported) and sparse output each get a loop without per-step tests.
 template <int N, class Real, int W, int P, class Sink>
 PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* tr,
                                 std::int64_t count, LaneCursor& cur, const Schedule& s,
                                 const std::vector<std::int64_t>& outs, int max_rows, Sink& sink) {
   using V = LaneVec<Real, W>;
-  V k[P][N * N], x[P][N], c[P][N], f[P][N];
-  auto load = [](V* dst, const Real(*src)[W], int n) {
+  V k[P][N * N], x[P][N], c[P][N];
+  // (The helpers below are always inlined: the state's address must not escape, or it would be
+  // kept in memory.)
+  auto load = [](V* dst, const Real(*src)[W], int n) PKSCAN_LAMBDA_INLINE {
     for (int i = 0; i < n; ++i) std::memcpy(&dst[i], src[i], sizeof(V));
   };
   int active[P];
@@ -133,9 +148,23 @@ PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* t
     load(k[p], lanes[p].k, N * N);
     load(x[p], lanes[p].x, N);
     load(c[p], lanes[p].c, N);
-    load(f[p], lanes[p].f, N);
     active[p] = static_cast<int>(std::min<std::int64_t>(W, count - std::int64_t{p} * W));
   }
+  // The next breakpoint's inputs, once the current one's last step is taken.
+  auto next_breakpoint = [&]() PKSCAN_LAMBDA_INLINE {
+    ++cur.bp;
+    cur.last = s.bp_last(cur.bp);
+    for (int p = 0; p < P; ++p) {
+      load_lane_inputs<N, Real, W>(lanes[p], s, tr + p * W, active[p], cur.bp);
+      load(c[p], lanes[p].c, N);
+    }
+  };
+  // The first step of the breakpoint: boluses and partial infusions.
+  auto first_step = [&]() PKSCAN_LAMBDA_INLINE {
+    V f[P][N];
+    for (int p = 0; p < P; ++p) load(f[p], lanes[p].f, N);
+    lane_step<N, V, P>(k, x, f);
+  };
   const std::size_t n_out = outs.size();
   const bool dense = n_out == static_cast<std::size_t>(s.steps + 1);
   int rows = 0;
@@ -144,24 +173,42 @@ PKSCAN_INLINE int advance_lanes(Lanes<N, Real, W>* lanes, const Transition<N>* t
     ++cur.next;
   }
   while (rows < max_rows && cur.next < n_out) {
-    if (cur.step > cur.last) {
-      ++cur.bp;
-      cur.last = s.bp_last(cur.bp);
-      for (int p = 0; p < P; ++p) {
-        load_lane_inputs<N, Real, W>(lanes[p], s, tr + p * W, active[p], cur.bp);
-        load(c[p], lanes[p].c, N);
-        load(f[p], lanes[p].f, N);
+    if constexpr (TakesWholeGroups<Sink>::value) {
+      if (dense && rows % W == 0 && max_rows - rows >= W && n_out - cur.next >= W) {
+        // A whole group of W rows, breakpoints within it included.
+        for (int q = 0; q < W;) {
+          if (cur.step > cur.last) next_breakpoint();
+          if (cur.step == s.bp_step[static_cast<std::size_t>(cur.bp)]) {
+            first_step();
+            ++cur.step;
+            sink.group_row(q++, x);
+            continue;
+          }
+          const int e =
+              q + static_cast<int>(std::min<std::int64_t>(W - q, cur.last - cur.step + 1));
+          cur.step += e - q;
+          for (; q < e; ++q) {
+            lane_step<N, V, P>(k, x, c);
+            sink.group_row(q, x);
+          }
+        }
+        sink.end_group(rows);
+        rows += W;
+        cur.next += W;
+        continue;
       }
     }
+    if (cur.step > cur.last) next_breakpoint();
     if (cur.step == s.bp_step[static_cast<std::size_t>(cur.bp)]) {
-      // The first step of the breakpoint: boluses and partial infusions.
-      lane_step<N, V, P>(k, x, f);
+      first_step();
       if (cur.step++ == outs[cur.next]) {
         sink.row(rows++, x);
         ++cur.next;
       }
     } else if (dense) {
-      const std::int64_t n = std::min<std::int64_t>(cur.last - cur.step + 1, max_rows - rows);
+      std::int64_t n = std::min<std::int64_t>(cur.last - cur.step + 1, max_rows - rows);
+      // A sink of whole groups takes single rows only up to the next group's start.
+      if constexpr (TakesWholeGroups<Sink>::value) n = std::min<std::int64_t>(n, W - rows % W);
       for (std::int64_t i = 0; i < n; ++i) {
         lane_step<N, V, P>(k, x, c);
         sink.row(rows++, x);
