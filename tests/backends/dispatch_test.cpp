@@ -114,8 +114,9 @@ namespace {
 // bit, against the reference scan (the batched path promises its bits):
 // - two, three and four compartments (2, 3 and 4 lines per group of rows), both precisions (W =
 //   8 and 16 lanes);
-// - dense output (3001 rows: every shift onto a line, a partial last group) and sparse output
-//   (1024 rows: the lane kernel's last call full);
+// - dense output (3001 rows: every shift onto a line, a partial last group; one lane group at a
+//   time) and sparse output (both lane groups together; 1024 rows: the lane kernel's last call
+//   full; 1021 rows: a partial last group, whose rows write part of the last complete group);
 // - last blocks of 1 subject (a group of a few, written lane by lane), W + 1 (a full group and a
 //   group of a few) and W + 5 (a full group and a part of one);
 // - on every instruction set the machine has (AVX-512, AVX2 and baseline x86-64 on an AVX-512
@@ -143,20 +144,21 @@ TEST(BatchedStreaming, LargeOutputsMatchTheReferenceBitForBit) {
        {2.0, 1.0, 0.5, 10.0, 30.0, 50.0}}};
   for (const Case& c : cases)
     for (Precision prec : {Precision::Float64, Precision::Float32})
-      for (bool dense : {true, false}) {
+      for (std::int64_t rows : {3001, 1024, 1021}) {
+        const bool dense = rows == 3001;
         const std::int64_t lanes = prec == Precision::Float64 ? 8 : 16;
         for (std::int64_t last_block : {std::int64_t{1}, lanes + 1, lanes + 5}) {
           SCOPED_TRACE(testing::Message()
                        << "model " << static_cast<int>(c.model) << " float"
                        << (prec == Precision::Float64 ? 64 : 32) << (dense ? " dense" : " sparse")
+                       << " " << rows << " rows"
                        << ", last block " << last_block);
           Problem p;
           p.grid = {0.5, 3000};
           if (!dense) {
             p.output.all = false;
-            for (std::int64_t t = 1; t < 2048; t += 2) p.output.steps.push_back(t);
+            for (std::int64_t t = 1; t < 2 * rows; t += 2) p.output.steps.push_back(t);
           }
-          const std::int64_t rows = dense ? 3001 : 1024;
           // Enough subjects for 64 MiB of output in whole blocks (two lane groups), then a last
           // block of last_block.
           const std::int64_t per = rows * c.compartments * (prec == Precision::Float64 ? 8 : 4);
