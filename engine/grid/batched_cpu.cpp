@@ -240,7 +240,7 @@ struct StreamSink : StagedRows<N, Real, P> {
   PKSCAN_INLINE void row(int j, const V (&x)[P][N]) const {
     const int q = j % W;
     group_row(q, x);
-    if (q == W - 1) take_group_out_of_line(*this->row0 + j - (W - 1));
+    if (q == W - 1) take_group(*this->row0 + j - (W - 1));
   }
   PKSCAN_INLINE void write(int) const {}
   // The ring's complete group of W rows (result rows r0 ..): transposed into `pending`, or
@@ -256,9 +256,6 @@ struct StreamSink : StagedRows<N, Real, P> {
     lines->taken = true;
     lines->head = r0 == 0;
   }
-  // The same, for rows taken one by one (the start of a dense output, sparse output): out of
-  // line, so that the loop of single rows stays small.
-  __attribute__((noinline)) void take_group_out_of_line(std::int64_t r0) const { take_group(r0); }
   // Lane l's N lines of `pending`: the carried values, then the group's; its last vector is
   // carried. A subject's first line holds the previous subject's last values: its own part
   // goes with ordinary stores.
