@@ -1,5 +1,7 @@
 #include "core/validate.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -88,14 +90,33 @@ void validate_problem(const Problem& p, bool parameters) {
 
 std::uint64_t result_limit(const SimulateOptions& o) noexcept {
   if (o.max_result_bytes > 0) return o.max_result_bytes;
+  std::uint64_t available = 4ull << 30;  // unknown: 4 GiB
   std::ifstream in("/proc/meminfo");
   std::string key;
   std::uint64_t kb = 0;
   std::string unit;
   while (in >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024ull / 10ull * 8ull;
+    if (key == "MemAvailable:") {
+      available = kb * 1024ull;
+      break;
+    }
   }
-  return 4ull << 30;  // unknown: 4 GiB
+  // A limit on the address space (ulimit -v) caps what this process can allocate, whatever the
+  // machine has: what is left of it beside the process's present size.
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    std::uint64_t used = 0;
+    std::ifstream status("/proc/self/status");
+    while (status >> key) {
+      if (key == "VmSize:" && status >> kb) {
+        used = kb * 1024ull;
+        break;
+      }
+    }
+    const std::uint64_t cap = as.rlim_cur > used ? as.rlim_cur - used : 0;
+    available = std::min(available, cap);
+  }
+  return available / 10ull * 8ull;
 }
 
 }  // namespace pkscan::detail

@@ -21,7 +21,8 @@ void validate_problem(const Problem& p, bool parameters = true);
 // Results up to this size are not checked against the memory available (check() in engine.cpp).
 constexpr std::uint64_t kUncheckedResultBytes = std::uint64_t{64} << 20;
 
-// Memory limit for the result: options.max_result_bytes or 80% of MemAvailable.
+// Memory limit for the result: options.max_result_bytes, or 80% of MemAvailable or of what the
+// address-space limit (RLIMIT_AS) leaves the process, whichever is less.
 std::uint64_t result_limit(const SimulateOptions& o) noexcept;
 
 [[noreturn]] void throw_domain(const std::string& where, const std::string& what,

@@ -6,9 +6,10 @@
 // Numeric contract: between consecutive events the state moves by x <- K(d) x + G(d) r with
 // K(d) = expm(A d), G(d) = integral_0^d expm(A u) du and r the summed rates of the running
 // infusions. K and G come from an eigendecomposition of A, computed once per parameter set, when
-// A has real eigenvalues and a well-conditioned eigenvector matrix (cond < 1e4: errors stay within
-// a few hundred ulps); otherwise from the exponential of [[A, I], [0, 0]] d (Eigen,
-// scaling and squaring). float64 throughout.
+// A has real eigenvalues, a well-conditioned eigenvector matrix (cond < 1e4: errors stay within
+// a few hundred ulps) and no eigenvalue lost in the rounding of the others (Propagator::reset);
+// otherwise from exact_transition (grid/transition.hpp: scaling and squaring, accurate at any
+// stiffness). float64 throughout.
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -62,6 +63,25 @@ class Propagator {
     const double cond =
         v_.cwiseAbs().colwise().sum().maxCoeff() * vinv_.cwiseAbs().colwise().sum().maxCoeff();
     if (!(cond < 1e4)) return;
+    // Eigenvalues from a backward-stable solver are off by about cond u ||A|| in absolute terms:
+    // harmless next to the fast modes, fatal to a slow one when A mixes widely different rates
+    // (a volume of 1e-16 next to a peripheral rate of 0.1 puts the slow eigenvalue below the
+    // noise of the fast ones). The eigendecomposition serves only when every eigenvalue keeps
+    // about 7 digits by that bound (at least 1e9 cond u ||A||, u = 2^-53), but for the zero
+    // eigenvalues the structure of A fixes: one per trap, a set of compartments that nothing
+    // leaves (no flow out of the set, no elimination), whose eigenvalue is exactly 0 and is set
+    // so. The others take the scaling and squaring of exact_transition, accurate entrywise at
+    // any stiffness.
+    const double noise = cond * 0x1.0p-53 * a_.cwiseAbs().maxCoeff();
+    Eigen::Matrix<double, N, 1> size = lambda_.cwiseAbs();
+    for (int t = traps(); t > 0; --t) {
+      int i = 0;
+      size.minCoeff(&i);
+      if (!(size(i) <= 1e3 * noise)) return;  // not the trap's zero: trust none
+      lambda_(i) = 0.0;
+      size(i) = std::numeric_limits<double>::infinity();
+    }
+    if (!(size.minCoeff() >= 1e9 * noise)) return;
     // Reconstruction check: A = V diag(lambda) V^-1 to near rounding.
     const Eigen::Matrix<double, N, N> back = v_ * lambda_.asDiagonal() * vinv_;
     if ((back - a_).cwiseAbs().maxCoeff() > 1e-12 * scale) return;
@@ -109,6 +129,28 @@ class Propagator {
   }
 
   const Mat<N>& a() const { return a_; }
+  // Traps of A: closed classes of the flows (mask_, a transitive closure: every compartment
+  // reachable from one reaches it back) without elimination (a column sum of 0 up to the
+  // rounding of the diagonal, -(sum of the outflows)). A compartmental matrix has one zero
+  // eigenvalue per trap.
+  int traps() const {
+    int count = 0;
+    for (int j = 0; j < N; ++j) {
+      bool first = true, closed = true, eliminates = false;
+      for (int i = 0; i < N; ++i) {
+        if (mask_(i, j) == 0.0) continue;                // i not reachable from j
+        if (mask_(j, i) == 0.0) closed = false;          // i does not lead back: j's class is left
+        if (mask_(j, i) != 0.0 && i < j) first = false;  // counted at its first member
+        if (mask_(j, i) != 0.0) {
+          double sum = 0.0;  // column i's sum: its elimination, negated
+          for (int q = 0; q < N; ++q) sum += a_(q, i);
+          eliminates = eliminates || sum < -4.0 * N * 0x1.0p-53 * std::fabs(a_(i, i));
+        }
+      }
+      count += first && closed && !eliminates;
+    }
+    return count;
+  }
   // True when K and G come from the eigendecomposition A = V diag(lambda) V^-1.
   bool fast() const { return fast_; }
   // The eigendecomposition (meaningful only when fast()).

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
+
+#include "core/validate.hpp"
 
 namespace pkscan::detail {
 
@@ -32,6 +35,15 @@ DatasetSetup::DatasetSetup(const Dataset& dataset, std::shared_ptr<const ModelIn
     is_dataset_column[static_cast<std::size_t>(col)] = 1;
   }
   if (sensitivities) rates = analyse_rates(m);
+  set_memory_limit(SimulateOptions{});
+}
+
+void DatasetSetup::set_memory_limit(const SimulateOptions& options) {
+  const std::uint64_t per_thread =
+      result_limit(options) /
+      static_cast<std::uint64_t>(std::max(1, resolve_threads(options.threads)));
+  max_events = static_cast<std::int64_t>(
+      std::min<std::uint64_t>(per_thread / sizeof(EventTemplate), std::uint64_t{1} << 62));
 }
 
 std::string DatasetSetup::locate(std::int64_t s, std::int64_t record,
@@ -127,6 +139,23 @@ void DatasetSetup::fill_rows(const SubjectPlan& plan, std::int64_t s, const doub
   }
 }
 
+namespace {
+
+// The additional doses of record r that arrive by `horizon` (the subject's last record time; a
+// later one changes no output): the largest k <= r.addl with r.time + k ii <= horizon, with the
+// time formed as record_events forms it.
+std::int64_t addl_until(const DatasetRecord& r, double horizon) {
+  if (r.addl <= 0 || !(r.ii > 0.0)) return r.addl;
+  const double q = std::floor((horizon - r.time) / r.ii);
+  if (!(q < static_cast<double>(r.addl))) return r.addl;
+  std::int64_t k = q < 0.0 ? 0 : static_cast<std::int64_t>(q);
+  while (k < r.addl && r.time + static_cast<double>(k + 1) * r.ii <= horizon) ++k;
+  while (k > 0 && r.time + static_cast<double>(k) * r.ii > horizon) --k;
+  return k;
+}
+
+}  // namespace
+
 // The first half of build_plan: everything but the events.
 void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
   const ModelInfo& m = *model;
@@ -145,6 +174,8 @@ void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
   plan.infusion_ids = 0;
   plan.event_count = 0;
   std::int64_t obs = 0;
+  const double horizon = recs.empty() ? 0.0 : recs.back().time;  // times never decrease
+  long double events = 0.0L;  // an upper bound of the events record_events makes
   for (std::size_t j = 0; j < recs.size(); ++j) {
     const DatasetRecord& r = recs[j];
     const std::int64_t seq = static_cast<std::int64_t>(j);
@@ -174,7 +205,8 @@ void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
     e.amt = r.amt;
     e.rate = r.rate;
     e.ii = r.ii;
-    e.addl = r.addl;
+    e.addl = addl_until(r, horizon);
+    events += 3.0L + static_cast<long double>(e.addl + 1) * (r.rate > 0.0 ? 2.0L : 1.0L);
     e.evid = r.evid;
     e.ss = r.ss;
     e.dose_cmt = r.cmt > 0 ? r.cmt - 1 : m.default_dose_compartment;
@@ -195,6 +227,16 @@ void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
     }
   }
   plan.obs_count = obs;
+  if (events > static_cast<long double>(max_events)) {
+    std::size_t j = 0;  // the record with the most additional doses
+    for (std::size_t i = 1; i < plan.records.size(); ++i)
+      if (plan.records[i].addl > plan.records[j].addl) j = i;
+    fail_record(s, static_cast<std::int64_t>(j),
+                "the subject's doses up to its last record make about " +
+                    format_value(static_cast<double>(events)) +
+                    " events, more than the memory limit holds (" + std::to_string(max_events) +
+                    "); use fewer additional doses (ADDL) or a longer II");
+  }
 }
 
 void DatasetSetup::build_records(std::int64_t s, SubjectPlan& plan) const {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/models/model_kind.hpp>
+#include <pkscan/options.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,10 +70,17 @@ struct DatasetSetup {
   std::vector<int> column_of;  // dataset parameter column -> model column
   std::vector<char> is_dataset_column;
   RateStructure rates;  // only with sensitivities
+  // Largest number of events one subject's plan may hold (its memory, on every thread that
+  // builds plans, within the memory limit: result_limit of the caller's options).
+  std::int64_t max_events = 0;
+  // Sets max_events from the memory limit and threads of `options` (the constructor: defaults).
+  void set_memory_limit(const SimulateOptions& options);
 
-  // The plan of subject s; its observations are numbered from 0 within the subject.
+  // The plan of subject s; its observations are numbered from 0 within the subject. Additional
+  // doses (ADDL) after the subject's last record are left out: nothing is reported after it.
   // @throws InvalidArgument for a record with the wrong number of parameter cells or a CMT the
   //         model does not have (naming the record): the dataset does not fit the model
+  // @throws DomainError when the subject's events up to its last record exceed max_events
   void build_plan(std::int64_t s, SubjectPlan& plan) const;
   // The plan of subject s without its events (they are counted: event_count), for the device's
   // event walk, which makes them itself from plan.records (record_events). @throws as build_plan

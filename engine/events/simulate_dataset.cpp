@@ -38,8 +38,10 @@ detail::DatasetSetup make_setup(const Dataset& data, ModelKind model,
   if (options.device == Device::Cuda && !is_backend_available(options.method, Device::Cuda, &why))
     throw BackendUnavailable("simulate_dataset: " + why);
   // The batch outlives the call: share its model without ownership.
-  return detail::DatasetSetup(data, std::shared_ptr<const ModelInfo>(std::shared_ptr<void>(), &m),
-                              "simulate_dataset", false);
+  detail::DatasetSetup setup(data, std::shared_ptr<const ModelInfo>(std::shared_ptr<void>(), &m),
+                             "simulate_dataset", false);
+  setup.set_memory_limit(options);
+  return setup;
 }
 
 }  // namespace

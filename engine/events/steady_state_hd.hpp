@@ -19,7 +19,8 @@ namespace pkscan::detail {
 // Steady state just before a dose given every ii (the dose at this time not included), into x.
 // Appends the infusions of earlier doses still running at d.time to `runs` (rate, ends at).
 // A steady state that does not exist (no elimination: I - K(ii), or A for a constant infusion,
-// singular) is NaN. Returns false only when `runs` is full.
+// singular) or cannot be computed to 8 digits (condition number above kMaxSolveCondition) is NaN.
+// Returns false only when `runs` is full.
 template <int N, class Prop, class Runs>
 PKSCAN_HD bool steady_state_hd(Prop& pr, const Event& d, Runs& runs, double* x) {
   double r[N], m[N * N], t[N], y[N];
@@ -29,8 +30,10 @@ PKSCAN_HD bool steady_state_hd(Prop& pr, const Event& d, Runs& runs, double* x) 
   if (d.ii == 0.0) {  // constant infusion at steady state: 0 = A x + r
     const double* a = pr.a();
     for (int i = 0; i < N * N; ++i) m[i] = a[i];
-    // No equilibrium without elimination (A singular): the steady state does not exist.
-    if (!lu_full_hd<N>(m, rp, cp)) {
+    // No equilibrium without elimination (A singular): the steady state does not exist. Nor is
+    // one trusted when A is too near singular for the solve to keep 8 digits.
+    const double norm = norm1_hd<N>(m);
+    if (!lu_full_hd<N>(m, rp, cp) || !well_conditioned_hd<N>(norm, m, rp, cp)) {
       for (int i = 0; i < N; ++i) x[i] = ::nan("");
       return true;
     }
@@ -43,8 +46,11 @@ PKSCAN_HD bool steady_state_hd(Prop& pr, const Event& d, Runs& runs, double* x) 
   pr.step(d.ii, kii, gii, e, s);
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < N; ++j) m[i * N + j] = (i == j ? 1.0 : 0.0) - kii[i * N + j];
-  // Without elimination I - K(ii) is singular and the doses accumulate without bound.
-  if (!lu_full_hd<N>(m, rp, cp)) {
+  // Without elimination I - K(ii) is singular and the doses accumulate without bound. Rounding
+  // can leave it just invertible (a solution of 1e16 times the dose), so a system too near
+  // singular to keep 8 digits counts as singular too.
+  const double norm = norm1_hd<N>(m);
+  if (!lu_full_hd<N>(m, rp, cp) || !well_conditioned_hd<N>(norm, m, rp, cp)) {
     for (int i = 0; i < N; ++i) x[i] = ::nan("");
     return true;
   }

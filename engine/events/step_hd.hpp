@@ -136,4 +136,36 @@ PKSCAN_HD inline void lu_solve_hd(const double* lu, const int* rp, const int* cp
   for (int i = 0; i < N; ++i) x[cp[i]] = y[i];
 }
 
+// 1-norm of an N x N row-major matrix (the largest column sum of absolute values).
+template <int N>
+PKSCAN_HD inline double norm1_hd(const double* m) {
+  double best = 0.0;
+  for (int j = 0; j < N; ++j) {
+    double c = 0.0;
+    for (int i = 0; i < N; ++i) c += ::fabs(m[i * N + j]);
+    best = c > best ? c : best;
+  }
+  return best;
+}
+
+// Largest 1-norm condition number of a linear system whose solution is trusted: its relative
+// error is bounded by about cond u, so 1e8 keeps 8 digits.
+constexpr double kMaxSolveCondition = 1e8;
+
+// True when M, of 1-norm `norm` and factored by lu_full_hd into lu, rp, cp, has a 1-norm
+// condition number ||M|| ||M^-1|| of at most kMaxSolveCondition (M^-1 column by column).
+template <int N>
+PKSCAN_HD inline bool well_conditioned_hd(double norm, const double* lu, const int* rp,
+                                          const int* cp) {
+  double inv_norm = 0.0, e[N], col[N];
+  for (int j = 0; j < N; ++j) {
+    for (int i = 0; i < N; ++i) e[i] = i == j ? 1.0 : 0.0;
+    lu_solve_hd<N>(lu, rp, cp, e, col);
+    double c = 0.0;
+    for (int i = 0; i < N; ++i) c += ::fabs(col[i]);
+    inv_norm = c > inv_norm ? c : inv_norm;
+  }
+  return norm * inv_norm <= kMaxSolveCondition;
+}
+
 }  // namespace pkscan::detail

@@ -65,9 +65,10 @@ Schedule compile_schedule(const std::vector<DoseEvent>& doses, const TimeGrid& g
       if (!(duration > 0.0) || !(rate > 0.0)) continue;  // zero amount: nothing enters
       whole = std::floor(duration / dt);
       covered = duration - whole * dt;
-      if (const std::int64_t on_grid = grid_index(duration, dt); on_grid >= 0) {
-        whole =
-            static_cast<double>(on_grid);  // ends on the grid (within rounding): no partial step
+      // Ends on the grid (within rounding): no partial step. An infusion shorter than the
+      // rounding tolerance is not rounded away: it stays a partial step of its own length.
+      if (const std::int64_t on_grid = grid_index(duration, dt); on_grid >= 1) {
+        whole = static_cast<double>(on_grid);
         covered = 0.0;
       }
       if (covered <= 0.0 || covered >= dt) covered = 0.0;

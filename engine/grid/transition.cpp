@@ -1,23 +1,26 @@
 // Transition matrices of the exact discretization: K = expm(A h) and G(h) = h phi1(A h), with
-// phi1(X) = sum_j X^j / (j + 1)! = integral_0^1 expm(X u) du.
-//  - ||A h||_1 <= 16 (every grid of a usual PK model): scaling and squaring on the N x N matrix
-//    (the phi-function form of Sidje's Expokit): X = A h / 2^s with s <= 5 the least integer
-//    making ||X||_1 <= 1/2; phi1(X) by its Taylor polynomial in Horner form, of the least
-//    degree m <= 15 whose remainder (below ||X||^(m+1) e^||X|| / (m+2)! in norm) is under
-//    2^-56 (m = 15 for ||X|| = 1/2: 7e-20), expm(X) = I + X phi1(X); then
-//    s doublings G(2u) = (I + expm(A u)) G(u), expm(2 A u) = expm(A u)^2. About an eighth of
-//    the work of the augmented 2N x 2N exponential below.
-//  - otherwise (stiff) Eigen's MatrixFunctions exponential of the augmented matrix
-//    [[A, I], [0, 0]] h = [[expm(A h), G(h)], [0, I]] (Higham 2005's Pade scaling and
-//    squaring), which needs fewer squarings (each doubles the relative error of small
-//    entries).
-// Both are accurate norm-wise to about 1e-14 (K <= 1 and G <= h for the rate matrices of linear
-// PK models); tests/unit/transition_test.cpp compares the two.
+// phi1(X) = sum_j X^j / (j + 1)! = integral_0^1 expm(X u) du. Both start from X = A h / 2^s, s
+// the least integer making ||X||_1 <= 1/2, and phi1(X) by its Taylor polynomial in Horner form,
+// of the least degree m <= 15 whose remainder (below ||X||^(m+1) e^||X|| / (m+2)! in norm) is
+// under 2^-56 (m = 15 for ||X|| = 1/2: 7e-20); expm(X) - I = X phi1(X). Then s doublings
+// G(2u) = (I + expm(A u)) G(u), expm(2 A u) = expm(A u)^2:
+//  - s <= 5 (||A h||_1 <= 16, every grid of a usual PK model): on the N x N matrices as they are
+//    (the phi-function form of Sidje's Expokit). Each doubling at most doubles the relative error,
+//    so 32 ulps at most.
+//  - s > 5 (stiff: a rate constant far above 1 / h): each doubling would double the error of the
+//    slow modes, whose information lies in how far expm(A u) is below I (ka = 1e14 with h = 0.5
+//    would lose 45 doublings' worth, 2^45 ulps). The doublings keep instead the diagonal of
+//    expm(A u) - I while it is above -1/2 (as expm1 keeps exp(x) - 1), and form every other entry
+//    as a sum of products of non-negative numbers: the rate matrix of a compartment model has
+//    non-negative flows off its diagonal, so expm(A u) and G(u) are non-negative and the products
+//    lose nothing to cancellation. Entrywise relative accuracy stays about s ulps for rate
+//    constants up to the largest double (tests/unit/transition_test.cpp sweeps 1e-300 .. 1e300
+//    against closed forms). A matrix with a negative off-diagonal entry (none of the models')
+//    keeps the plain doublings.
 #include "grid/transition.hpp"
 
 #include <cmath>
 #include <limits>
-#include <unsupported/Eigen/MatrixFunctions>
 
 namespace pkscan::detail {
 
@@ -43,29 +46,27 @@ void exact_transition(const Mat<N>& a, double h, Mat<N>& k, Mat<N>& g) {
                                           1.0 / 87178291200,
                                           1.0 / 1307674368000,
                                           1.0 / 20922789888000};
-  const Mat<N> b = a * h;
-  const double norm = b.cwiseAbs().colwise().sum().maxCoeff();
-  if (!std::isfinite(norm)) {  // NaN results: the subject is reported non-finite
-    k.setConstant(std::numeric_limits<double>::quiet_NaN());
-    g.setConstant(std::numeric_limits<double>::quiet_NaN());
-    return;
-  }
+  const double norm = (a * h).cwiseAbs().colwise().sum().maxCoeff();
   int s = 0;
-  for (double n = norm; n > 0.5; n *= 0.5) ++s;
-  if (s > kMaxDoublings) {  // stiff: Eigen's Pade approximant needs fewer squarings
-    Eigen::Matrix<double, 2 * N, 2 * N> aug = Eigen::Matrix<double, 2 * N, 2 * N>::Zero();
-    aug.template topLeftCorner<N, N>() = b;
-    aug.template topRightCorner<N, N>() = Eigen::Matrix<double, N, N>::Identity() * h;
-    const Eigen::Matrix<double, 2 * N, 2 * N> e = aug.exp();
-    k = e.template topLeftCorner<N, N>();
-    g = e.template topRightCorner<N, N>();
-    return;
+  for (double n = norm; n > 0.5 && n <= std::numeric_limits<double>::max(); n *= 0.5) ++s;
+  if (!std::isfinite(norm)) {
+    if (!a.allFinite() || !std::isfinite(h)) {  // NaN results: the subject is non-finite
+      k.setConstant(std::numeric_limits<double>::quiet_NaN());
+      g.setConstant(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    // A h (or a column sum) overflows: s from the exponents of ||A / 2^8||_1 and h.
+    const double norm_a = (a * 0x1.0p-8).cwiseAbs().colwise().sum().maxCoeff();
+    int ea = 0, eh = 0;
+    std::frexp(norm_a, &ea);
+    std::frexp(h, &eh);
+    s = ea + 8 + eh + 1;  // ||A h||_1 < 2^(ea + 8 + eh) <= 2^(s - 1)
   }
-  const double scale = std::ldexp(1.0, -s);
-  const Mat<N> x = b * scale;
+  const double hs = std::ldexp(h, -s);
+  const Mat<N> x = a * hs;
   // The least degree m <= 15 whose remainder bound nu^(m+1) e^nu / (m+2)! is below 2^-56
   // (nu = ||X||_1 <= 1/2; m = 15 meets it for every such nu).
-  const double nu = norm * scale;
+  const double nu = x.cwiseAbs().colwise().sum().maxCoeff();
   int m = 0;
   for (double rem = nu * std::exp(nu) / 2; m < 15 && rem > 0x1.0p-56; rem *= nu / (m + 2)) ++m;
   Mat<N> phi = Mat<N>::Identity() * kInvFact[m];
@@ -74,16 +75,79 @@ void exact_transition(const Mat<N>& a, double h, Mat<N>& k, Mat<N>& g) {
     phi = t;
     phi.diagonal().array() += kInvFact[j];
   }
-  Mat<N> e = x * phi;
-  e.diagonal().array() += 1.0;
-  Mat<N> gu = phi * (h * scale);
-  for (int i = 0; i < s; ++i) {
-    const Mat<N> eg = e * gu;
-    gu += eg;
-    const Mat<N> ee = e * e;
-    e = ee;
+  Mat<N> e = x * phi;  // expm(X) - I
+  Mat<N> gu = phi * hs;
+  bool metzler = true;
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j)
+      if (i != j && a(i, j) < 0.0) metzler = false;
+  if (s <= kMaxDoublings || !metzler) {
+    e.diagonal().array() += 1.0;
+    for (int i = 0; i < s; ++i) {
+      const Mat<N> eg = e * gu;
+      gu += eg;
+      const Mat<N> ee = e * e;
+      e = ee;
+    }
+    k = e;
+    g = gu;
+    return;
   }
-  k = e;
+  // Stiff: kk = expm(A u) and the mass each column loses over u, c^T = 1^T (I - expm(A u)) =
+  // hs e^T phi1(X) at the start (e: each compartment's elimination, minus A's column sum).
+  Mat<N> kk = e;
+  double c[N];
+  // Each compartment's elimination, minus A's column sum, summed in twice the working precision
+  // (Ogita, Rump and Oishi's Sum2: TwoSum's rounding errors added up): a compartment that
+  // exchanges at 1e5 with another holds rounding residues of 1e-11 in its column sum, which a
+  // plain sum would turn into an elimination of that size.
+  double out[N];
+  for (int i = 0; i < N; ++i) {
+    double sum = 0.0, err = 0.0;
+    for (int q = 0; q < N; ++q) {
+      const double x = -a(q, i), t = sum + x, z = t - sum;
+      err += (sum - (t - z)) + (x - z);
+      sum = t;
+    }
+    out[i] = std::max(sum + err, 0.0);
+  }
+  for (int j = 0; j < N; ++j) {
+    double cj = 0.0;
+    for (int i = 0; i < N; ++i) cj += out[i] * phi(i, j);
+    c[j] = std::max(cj * hs, 0.0);
+    double off = 0.0;
+    for (int i = 0; i < N; ++i)
+      if (i != j) off += kk(i, j);
+    kk(j, j) = 1.0 - (c[j] + off);
+  }
+  for (int it = 0; it < s; ++it) {
+    Mat<N> kn, gn;
+    double cn[N];
+    for (int j = 0; j < N; ++j) {
+      double cj = c[j];  // c(2u)^T = c(u)^T (I + expm(A u))
+      for (int q = 0; q < N; ++q) cj += c[q] * kk(q, j);
+      cn[j] = cj;
+      for (int i = 0; i < N; ++i) {
+        double sg = gu(i, j);  // G(2u) = G(u) + expm(A u) G(u)
+        for (int q = 0; q < N; ++q) sg += kk(i, q) * gu(q, j);
+        gn(i, j) = sg;
+        double sk = 0.0;  // expm(2 A u) = expm(A u)^2
+        for (int q = 0; q < N; ++q) sk += kk(i, q) * kk(q, j);
+        kn(i, j) = sk;
+      }
+    }
+    for (int j = 0; j < N; ++j) {
+      // A diagonal entry near 1 from what the column keeps: 1 - (loss + what moved out).
+      double moved = cn[j];
+      for (int i = 0; i < N; ++i)
+        if (i != j) moved += kn(i, j);
+      if (moved <= 0.5) kn(j, j) = 1.0 - moved;
+      c[j] = cn[j];
+    }
+    kk = kn;
+    gu = gn;
+  }
+  k = kk;
   g = gu;
 }
 

@@ -24,7 +24,8 @@ void check(const Problem& problem, const SimulateOptions& options = {});
 std::uint64_t result_bytes(const Problem& problem, const SimulateOptions& options = {}) noexcept;
 
 /// The largest result simulate() accepts: options.max_result_bytes, or when that is 0, 80% of
-/// the memory available now (MemAvailable).
+/// the memory available now (MemAvailable, or what an address-space limit such as `ulimit -v`
+/// leaves the process, when that is less).
 std::uint64_t result_byte_limit(const SimulateOptions& options = {}) noexcept;
 
 /// The method and device simulate() runs for these options: Method::Auto and Device::Auto are
