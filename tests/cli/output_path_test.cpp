@@ -156,6 +156,20 @@ TEST(OutputPath, CompanionNamesMayUseTheWholeFileNameLimit) {
   EXPECT_EQ(list_tree(dir.path()).size(), 2u) << "run.yaml and the first result only";
 }
 
+// The bound the name check uses for the commit's own names holds for the names really made:
+// a temporary file and the journal of a long target name.
+TEST(OutputPath, TemporaryAndJournalNamesStayWithinTheirBound) {
+  TempDir dir;
+  for (const std::size_t n : {5u, 127u, 128u, 129u, 250u}) {
+    const std::string target = dir.file(std::string(n - 4, 'n') + ".csv");
+    const std::size_t bound = config::longest_temp_name(target);
+    EXPECT_LE(bound, 191u) << n;
+    const config::AtomicFile f(target);
+    EXPECT_LE(fs::path(f.temp_path()).filename().string().size(), bound) << n;
+    EXPECT_LE(fs::path(config::commit_journal_path(target)).filename().string().size(), bound) << n;
+  }
+}
+
 // `pkscan fit` writes its estimates under the same rules: not over its dataset, not over a
 // directory, checked before fitting.
 TEST(OutputPath, FitNeverWritesOverItsDatasetOrADirectory) {
