@@ -61,8 +61,29 @@ std::string describe(const config::RunSpec& spec) {
   return s.str();
 }
 
+// An error about the output path, where it was given: at output.path in the run file, or
+// --output on the command line.
+[[noreturn]] void output_error(const Command& c, const config::RunSpec& spec,
+                               const std::string& what) {
+  if (c.output.empty())
+    throw ConfigError(c.file, spec.output_path_line, spec.output_path_column,
+                      "output.path: " + what);
+  throw InvalidArgument("--output: " + what);
+}
+
+// The output path's checks that need no file to be written: it replaces or removes no file the
+// run reads.
+void check_output_inputs(const Command& c, const config::RunSpec& spec, const std::string& path) {
+  try {
+    config::check_output_not_input(path, config::csv_companions(path), spec.inputs);
+  } catch (const InvalidArgument& e) {
+    output_error(c, spec, e.what());
+  }
+}
+
 int do_validate(const Command& c, std::ostream& out) {
   const config::RunSpec spec = config::load_run_file(c.file);
+  if (!spec.output_path.empty()) check_output_inputs(c, spec, spec.output_path);
   if (spec.dataset) {
     std::int64_t records = 0;
     for (const DatasetSubject& s : spec.dataset->subjects)
@@ -105,24 +126,19 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   if (path.empty())
     throw ConfigError(c.file, spec.output_line, spec.output_column,
                       "output.path is missing; give output.path in the run file or --output PATH");
-  if (!config::is_result_path(path)) {
-    const std::string msg = "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5";
-    if (c.output.empty())
-      throw ConfigError(c.file, spec.output_path_line, spec.output_path_column,
-                        "output.path: " + msg);
-    throw InvalidArgument("--output: " + msg);
-  }
-  {
-    // Fail before simulating when the output cannot be created (missing directory, no
-    // permission); the probe's temporary file is removed at once.
-    try {
-      config::AtomicFile probe(path);
-    } catch (const Error& e) {
-      if (c.output.empty())
-        throw ConfigError(c.file, spec.output_path_line, spec.output_path_column,
-                          std::string("output.path: ") + e.what());
-      throw InvalidArgument(std::string("--output: ") + e.what());
-    }
+  if (!config::is_result_path(path))
+    output_error(c, spec, "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5");
+  if (spec.dataset && !ends_with(path, ".csv"))
+    output_error(
+        c, spec,
+        "output path is \"" + path + "\", but a dataset run writes CSV: it must end in .csv");
+  // Fail before simulating when the result would replace an input, or cannot be committed
+  // there (a directory, a name too long, a missing directory, no permission).
+  check_output_inputs(c, spec, path);
+  try {
+    config::check_output_unit(path, config::csv_companions(path));
+  } catch (const Error& e) {
+    output_error(c, spec, e.what());
   }
   if (spec.dataset) {
     const DatasetResult result =

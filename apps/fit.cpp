@@ -442,7 +442,10 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
   const FitSetup setup = make_setup(o, m, data);
   std::unique_ptr<config::AtomicFile> file;
   if (!o.output.empty()) {
+    // Before fitting: the estimates replace no input and can be committed there.
     try {
+      config::check_output_not_input(o.output, {}, {{"the dataset", o.dataset}});
+      config::check_output_unit(o.output, {});
       file = std::make_unique<config::AtomicFile>(o.output);
     } catch (const Error& e) {
       throw InvalidArgument(std::string("--output: ") + e.what());

@@ -69,8 +69,18 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   FieldTable population_fields;  // where the values check_population_run checks are
   const GridSubjects subjects = parse_subjects(L, top, root, spec, *model_ptr, population_fields);
   parse_output(L, top, spec, population_fields);  // before the size check (output.times)
-  if (auto it = top.find("sweep"); it != top.end())
+  if (auto it = top.find("sweep"); it != top.end()) {
     spec.sweep = parse_sweep(L, it->second.value, *model_ptr, population_fields);
+    // A swept parameter's per-subject values would be replaced at every grid point.
+    for (const int col : spec.sweep.columns)
+      for (const ParamSource& src : subjects.sources)
+        if (src.column == col && src.value.IsSequence())
+          L.fail(src.value, "subjects.parameters." + src.key.Scalar() +
+                                " gives one value per subject, but sweep replaces " +
+                                model_ptr->parameters[static_cast<std::size_t>(col)].name +
+                                " at every grid point, so they would not be used; remove it "
+                                "from sweep, or give one number (which the sweep replaces)");
+  }
   check_run_size(L, spec, subjects, model_ptr, time.steps);
   fill_parameters(L, spec, subjects, model_ptr);
   if (spec.streaming())
@@ -106,7 +116,9 @@ RunSpec load_run_file(const std::string& path) {
   }
   if (in.bad())
     throw ConfigError(path, 0, 0, "cannot read the run file (I/O error, or it is a directory)");
-  return parse_run_config(text, path);
+  RunSpec spec = parse_run_config(text, path);
+  spec.inputs.insert(spec.inputs.begin(), InputFile{"the run file", path});
+  return spec;
 }
 
 }  // namespace pkscan::config

@@ -22,23 +22,43 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
                        const YAML::Mark& engine_mark) {
   Problem& p = spec.problem;
   const ModelInfo& model = *model_ptr;
+  // Every key a dataset run accepts is used; the others are errors that say why.
   for (const char* key : {"time", "doses"}) {
     if (auto it = top.find(key); it != top.end())
       L.fail(it->second.key, std::string(key) +
                                  " is not used with subjects.dataset (times and doses come from "
                                  "the dataset); remove it");
   }
+  if (auto it = top.find("sweep"); it != top.end())
+    L.fail(it->second.key,
+           "sweep is not used with subjects.dataset (each dataset subject is simulated once); "
+           "remove it, and give per-subject values as lists in subjects.parameters or as dataset "
+           "columns");
   if (auto it = top.find("discretization");
       it != top.end() && p.discretization != Discretization::Exact)
     L.fail(it->second.value,
            "discretization is euler, but a dataset run needs discretization: exact (event times "
            "are arbitrary)");
+  if (auto it = top.find("precision");
+      it != top.end() && spec.options.precision != Precision::Float64)
+    L.fail(it->second.value,
+           "precision is float32, but a dataset run computes and writes float64 only; remove "
+           "precision or give float64");
+  if (auto it = top.find("engine"); it != top.end() && spec.options.method == Method::Power)
+    L.fail(it->second.value["method"],
+           "engine.method is power, but a dataset run solves each subject's events in turn and has "
+           "no power method; use auto, batched (subjects in parallel) or scan (one thread)");
   const Loader::Entry& subj_e = top.at("subjects");
-  auto subj = L.entries(subj_e.value, "subjects", {"dataset", "parameters", "count"});
+  auto subj = L.entries(subj_e.value, "subjects", {"dataset", "parameters", "count", "population"});
   if (auto it = subj.find("count"); it != subj.end())
     L.fail(it->second.key,
            "subjects.count is not used with subjects.dataset (the dataset's IDs are the subjects); "
            "remove it");
+  if (auto it = subj.find("population"); it != subj.end())
+    L.fail(it->second.key,
+           "subjects.population cannot be given with subjects.dataset (the dataset's IDs are the "
+           "subjects, their parameters come from its columns and subjects.parameters); remove one "
+           "of them");
   const YAML::Node dnode = subj.at("dataset").value;
   const std::string dpath =
       L.scalar_string(dnode, "subjects.dataset", "the path of a NONMEM-format CSV file");
@@ -50,6 +70,12 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
   }
   auto data = std::make_shared<Dataset>(
       read_dataset(resolved, names, static_cast<int>(model.compartments.size())));
+  spec.inputs.push_back(InputFile{"subjects.dataset", resolved});
+  try {
+    check_dataset_columns(*data, model);  // its covariates go to the result beside its columns
+  } catch (const InvalidArgument& e) {
+    L.fail(dnode, e.what());
+  }
   const std::int64_t count = static_cast<std::int64_t>(data->subjects.size());
   p.parameters = ParameterBatch(model_ptr, count);
   std::vector<char> given(model.parameters.size(), 0);
@@ -96,13 +122,15 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
     }
   }
   if (auto it = top.find("output"); it != top.end()) {
-    auto out = L.entries(it->second.value, "output", {"path", "times"});
+    auto out =
+        L.entries(it->second.value, "output", {"path", "times", "trajectories", "summaries"});
     spec.output_line = it->second.key.Mark().line + 1;
     spec.output_column = it->second.key.Mark().column + 1;
-    if (auto t = out.find("times"); t != out.end())
-      L.fail(t->second.key,
-             "output.times is not used with subjects.dataset (one row per observation record); "
-             "remove it");
+    for (const char* key : {"times", "trajectories", "summaries"})
+      if (auto t = out.find(key); t != out.end())
+        L.fail(t->second.key, "output." + std::string(key) +
+                                  " is not used with subjects.dataset (the result is one row per "
+                                  "observation record of the dataset); remove it");
     if (auto pth = out.find("path"); pth != out.end()) {
       spec.output_path =
           L.scalar_string(pth->second.value, "output.path", "a file path ending in .csv");

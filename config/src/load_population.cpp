@@ -234,7 +234,15 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
       L.fail(fi->second.value, ctx + ".covariates.file has " + std::to_string(rows) +
                                    " rows, but " + ctx + ".count is " + std::to_string(pop.count) +
                                    "; give one row per subject");
-    if (auto ei = cv.find("effects"); ei != cv.end()) {
+    // Covariates act only through their effects: a file without any would be read for nothing.
+    const auto ei = cv.find("effects");
+    if (ei == cv.end() || (ei->second.value.IsSequence() && ei->second.value.size() == 0))
+      L.fail(ei == cv.end() ? fi->second.key : ei->second.value,
+             ctx +
+                 ".covariates has no effects, so its file would be read and used by nothing; "
+                 "give effects: [{parameter, covariate, type, coefficient, reference}, ...] or "
+                 "remove covariates");
+    {
       const YAML::Node& el = ei->second.value;
       if (!el.IsSequence())
         L.fail(el, ctx +

@@ -54,6 +54,9 @@ GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const Y
                                    " cannot be given with subjects.population (the population's "
                                    "count and typical values say it); remove it");
     spec.population = parse_population(L, pit->second.value, model, fields);
+    if (!spec.population->covariate_file.empty())
+      spec.inputs.push_back(
+          InputFile{"subjects.population.covariates.file", spec.population->covariate_file});
   }
   // With a population, subjects.parameters is absent: an empty mapping stands in for it.
   // Initialised once, never assigned (yaml_reader.hpp).

@@ -298,6 +298,13 @@ std::string commit_journal_path(const std::string& path) {
   return dir + hidden_name(name) + kJournalTag;
 }
 
+std::size_t longest_temp_name(const std::string& path) {
+  const std::string hidden = hidden_name(split_path(path).second);
+  // HOST.PID.XXXXXX: a pid has at most 10 digits (parse_pid).
+  const std::size_t temp = hidden.size() + std::strlen(kTempTag) + kMaxHostBytes + 1 + 10 + 7;
+  return std::max(temp, hidden.size() + std::strlen(kJournalTag));
+}
+
 int create_temp_file(const std::string& path, std::string& temp) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);

@@ -82,9 +82,12 @@ std::string csv_field(const std::string& v) {
 
 void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
                        const std::string& path, const std::vector<std::string>& stale) {
+  check_dataset_columns(data, model);
   OutputUnit unit(path);
   AtomicFile& out = open_unit(unit, path, stale);
-  std::string header = header_start(model) + ",dv,pred";
+  std::string header;
+  for (const std::string& c : dataset_result_columns(model))
+    header += (header.empty() ? "" : ",") + c;
   for (const std::string& c : data.covariate_columns) header += "," + csv_field(c);
   header += '\n';
   out.write(header.data(), header.size());

@@ -3,6 +3,7 @@
 #include <ostream>
 #include <pkscan/pkscan.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pkscan::cli::test {
@@ -42,6 +43,10 @@ struct BadInput {
   // Only `run` sees the problem (it is about writing the output); otherwise the case is also
   // checked with `validate`, which must report the same error.
   bool run_only = false;
+  // More entries of the directory, made before the run (name -> content; `@DIR@` in a content
+  // is the directory): "->TARGET" makes a symlink to TARGET, "=>TARGET" a hard link to TARGET,
+  // "/" a directory, anything else a file. Each must be left as it was (files byte for byte).
+  std::vector<std::pair<std::string, std::string>> files = {};
 };
 
 inline void PrintTo(const BadInput& c, std::ostream* os) { *os << c.name; }

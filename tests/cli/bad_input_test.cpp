@@ -86,6 +86,19 @@ void check_bad_input(const BadInput& c, const std::string& command) {
       break;
     }
   }
+  for (const auto& [name, content] : c.files) {
+    const std::string path = dir.file(name);
+    if (content == "/")
+      ASSERT_TRUE(fs::create_directory(path));
+    else if (content.rfind("->", 0) == 0)
+      fs::create_symlink(content.substr(2), path);
+    else if (content.rfind("=>", 0) == 0)
+      fs::create_hard_link(dir.file(content.substr(2)), path);
+    else
+      write_text(path, replace_all(content, "@DIR@", dir_s));
+    expected_tree.push_back(name);
+  }
+  std::sort(expected_tree.begin(), expected_tree.end());
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
 
   std::vector<std::string> args = c.args;
@@ -121,9 +134,23 @@ void check_bad_input(const BadInput& c, const std::string& command) {
   for (const std::string& w : c.words)
     EXPECT_NE(r.err.find(w), std::string::npos) << "message lacks \"" << w << "\"; " << describe(r);
 
-  // No output file, no temporary file.
+  // No output file, no temporary file; the run file and every other input as they were.
   EXPECT_TRUE(temp_files(dir.path()).empty()) << "temporary files left behind";
   EXPECT_EQ(list_tree(dir.path()), expected_tree) << "files left in " << dir_s;
+  if (c.setup == Setup::kWriteYaml) {
+    EXPECT_EQ(read_text(file), yaml) << "the run file changed";
+  }
+  for (const auto& [name, content] : c.files) {
+    const std::string path = dir.file(name);
+    if (content == "/")
+      EXPECT_TRUE(fs::is_directory(fs::symlink_status(path))) << name;
+    else if (content.rfind("->", 0) == 0)
+      EXPECT_TRUE(fs::is_symlink(path)) << name;
+    else if (content.rfind("=>", 0) == 0)
+      EXPECT_TRUE(fs::equivalent(path, dir.file(content.substr(2)))) << name;
+    else
+      EXPECT_EQ(read_text(path), replace_all(content, "@DIR@", dir_s)) << name << " changed";
+  }
 }
 
 // Cases whose run file is at fault: `validate` must report them exactly as `run` does.
@@ -155,6 +182,7 @@ TEST(BadInputCases, AtLeastThirtyDistinctCases) {
     std::string key = c.yaml + "\x1f";
     for (const std::string& a : c.args) key += a + "\x1f";
     key += std::to_string(static_cast<int>(c.setup));
+    for (const auto& [name, content] : c.files) key += "\x1f" + name + "=" + content;
     inputs.push_back(key);
   }
   EXPECT_GE(cases().size(), 30u);

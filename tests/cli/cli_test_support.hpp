@@ -124,7 +124,7 @@ inline std::vector<std::string> list_tree(const fs::path& dir) {
   std::vector<std::string> names;
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    names.push_back(fs::relative(it->path(), dir).string());
+    names.push_back(it->path().lexically_relative(dir).string());  // a symlink by its own name
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -263,7 +263,7 @@ def dataset_case(i):
     run = {"model": model_spec,
            "subjects": {"dataset": "data.csv", "parameters": params},
            "output": {"path": "out.csv"}}
-    method = rng.choice(["scan", "batched", "power", "auto"])
+    method = rng.choice(["scan", "batched", "auto"])   # a dataset run has no power method
     features.add("method_" + method)
     run["engine"] = {"method": method, "device": "cpu"}
     return {"name": f"dataset-{i:03d}", "run": run, "dataset": "\n".join(lines) + "\n",

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <pkscan/config/output.hpp>
 #include <pkscan/dataset.hpp>
 #include <pkscan/engine.hpp>
 #include <pkscan/population_run.hpp>
@@ -68,6 +69,10 @@ struct RunSpec {
   SweepInput sweep;     ///< parameter grid (empty when there is none)
   StreamOutput stream;  ///< output.trajectories / output.summaries
   std::string text;     ///< the run file's text
+  /// Every file the run reads: the run file (load_run_file), subjects.dataset and
+  /// subjects.population.covariates.file. The output must be none of them
+  /// (check_output_not_input).
+  std::vector<InputFile> inputs;
   /// True when the run is simulated in chunks and streamed (a population, a sweep, summaries,
   /// no trajectories, or HDF5 output).
   bool streaming() const noexcept {

@@ -83,6 +83,39 @@ class OutputUnit {
   void check_path(const std::string& path) const;
 };
 
+/// A file that a run reads (the run file, its dataset, its covariates file).
+struct InputFile {
+  std::string what;  ///< how messages name it: "the run file", "subjects.dataset", ...
+  std::string path;  ///< the path it was read from
+};
+
+/// Checks, before anything runs, that a result unit whose main file is `main` and whose other
+/// files are `companions` (in the same directory, e.g. csv_companions(main)) can be committed:
+/// none of them is a directory or another non-regular file, every name (and the temporary and
+/// journal names the commit uses, temp_files.hpp) fits the file system's limit on a name
+/// (pathconf _PC_NAME_MAX), and a temporary file can be created next to `main` (it is removed
+/// at once; creating it completes an interrupted commit to `main`, see OutputUnit).
+/// @throws InvalidArgument naming the file and the reason; Error when the temporary file cannot
+///         be created (missing directory, no permission)
+void check_output_unit(const std::string& main, const std::vector<std::string>& companions);
+
+/// Checks that no file of a result unit (`main`, `companions`) is one of `inputs`: compared by
+/// file identity (device and inode), so that symlinks, hard links, `./`, `..` and paths relative
+/// to other directories name the same file. A file that does not exist is no input.
+/// @throws InvalidArgument naming the output file and the input it would replace or remove
+void check_output_not_input(const std::string& main, const std::vector<std::string>& companions,
+                            const std::vector<InputFile>& inputs);
+
+/// The columns of a dataset run's result before the covariates (write_dataset_csv):
+/// `id,time,amount_<c>...,conc_<c>...,dv,pred`.
+std::vector<std::string> dataset_result_columns(const ModelInfo& model);
+
+/// Checks that no covariate column of `data` (carried to the result by write_dataset_csv) would
+/// be taken for a result column: its name, compared ignoring case, is not one of
+/// dataset_result_columns(model) and does not start with `amount_` or `conc_`.
+/// @throws InvalidArgument "dataset column NAME (column K of FILE) ..."
+void check_dataset_columns(const Dataset& data, const ModelInfo& model);
+
 /// Writes the contract CSV: header `id,time,amount_<c>...,conc_<c>...` (compartment names of
 /// `model`), one row per subject and output time, numbers in shortest round-trip form.
 /// `stale`: files removed in the same commit (an OutputUnit), e.g. csv_companions(path) so that
@@ -95,7 +128,9 @@ void write_csv(const SimulationResult& result, const ModelInfo& model, const std
 /// one row per observation record in dataset order; id is the dataset's ID, pred the
 /// concentration of the observed compartment, a missing DV an empty field; covariates as
 /// written in the dataset (quoted when they hold a comma or a quote).
-/// `stale` as for write_csv. @throws Error on I/O failure; the target is then untouched.
+/// `stale` as for write_csv. @throws InvalidArgument when a covariate column has the name of a
+/// result column (check_dataset_columns), before any file is created; Error on I/O failure; the
+/// target is then untouched.
 void write_dataset_csv(const DatasetResult& result, const Dataset& data, const ModelInfo& model,
                        const std::string& path, const std::vector<std::string>& stale = {});
 

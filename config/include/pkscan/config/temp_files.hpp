@@ -40,6 +40,10 @@ std::string temp_prefix(const std::string& path);
 /// `DIR/.NAME.pkscan-commit`: the commit journal of the unit whose main file is `path`.
 std::string commit_journal_path(const std::string& path);
 
+/// The longest name (without the directory) that a temporary file for `path`, or the commit
+/// journal of a unit whose main file is `path`, can have (at most 191 bytes, whatever `path`).
+std::size_t longest_temp_name(const std::string& path);
+
 /// Creates and registers a temporary file for `path` (mode 0644, in its directory), after
 /// removing the orphans of earlier runs for `path` (remove_orphaned_temp_files).
 /// @return the open file descriptor (the caller closes it); `temp` receives its path.
