@@ -125,8 +125,10 @@ def log_likelihood(predictor, params, sigma, error="additive", log_scale=False,
     dt = _float_dtype(params, sigma)
     ll = _loglik_function(predictor, kind, bool(log_scale))(
         params.astype(dt), jnp.reshape(sigma, (k,)).astype(dt))
-    # One subject out of the domain rejects the whole set: -inf with zero gradients throughout.
-    total = jnp.where(jnp.all(ll > -jnp.inf), jnp.sum(ll), -jnp.inf)
+    # One subject out of the domain rejects the whole set: -inf with zero gradients throughout
+    # (Predictor.log_likelihood_all's total).
+    total = jnp.sum(ll)
+    total = jnp.where(total > -jnp.inf, total, -jnp.inf)
     return (total, ll) if per_subject else total
 
 
