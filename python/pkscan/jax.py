@@ -250,6 +250,15 @@ class Simulator:
         if discretization not in ("exact", "euler"):
             raise ValueError(f"pkscan.jax.Simulator: discretization is {discretization!r}, but "
                              "must be 'exact' or 'euler'")
+        # One evaluation with derivatives holds [subjects, times, compartments] values and their
+        # Jacobian (x parameters): MemoryError before anything is built when that cannot fit.
+        n_times = int(steps) + 1 if times is None else np.size(times)
+        _core._check_memory("pkscan.jax.Simulator",
+                            8.0 * int(subjects) * n_times * len(m.compartments) *
+                            (1 + len(m.parameters)),
+                            f"the concentrations and derivatives of {int(subjects)} subjects x "
+                            f"{n_times} output times",
+                            "use fewer subjects, fewer steps or sparse output times")
         self.model = m
         self.subjects = int(subjects)
         self.discretization = discretization
