@@ -456,7 +456,8 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
   const int threads = resolve_threads(o.threads);
 
   // Bad input shows at the start: evaluate every subject once there, so an invalid value (a
-  // dataset parameter cell, a non-positive DV with --log-scale) is an error, not a failed fit.
+  // dataset parameter cell: predict throws; a non-positive DV with --log-scale: the likelihood
+  // throws) is an error, not a failed fit (out of the domain the likelihood itself is -inf).
   auto at_start = [](const DomainError& e) {
     return DomainError(std::string("at the initial values: ") + e.what());
   };
@@ -473,6 +474,8 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
           "the dataset has no observations with DV (EVID 0, MDV 0): nothing "
           "to fit");
     try {
+      std::vector<double> pred(static_cast<std::size_t>(predictor.observations()));
+      predictor.predict_all(rows.data(), pred.data(), threads);
       predictor.log_likelihood_all(rows.data(), setup.error, setup.sigma.data(), nullptr, nullptr,
                                    nullptr, threads);
     } catch (const DomainError& e) {
@@ -483,9 +486,13 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     {
       const auto ws = predictor.make_workspace();
       try {
-        for (std::int64_t s = 0; s < subjects; ++s)
+        std::vector<double> pred;
+        for (std::int64_t s = 0; s < subjects; ++s) {
+          pred.resize(static_cast<std::size_t>(predictor.observations(s)));
+          predictor.predict(s, setup.row.data(), pred.data(), *ws);
           predictor.log_likelihood(s, setup.row.data(), setup.error, setup.sigma.data(), nullptr,
                                    nullptr, *ws);
+        }
       } catch (const DomainError& e) {
         throw at_start(e);
       }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates the JAX virtual environment .venv/ of the repository with the pinned packages of
-# scripts/requirements-jax.txt (jax, jaxlib, numpyro, their own numpy, pytest) from PyPI, for
+# scripts/requirements-jax.txt (jax, jaxlib, numpyro, their own numpy, pytest, hypothesis) from PyPI, for
 # pkscan.jax and its tests. Called by test.sh.
 #
 # Fast and idempotent: when .venv/ already holds exactly the pinned set (a stamp with the hash
@@ -26,5 +26,5 @@ rm -rf "$venv"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
   -r "$requirements"
-"$venv/bin/python" -c "import jax, jaxlib, numpyro, numpy, pytest; print('setup-venv: jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'numpyro', numpyro.__version__, 'numpy', numpy.__version__)"
+"$venv/bin/python" -c "import jax, jaxlib, numpyro, numpy, pytest, hypothesis; print('setup-venv: jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'numpyro', numpyro.__version__, 'numpy', numpy.__version__, 'hypothesis', hypothesis.__version__)"
 echo "$want" >"$stamp"

@@ -51,8 +51,6 @@ std::vector<std::string> ErrorModel::parameter_names() const {
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 [[noreturn]] void throw_invalid(const std::string& msg) { throw InvalidArgument(msg); }
 [[noreturn]] void throw_domain(const std::string& msg) { throw DomainError(msg); }
 
@@ -196,21 +194,57 @@ void Predictor::predict_gradient(std::int64_t s, const double* params, double* o
 }
 
 namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// What Predictor::log_likelihood checks whatever the parameters (misuse, and the dataset's DV on
+// the log scale): InvalidArgument or DomainError.
 void check_error_model(const ErrorModel& error, const double* sigma) {
   if (sigma == nullptr) throw_invalid("Predictor::log_likelihood: sigma is null");
   if (error.log_scale && error.kind != ErrorModelKind::Additive)
     throw_invalid(
         "Predictor::log_likelihood: error model on the log scale is proportional or combined, but "
         "must be additive (log(DV) = log(IPRED) + eps, sd = sigma_add)");
+}
+
+void check_dv(const Prepared& impl, std::int64_t s, const ErrorModel& error) {
+  if (!error.log_scale) return;
+  const detail::SubjectPlan& plan = impl.plans[static_cast<std::size_t>(s)];
+  for (std::size_t i = 0; i < plan.ll_dv.size(); ++i)
+    if (!(plan.ll_dv[i] > 0.0)) {
+      const DatasetSubject& sub = impl.data.subjects[static_cast<std::size_t>(s)];
+      throw_domain("Predictor::log_likelihood: " + impl.data.file + ":" +
+                   std::to_string(plan.ll_line[i]) + ": ID \"" + sub.id + "\" (subject " +
+                   std::to_string(s + 1) + "): DV is " + format_value(plan.ll_dv[i]) +
+                   ", but must be > 0 on the log scale");
+    }
+}
+
+// The domain of the error-model parameters: every sigma finite and > 0 (subnormal and 1e308
+// included).
+bool sigma_in_domain(const ErrorModel& error, const double* sigma) {
   for (int i = 0; i < error.parameter_count(); ++i)
-    if (!(std::isfinite(sigma[i]) && sigma[i] > 0.0))
-      throw_domain(
-          "Predictor::log_likelihood: " + error.parameter_names()[static_cast<std::size_t>(i)] +
-          " is " + format_value(sigma[i]) + ", but must be finite and > 0");
+    if (!(std::isfinite(sigma[i]) && sigma[i] > 0.0)) return false;
+  return true;
+}
+
+// The answer out of the domain: -infinity with zero gradients.
+double reject(std::size_t np, int ns, double* gradient, double* sigma_gradient) {
+  if (gradient != nullptr) std::fill(gradient, gradient + np, 0.0);
+  if (sigma_gradient != nullptr) std::fill(sigma_gradient, sigma_gradient + ns, 0.0);
+  return -kInf;
+}
+
+// (dv - f) / sd for finite dv and f, also where dv - f overflows.
+double standardized(double dv, double f, double sd) {
+  const double r = dv - f;
+  return std::isfinite(r) ? r / sd : dv / sd - f / sd;
 }
 
 // The log-likelihood of subject s from its predictions `pred` (and, with a gradient, their
-// Jacobian `jac`); Predictor::log_likelihood's documented contract.
+// Jacobian `jac`); Predictor::log_likelihood's documented contract. Each observation's term is
+// -log(2 pi) / 2 - log(sd) - z^2 / 2 with z = (DV - IPRED) / sd, formed from log(sigma) and z
+// (never sd^2, which overflows for sigma > 1e154), its derivatives from z and 1 / sd; a log-density
+// below the range of double is -infinity.
 double likelihood(const Prepared& impl, std::int64_t s, const double* pred, const double* jac,
                   const ErrorModel& error, const double* sigma, double* gradient,
                   double* sigma_gradient) {
@@ -218,6 +252,10 @@ double likelihood(const Prepared& impl, std::int64_t s, const double* pred, cons
   const std::size_t np = static_cast<std::size_t>(impl.setup.np);
   constexpr double kHalfLog2Pi = 0.91893853320467274178;
   const int ns = error.parameter_count();
+  // A subject whose solution is not finite (overflow, a steady state that does not exist) has
+  // no density.
+  for (std::int64_t o = 0; o < plan.obs_count; ++o)
+    if (!std::isfinite(pred[o])) return reject(np, ns, gradient, sigma_gradient);
   const bool add = error.kind != ErrorModelKind::Proportional;
   const bool prop = error.kind != ErrorModelKind::Additive;
   const double sa = add ? sigma[0] : 0.0;
@@ -231,43 +269,70 @@ double likelihood(const Prepared& impl, std::int64_t s, const double* pred, cons
     const double f = pred[o];
     double dll_df, dll_dsa = 0.0, dll_dsp = 0.0;
     if (error.log_scale) {
-      if (!(dv > 0.0) || !(f > 0.0)) {
-        const DatasetSubject& sub = impl.data.subjects[static_cast<std::size_t>(s)];
-        throw_domain("Predictor::log_likelihood: " + impl.data.file + ":" +
-                     std::to_string(plan.ll_line[i]) + ": ID \"" + sub.id + "\" (subject " +
-                     std::to_string(s + 1) + "): " + (dv > 0.0 ? "the prediction" : "DV") + " is " +
-                     format_value(dv > 0.0 ? f : dv) + ", but must be > 0 on the log scale");
-      }
-      const double res = std::log(dv) - std::log(f);
-      ll += -kHalfLog2Pi - std::log(sa) - std::log(dv) - 0.5 * res * res / (sa * sa);
-      dll_df = res / (sa * sa) / f;
-      dll_dsa = -1.0 / sa + res * res / (sa * sa * sa);
+      if (!(f > 0.0)) return reject(np, ns, gradient, sigma_gradient);  // log(IPRED) undefined
+      const double z = (std::log(dv) - std::log(f)) / sa;
+      ll += -kHalfLog2Pi - std::log(sa) - std::log(dv) - 0.5 * z * z;
+      dll_df = z / sa / f;
+      dll_dsa = (z * z - 1.0) / sa;
+    } else if (error.kind == ErrorModelKind::Additive) {
+      const double z = standardized(dv, f, sa);
+      ll += -kHalfLog2Pi - std::log(sa) - 0.5 * z * z;
+      dll_df = z / sa;
+      dll_dsa = (z * z - 1.0) / sa;
     } else {
-      const double res = dv - f;
       const double af = std::fabs(f);
-      const double sd = error.kind == ErrorModelKind::Additive       ? sa
-                        : error.kind == ErrorModelKind::Proportional ? sp * af
-                                                                     : std::hypot(sa, sp * f);
-      if (!(sd > 0.0)) {  // proportional error at a prediction of 0: no density
-        ll = -std::numeric_limits<double>::infinity();
-        if (gradient != nullptr) std::fill(gradient, gradient + np, kNaN);
-        if (sigma_gradient != nullptr) std::fill(sigma_gradient, sigma_gradient + ns, kNaN);
-        return ll;
-      }
-      ll += -kHalfLog2Pi - std::log(sd) - 0.5 * res * res / (sd * sd);
-      const double dll_dsd = -1.0 / sd + res * res / (sd * sd * sd);
-      double dsd_df = 0.0;
+      // Proportional error at a prediction of 0: no density.
+      if (af == 0.0 && error.kind == ErrorModelKind::Proportional)
+        return reject(np, ns, gradient, sigma_gradient);
+      const double sgn = f >= 0.0 ? 1.0 : -1.0;
       if (error.kind == ErrorModelKind::Proportional) {
-        dsd_df = f >= 0.0 ? sp : -sp;
-        dll_dsp = dll_dsd * af;
-      } else if (error.kind == ErrorModelKind::Combined) {
-        dsd_df = sp * sp * f / sd;
-        dll_dsa = dll_dsd * sa / sd;
-        dll_dsp = dll_dsd * sp * f * f / sd;
+        // sd = sp |f|, log(sd) = log(sp) + log|f|: neither overflows nor underflows.
+        const double sd = sp * af;
+        const double z = std::isnormal(sd) ? standardized(dv, f, sd) : standardized(dv, f, af) / sp;
+        ll += -kHalfLog2Pi - std::log(sp) - std::log(af) - 0.5 * z * z;
+        dll_dsp = (z * z - 1.0) / sp;
+        dll_df = (z / sp + (z * z - 1.0) * sgn) / af;
       } else {
-        dll_dsa = dll_dsd;
+        // sd = hypot(sa, sp |f|); where that overflows, sd = m h with m the larger of sa and
+        // sp |f| (kept as the product sp * |f|) and h = hypot(1, smaller / m) in [1, sqrt 2]:
+        // log(sd) = log(m) + log(h), z = ((DV - IPRED) / m) / h.
+        const double b = sp * af;
+        const double sd = std::hypot(sa, b);
+        // u = sa / sd, w = sp |f| / sd, sp_sd = sp / sd, af_sd = |f| / sd (each formed without
+        // 1 / sd, which underflows where sd overflows)
+        double log_sd, z, u, w, inv_sd, sp_sd, af_sd;
+        if (std::isfinite(sd)) {
+          log_sd = std::log(sd);
+          z = standardized(dv, f, sd);
+          u = sa / sd;
+          w = b / sd;
+          inv_sd = 1.0 / sd;
+          sp_sd = sp / sd;
+          af_sd = af / sd;
+        } else if (sa >= b) {
+          const double h = std::hypot(1.0, b / sa);
+          log_sd = std::log(sa) + std::log(h);
+          z = standardized(dv, f, sa) / h;
+          u = 1.0 / h;
+          w = b / sa / h;
+          inv_sd = 1.0 / sa / h;
+          sp_sd = sp / sa / h;
+          af_sd = af / sa / h;
+        } else {
+          const double h = std::hypot(1.0, sa / sp / af);
+          log_sd = std::log(sp) + std::log(af) + std::log(h);
+          z = standardized(dv, f, af) / sp / h;
+          u = sa / sp / af / h;
+          w = 1.0 / h;
+          inv_sd = 1.0 / sp / af / h;
+          sp_sd = 1.0 / af / h;
+          af_sd = 1.0 / sp / h;
+        }
+        ll += -kHalfLog2Pi - log_sd - 0.5 * z * z;
+        dll_dsa = (z * z - 1.0) * inv_sd * u;
+        dll_dsp = (z * z - 1.0) * w * af_sd;
+        dll_df = z * inv_sd + (z * z - 1.0) * w * sgn * sp_sd;
       }
-      dll_df = res / (sd * sd) + dll_dsd * dsd_df;
     }
     if (gradient != nullptr) {
       const double* jr = jac + o * np;
@@ -278,6 +343,16 @@ double likelihood(const Prepared& impl, std::int64_t s, const double* pred, cons
       if (prop) sigma_gradient[add ? 1 : 0] += dll_dsp;
     }
   }
+  // A log-density below the range of double (a residual of many sd): no representable density.
+  if (!std::isfinite(ll)) return reject(np, ns, gradient, sigma_gradient);
+  // A derivative whose chain-rule terms leave the range of double (a sensitivity that overflows,
+  // d IPRED / d V at V = 1e-300; 0 x inf, inf - inf) is reported as 0, never NaN or inf.
+  const auto finite = [](double* g, std::size_t n) {
+    for (std::size_t c = 0; g != nullptr && c < n; ++c)
+      if (!std::isfinite(g[c])) g[c] = 0.0;
+  };
+  finite(gradient, np);
+  finite(sigma_gradient, static_cast<std::size_t>(ns));
   return ll;
 }
 }  // namespace
@@ -288,10 +363,18 @@ double Predictor::log_likelihood(std::int64_t s, const double* params, const Err
   impl_->check_subject(s);
   check_call(*impl_, ws.state_->owner, params, "log_likelihood");
   check_error_model(error, sigma);
+  check_dv(*impl_, s, error);
+  const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
+  if (!sigma_in_domain(error, sigma))
+    return reject(np, error.parameter_count(), gradient, sigma_gradient);
   const detail::SubjectPlan& plan = impl_->plans[static_cast<std::size_t>(s)];
   double* pred = ws.state_->pred.data();
   double* jac = ws.state_->jac.data();
-  ws.state_->solver->predict(plan, s, params, pred, gradient != nullptr ? jac : nullptr);
+  try {
+    ws.state_->solver->predict(plan, s, params, pred, gradient != nullptr ? jac : nullptr);
+  } catch (const DomainError&) {  // a parameter row out of the model's domain
+    return reject(np, error.parameter_count(), gradient, sigma_gradient);
+  }
   return likelihood(*impl_, s, pred, jac, error, sigma, gradient, sigma_gradient);
 }
 
@@ -368,29 +451,38 @@ double Predictor::log_likelihood_all(const double* params, const ErrorModel& err
                                      double* sigma_gradient, int threads) const {
   if (params == nullptr) throw_invalid("Predictor::log_likelihood_all: params is null");
   check_error_model(error, sigma);
+  for (std::int64_t s = 0; s < subjects(); ++s) check_dv(*impl_, s, error);
   const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
   const std::size_t n = static_cast<std::size_t>(subjects());
   const std::size_t ns = static_cast<std::size_t>(error.parameter_count());
   std::vector<double> lls(n);
   std::vector<double> sg(sigma_gradient != nullptr ? n * ns : 0);
-  if (impl_->events) {
+  bool done = false;
+  if (impl_->events && sigma_in_domain(error, sigma)) {
     // Predictions (and Jacobians) on the device, then each subject's likelihood from them.
     const std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->pred.resize(static_cast<std::size_t>(observations()));
     impl_->jac.resize(gradient != nullptr ? impl_->pred.size() * np : 0);
     double* jac = gradient != nullptr ? impl_->jac.data() : nullptr;
-    predict_on_device(params, impl_->pred.data(), jac, threads);
-    detail::parallel_for(
-        subjects(), resolve_threads(threads), 64, [] { return 0; },
-        [&](std::int64_t s, int&) {
-          const std::size_t i = static_cast<std::size_t>(s);
-          const std::size_t off = static_cast<std::size_t>(observation_offset(s));
-          lls[i] = likelihood(*impl_, s, impl_->pred.data() + off,
-                              jac != nullptr ? jac + off * np : nullptr, error, sigma,
-                              gradient != nullptr ? gradient + i * np : nullptr,
-                              sigma_gradient != nullptr ? sg.data() + i * ns : nullptr);
-        });
-  } else {
+    try {
+      predict_on_device(params, impl_->pred.data(), jac, threads);
+      done = true;
+    } catch (const DomainError&) {
+      // A row out of the domain: the per-subject calls below give its subject -infinity.
+    }
+    if (done)
+      detail::parallel_for(
+          subjects(), resolve_threads(threads), 64, [] { return 0; },
+          [&](std::int64_t s, int&) {
+            const std::size_t i = static_cast<std::size_t>(s);
+            const std::size_t off = static_cast<std::size_t>(observation_offset(s));
+            lls[i] = likelihood(*impl_, s, impl_->pred.data() + off,
+                                jac != nullptr ? jac + off * np : nullptr, error, sigma,
+                                gradient != nullptr ? gradient + i * np : nullptr,
+                                sigma_gradient != nullptr ? sg.data() + i * ns : nullptr);
+          });
+  }
+  if (!done) {
     for_subjects(*this, threads, [&](std::int64_t s, Workspace& ws) {
       const std::size_t i = static_cast<std::size_t>(s);
       lls[i] = log_likelihood(s, params + i * np, error, sigma,
@@ -402,6 +494,10 @@ double Predictor::log_likelihood_all(const double* params, const ErrorModel& err
   double total = 0.0;
   for (std::size_t i = 0; i < n; ++i) total += lls[i];
   if (per_subject != nullptr) std::copy(lls.begin(), lls.end(), per_subject);
+  if (total == -kInf) {  // the whole set is rejected
+    reject(np * n, static_cast<int>(ns), gradient, sigma_gradient);
+    return total;
+  }
   if (sigma_gradient != nullptr) {
     std::fill(sigma_gradient, sigma_gradient + ns, 0.0);
     for (std::size_t i = 0; i < n; ++i)

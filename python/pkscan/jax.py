@@ -125,8 +125,10 @@ def log_likelihood(predictor, params, sigma, error="additive", log_scale=False,
     dt = _float_dtype(params, sigma)
     ll = _loglik_function(predictor, kind, bool(log_scale))(
         params.astype(dt), jnp.reshape(sigma, (k,)).astype(dt))
-    # One subject out of the domain rejects the whole set: -inf with zero gradients throughout.
-    total = jnp.where(jnp.all(ll > -jnp.inf), jnp.sum(ll), -jnp.inf)
+    # One subject out of the domain rejects the whole set: -inf with zero gradients throughout
+    # (Predictor.log_likelihood_all's total).
+    total = jnp.sum(ll)
+    total = jnp.where(total > -jnp.inf, total, -jnp.inf)
     return (total, ll) if per_subject else total
 
 
@@ -248,6 +250,15 @@ class Simulator:
         if discretization not in ("exact", "euler"):
             raise ValueError(f"pkscan.jax.Simulator: discretization is {discretization!r}, but "
                              "must be 'exact' or 'euler'")
+        # One evaluation with derivatives holds [subjects, times, compartments] values and their
+        # Jacobian (x parameters): MemoryError before anything is built when that cannot fit.
+        n_times = int(steps) + 1 if times is None else np.size(times)
+        _core._check_memory("pkscan.jax.Simulator",
+                            8.0 * int(subjects) * n_times * len(m.compartments) *
+                            (1 + len(m.parameters)),
+                            f"the concentrations and derivatives of {int(subjects)} subjects x "
+                            f"{n_times} output times",
+                            "use fewer subjects, fewer steps or sparse output times")
         self.model = m
         self.subjects = int(subjects)
         self.discretization = discretization

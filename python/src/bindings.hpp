@@ -84,6 +84,13 @@ Discretization discretization_from_string(const std::string& s);
 SimulateOptions make_options(const std::string& method, const std::string& device,
                              const std::string& precision, int threads);
 
+/// Raises MemoryError ("<who>: <what> need X GiB, but only Y GiB are available; <hint>") when
+/// `need` bytes (what the call will hold; long double, so that absurd sizes do not wrap) exceed
+/// the library's limit for a result, result_byte_limit(options): options.max_result_bytes, else
+/// 80% of the memory available. Call it before allocating.
+void check_memory(const std::string& who, long double need, const std::string& what,
+                  const SimulateOptions& options, const std::string& hint);
+
 /// The doses of a list of dicts {compartment (name or 0-based index), time, amount, rate,
 /// duration, every, repeat}; None gives none.
 std::vector<DoseEvent> read_doses(const ModelInfo& model, py::handle doses);

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <pkscan/pkscan.hpp>
@@ -231,6 +232,25 @@ pkscan::SimulateOptions make_options(const std::string& method, const std::strin
   o.threads = threads;
   o.concentrations = true;
   return o;
+}
+
+// ---- Sizes ------------------------------------------------------------------------------------
+
+void check_memory(const std::string& who, long double need, const std::string& what,
+                  const pkscan::SimulateOptions& options, const std::string& hint) {
+  // The engine's check() reads the memory available only above 64 MiB (a read of /proc/meminfo
+  // costs more than a small simulation); the same here.
+  if (!(need > static_cast<long double>(std::uint64_t{64} << 20))) return;
+  const std::uint64_t limit = pkscan::result_byte_limit(options);
+  if (need <= static_cast<long double>(limit)) return;
+  const auto gib = [](long double bytes) {  // to 0.1 GiB
+    return pkscan::format_value(
+        static_cast<double>(std::round(bytes / (1024.0L * 1024.0L * 1024.0L) * 10.0L) / 10.0L));
+  };
+  const std::string msg = who + ": " + what + " need " + gib(need) + " GiB, but only " +
+                          gib(static_cast<long double>(limit)) + " GiB are available; " + hint;
+  PyErr_SetString(PyExc_MemoryError, msg.c_str());
+  throw py::error_already_set();
 }
 
 // ---- Doses ------------------------------------------------------------------------------------

@@ -33,6 +33,10 @@
 #include "bindings.hpp"
 #include "xla/ffi/api/ffi.h"
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xmmintrin.h>
+#endif
+
 namespace ffi = xla::ffi;
 
 namespace pkscan::python {
@@ -104,12 +108,34 @@ void finish_values(bool ok, double* v, std::int64_t n, double* d, std::int64_t n
   }
 }
 
-// Runs body(i, worker) for i in [0, count) on `threads` threads (pkscan::parallel_for); returns
-// the message of the lowest failing index's exception, empty when none failed.
+// XLA runs its CPU code, and calls these handlers, with subnormal numbers flushed to zero (x86's
+// MXCSR FTZ and DAZ flags); pkscan computes with IEEE subnormals. While one lives, this thread
+// computes with subnormals (as the Python Predictor does, so that both give the same bits); the
+// thread's mode is restored after.
+class IeeeSubnormals {
+#if defined(__x86_64__) || defined(_M_X64)
+ public:
+  IeeeSubnormals() noexcept : saved_(_mm_getcsr()) { _mm_setcsr(saved_ & ~kFlushBits); }
+  ~IeeeSubnormals() { _mm_setcsr(saved_); }
+  IeeeSubnormals(const IeeeSubnormals&) = delete;
+  IeeeSubnormals& operator=(const IeeeSubnormals&) = delete;
+
+ private:
+  static constexpr unsigned kFlushBits = 0x8040u;  // FTZ (bit 15) and DAZ (bit 6)
+  unsigned saved_;
+#endif
+};
+
+// Runs body(i, worker) for i in [0, count) on `threads` threads (pkscan::parallel_for), each
+// with IEEE subnormals; returns the message of the lowest failing index's exception, empty when
+// none failed.
 template <class Body>
 std::string for_each_index(std::int64_t count, int threads, Body body) {
   try {
-    pkscan::parallel_for(count, threads, [&](std::int64_t i, int worker) { body(i, worker); });
+    pkscan::parallel_for(count, threads, [&](std::int64_t i, int worker) {
+      const IeeeSubnormals ieee;
+      body(i, worker);
+    });
     return {};
   } catch (const std::exception& e) {
     return e.what()[0] ? std::string(e.what()) : std::string("failed");
@@ -151,6 +177,7 @@ ffi::Error batch_of(const ffi::AnyBuffer& params, std::size_t row, std::int64_t&
 // Runs a handler's body; an exception becomes an Internal error named after the Python function.
 template <class F>
 ffi::Error handle(const char* function, F&& body) {
+  const IeeeSubnormals ieee;  // also for the conversions of the results to float32
   try {
     return body();
   } catch (const std::exception& e) {
@@ -192,24 +219,10 @@ ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
           const std::size_t k = static_cast<std::size_t>(b * S + s);
           double* gp = want ? &g[k * static_cast<std::size_t>(P)] : nullptr;
           double* gsp = want ? &gs[k * static_cast<std::size_t>(K)] : nullptr;
-          double v = -std::numeric_limits<double>::infinity();
-          try {
-            v = p.log_likelihood(s, x.data() + k * static_cast<std::size_t>(P), error,
-                                 sg.data() + static_cast<std::size_t>(b * K), gp, gsp, ws);
-          } catch (const DomainError&) {
-            v = -std::numeric_limits<double>::infinity();
-          }
-          if (!std::isfinite(v)) {  // out of the domain: rejected, with finite (zero) gradients
-            v = -std::numeric_limits<double>::infinity();
-            if (want) {
-              for (std::int64_t j = 0; j < P; ++j) gp[j] = 0.0;
-              for (std::int64_t j = 0; j < K; ++j) gsp[j] = 0.0;
-            }
-          } else if (want) {  // NaN entries of an unused column never reach JAX as NaN
-            for (std::int64_t j = 0; j < P; ++j)
-              if (!std::isfinite(gp[j])) gp[j] = 0.0;
-          }
-          ll[k] = v;
+          // Out of the domain: -inf with zero gradients (Predictor::log_likelihood's rule, the
+          // one the Python Predictor answers with).
+          ll[k] = p.log_likelihood(s, x.data() + k * static_cast<std::size_t>(P), error,
+                                   sg.data() + static_cast<std::size_t>(b * K), gp, gsp, ws);
         });
     if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.log_likelihood: " + failure);
     store(ll, per_subject);

@@ -127,6 +127,14 @@ A linear model: compartments in state order; flows as (from, to, rate) tuples or
       .def("__repr__",
            [](const PyModel& self) { return "pkscan.Model('" + self.info->name + "')"; });
 
+  m.def(
+      "_check_memory",
+      [](const std::string& who, double need, const std::string& what, const std::string& hint) {
+        check_memory(who, need, what, pkscan::SimulateOptions{}, hint);
+      },
+      py::arg("who"), py::arg("need"), py::arg("what"), py::arg("hint"),
+      "Raises MemoryError when `need` bytes exceed the memory a result may take (the library's "
+      "result_byte_limit); for pkscan.jax.");
   bind_simulate(m);
   bind_population(m);
   bind_datasets(m);

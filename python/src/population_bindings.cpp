@@ -6,12 +6,16 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <memory>
+#include <pkscan/checks.hpp>
 #include <pkscan/pkscan.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "arrays.hpp"
 #include "bindings.hpp"
 
 namespace pkscan::python {
@@ -22,7 +26,17 @@ namespace {
 // amounts (float64), and the summary table.
 class MemorySink final : public ResultSink {
  public:
-  explicit MemorySink(const RunLayout& layout) : layout_(layout) {}
+  // Reserves every table for the layout's rows up front (the size check counted them).
+  explicit MemorySink(const RunLayout& layout) : layout_(layout) {
+    const auto rows = static_cast<std::size_t>(layout.rows);
+    ids.reserve(rows);
+    extra.reserve(rows * layout.extra_columns.size());
+    parameters.reserve(rows * layout.model->parameters.size());
+    metrics.reserve(rows * layout.metric_names.size());
+    ok.reserve(rows);
+    if (layout.trajectories)
+      amounts.reserve(rows * layout.times.size() * layout.model->compartments.size());
+  }
 
   void write(const Chunk& c) override {
     const SimulationResult& r = *c.result;
@@ -58,6 +72,59 @@ py::array_t<T> array(const std::vector<T>& v, std::vector<py::ssize_t> shape) {
   py::array_t<T> a(shape);
   std::copy(v.begin(), v.end(), a.mutable_data());
   return a;
+}
+
+// The array viewing `v`'s values, which it takes over (no copy: a table of every row is held
+// once).
+template <class T>
+py::array_t<T> take(std::vector<T>& v, std::vector<py::ssize_t> shape) {
+  if (v.empty()) return array(v, std::move(shape));
+  auto owned = std::make_unique<std::vector<T>>(std::move(v));
+  const T* data = owned->data();
+  return view(data, std::move(shape), owning_capsule(std::move(owned)));
+}
+
+// What simulate_population holds for the run (bytes; long double, so that absurd sizes do not
+// wrap): per row (replicate x sweep point x subject) its id, extra columns, parameters, metrics
+// and `ok` flag, and with trajectories its amounts (float64: result_bytes of one subject); the
+// per-time summary: its sketch (TimeSummary's memory, summary.hpp: per time and compartment
+// 2^ceil(log2(128 window_binades)) + 16 32-bit counters and 48 bytes) and its table.
+// MemoryError (check_memory) when that does not fit. Call before population_layout, which
+// allocates the output times.
+void check_population_memory(const PopulationRun& run, std::int64_t count) {
+  const Problem& p = run.problem;
+  const ModelInfo& model = p.parameters.info();
+  long double rows = static_cast<long double>(count) * static_cast<long double>(run.replicates);
+  for (const std::vector<double>& v : run.sweep.values) rows *= static_cast<long double>(v.size());
+  const auto times = static_cast<long double>(
+      p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size()));
+  const auto nc = static_cast<long double>(model.compartments.size());
+  const auto columns =
+      static_cast<long double>(1 + model.parameters.size() + kMetricCount +
+                               run.sweep.columns.size() + (run.replicates > 1 ? 1 : 0));
+  long double per_row = 8.0L * columns + 1.0L;
+  if (run.trajectories) {
+    Problem one = p;
+    one.parameters = ParameterBatch(p.parameters.info_ptr(), 1);
+    SimulateOptions f64 = run.options;
+    f64.precision = Precision::Float64;
+    f64.concentrations = false;
+    per_row += static_cast<long double>(result_bytes(one, f64));
+  }
+  const long double ring = std::exp2(
+      std::ceil(std::log2(128.0L * static_cast<long double>(TimeSummaryOptions{}.window_binades))));
+  const long double summary =
+      times * nc * (4.0L * (ring + 16.0L) + 48.0L) +
+      8.0L * times * (1.0L + nc * (1.0L + static_cast<long double>(run.percentiles.size())));
+  check_memory("simulate_population", rows * per_row + summary,
+               "the results of " + format_value(static_cast<double>(rows)) +
+                   " rows (replicates x "
+                   "sweep points x count) and the summaries of " +
+                   format_value(static_cast<double>(times)) + " output times",
+               run.options,
+               std::string("use a smaller count, fewer replicates or sweep points, fewer steps "
+                           "or sparse output times") +
+                   (run.trajectories ? ", or trajectories=False" : ""));
 }
 
 // iiv: {name: variance} (diagonal Omega) or {"block": [names], "omega": [lower triangle]}.
@@ -131,6 +198,7 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   run.problem.model = info->kind;
   run.problem.discretization = discretization_from_string(discretization);
   run.problem.grid = {dt, steps};
+  check_time_grid(run.problem.grid);  // an invalid grid is a ValueError, whatever its size
   run.problem.doses = read_doses(*info, doses);
   if (!times.is_none()) {
     std::vector<std::int64_t> idx;
@@ -165,6 +233,8 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   run.percentiles = std::move(percentiles);
   run.trajectories = trajectories;
   run.problem.parameters = ParameterBatch(info, 1);
+  check_population_run(run);  // invalid values are a ValueError, whatever the run's size
+  check_population_memory(run, count);
 
   const RunLayout layout = population_layout(run);
   MemorySink sink(layout);
@@ -187,17 +257,16 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   out["count"] = t.count;
   out["excluded"] = t.excluded;
   out["metric_names"] = names_of(layout.metric_names);
-  out["metrics"] =
-      array(sink.metrics, {rows, static_cast<py::ssize_t>(layout.metric_names.size())});
-  out["ids"] = array(sink.ids, {rows});
+  out["metrics"] = take(sink.metrics, {rows, static_cast<py::ssize_t>(layout.metric_names.size())});
+  out["ids"] = take(sink.ids, {rows});
   out["extra_columns"] = names_of(layout.extra_columns);
-  out["extra"] = array(sink.extra, {rows, static_cast<py::ssize_t>(layout.extra_columns.size())});
+  out["extra"] = take(sink.extra, {rows, static_cast<py::ssize_t>(layout.extra_columns.size())});
   out["parameters"] =
-      array(sink.parameters, {rows, static_cast<py::ssize_t>(info->parameters.size())});
+      take(sink.parameters, {rows, static_cast<py::ssize_t>(info->parameters.size())});
   py::array_t<bool> ok(rows);
   std::copy(sink.ok.begin(), sink.ok.end(), ok.mutable_data());
   out["ok"] = ok;
-  if (trajectories) out["amounts"] = array(sink.amounts, {rows, nt, nc});
+  if (trajectories) out["amounts"] = take(sink.amounts, {rows, nt, nc});
   out["method"] = to_string(report.summary.method);
   out["device"] = to_string(report.summary.device);
   return out;

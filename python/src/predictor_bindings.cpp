@@ -404,7 +404,9 @@ Log-likelihood of subject's observed DV: the full Gaussian density (log-normal o
 with log_scale). error: 'additive' (sd = sigma_add), 'proportional' (sd = sigma_prop * pred) or
 'combined' (sd = sqrt(sigma_add^2 + (sigma_prop pred)^2)); sigma: a number, or
 [sigma_add, sigma_prop] for combined. Returns the value, or with gradient=True
-(value, d/d params [len(parameter_names)], d/d sigma [1 or 2]).)doc")
+(value, d/d params [len(parameter_names)], d/d sigma [1 or 2]). Out of the domain (a parameter
+predict rejects, a sigma not finite and > 0, non-finite predictions, no density): -inf with zero
+gradients, not an exception (docs/python.md).)doc")
       .def_property("device", &PyPredictor::device, &PyPredictor::set_device, R"doc(
 Where predict_all, predict_gradient_all and log_likelihood_all run: 'cpu' (the default) or
 'cuda' (the event walk on the GPU, one device thread per subject, gradients included; the
@@ -428,7 +430,8 @@ derivatives of prediction i with respect to the parameters of its own subject
            R"doc(
 Sum over subjects of log_likelihood (per_subject=True: the [subjects] values instead of the
 sum). Returns the value, or with gradient=True (value, d/d params [subjects,
-len(parameter_names)], d/d sigma [1 or 2], the gradient of the sum).)doc")
+len(parameter_names)], d/d sigma [1 or 2], the gradient of the sum). One subject out of the
+domain makes the sum -inf with zero gradients.)doc")
       .def_property_readonly(
           "_address",
           [](const PyPredictor& self) {

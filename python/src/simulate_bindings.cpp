@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <pkscan/checks.hpp>
 #include <pkscan/pkscan.hpp>
 #include <string>
 #include <utility>
@@ -30,6 +31,7 @@ pkscan::Problem make_problem(py::handle model, py::handle parameters, py::handle
   p.discretization = discretization_from_string(discretization);
   p.grid.dt = dt;
   p.grid.steps = steps;
+  pkscan::check_time_grid(p.grid);  // an invalid grid is a ValueError, whatever its size
   std::int64_t subjects = -1;
   const std::vector<ParameterValue> values = read_parameters(*info, parameters, subjects);
   p.parameters = pkscan::ParameterBatch(info, subjects < 0 ? 1 : subjects);
@@ -54,6 +56,16 @@ pkscan::Problem make_problem(py::handle model, py::handle parameters, py::handle
     p.output = pkscan::OutputTimes::at_steps(std::move(idx));
   }
   return p;
+}
+
+// MemoryError before simulating when the result does not fit (check_memory).
+void check_result_memory(const pkscan::Problem& p, const pkscan::SimulateOptions& o) {
+  const std::int64_t times =
+      p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size());
+  check_memory("simulate", static_cast<long double>(pkscan::result_bytes(p, o)),
+               "the amounts and concentrations of " + std::to_string(p.parameters.subjects()) +
+                   " subjects x " + std::to_string(times) + " output times",
+               o, "use fewer subjects, fewer steps or sparse output times");
 }
 
 py::dict result_dict(std::unique_ptr<pkscan::SimulationResult> r, const ModelInfo& model) {
@@ -113,6 +125,7 @@ py::dict simulate_py(py::handle model, py::handle parameters, py::handle doses, 
   const pkscan::Problem problem =
       make_problem(model, parameters, doses, dt, steps, times, discretization);
   const pkscan::SimulateOptions options = make_options(method, device, precision, threads);
+  check_result_memory(problem, options);
   auto result = std::make_unique<pkscan::SimulationResult>();
   {
     py::gil_scoped_release nogil;
@@ -144,8 +157,18 @@ times and their exact derivatives with respect to every parameter column, the va
 pkscan.simulate(..., discretization="euler") bit for bit. Used by pkscan.jax.Simulator.)doc")
       .def(py::init([](py::handle model, py::handle doses, double dt, std::int64_t steps,
                        py::handle times) {
-             return std::make_unique<pkscan::GridGradient>(
-                 make_problem(model, py::none(), doses, dt, steps, times, "euler"));
+             const pkscan::Problem problem =
+                 make_problem(model, py::none(), doses, dt, steps, times, "euler");
+             // An evaluation returns a subject's concentrations and their Jacobian.
+             pkscan::SimulateOptions options;
+             options.concentrations = false;
+             const std::size_t np = problem.parameters.info().parameters.size();
+             check_memory("GridGradient",
+                          static_cast<long double>(pkscan::result_bytes(problem, options)) *
+                              static_cast<long double>(1 + np),
+                          "the concentrations and their derivatives of one evaluation", options,
+                          "use fewer steps or sparse output times");
+             return std::make_unique<pkscan::GridGradient>(problem);
            }),
            py::arg("model"), py::arg("doses"), py::arg("dt"), py::arg("steps"),
            py::arg("times") = py::none())
@@ -199,6 +222,7 @@ take turns; use one PyEngine per thread for parallel work.)doc")
                 make_problem(model, parameters, doses, dt, steps, times, discretization);
             const pkscan::SimulateOptions options =
                 make_options(method, device, precision, threads);
+            check_result_memory(problem, options);
             auto result = std::make_unique<pkscan::SimulationResult>();
             {
               py::gil_scoped_release nogil;

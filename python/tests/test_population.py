@@ -127,3 +127,27 @@ def test_bad_input_is_a_value_error():
     with pytest.raises(ValueError, match="typical"):
         pkscan.simulate_population("two_compartment", {"cl": [1.0, 2.0]}, DOSE, dt=0.25,
                                    steps=8, count=2)
+
+
+def test_sizes_are_checked_before_anything_is_held():
+    """Every size is checked before allocating: too large to hold is a MemoryError saying how
+    much the call needs (the library's limit: 80% of the memory available), an invalid size a
+    ValueError; never the kernel's OOM killer."""
+    run = dict(model="two_compartment", typical=TYPICAL, doses=DOSE, dt=0.25)
+    for kwargs in [dict(steps=8, count=10**12), dict(steps=8, count=10**6, replicates=10**9),
+                   dict(steps=8, count=10**6, sweep={"cl": [1.0] * 10**7}),
+                   dict(steps=10**8, count=10),  # the per-time summaries of 1e8 times
+                   dict(steps=10**5, count=10**8, trajectories=True)]:
+        with pytest.raises(MemoryError, match=r"simulate_population: .* need [0-9.e+]+ GiB, "
+                                              r"but only [0-9.e+]+ GiB are available"):
+            pkscan.simulate_population(**run, **kwargs)
+    for kwargs, what in [(dict(steps=8, count=0), "count"), (dict(steps=8, count=-10**12), "count"),
+                         (dict(steps=8, count=2, replicates=0), "replicates"),
+                         (dict(steps=10**12, count=2), "steps"), (dict(steps=-1, count=2), "steps")]:
+        with pytest.raises(ValueError, match=what):
+            pkscan.simulate_population(**run, **kwargs)
+    # A run that fits still runs, with every table whole.
+    out = pkscan.simulate_population(**run, steps=8, count=3000, replicates=2, trajectories=True)
+    assert out["ids"].shape == (6000,) and out["amounts"].shape == (6000, 9, 2)
+    np.testing.assert_allclose(out["amounts"][5999, :, 1], 20.0 * conc(0.25 * np.arange(9), 5.0),
+                               rtol=1e-12)

@@ -341,8 +341,6 @@ def test_errors(predictor, params):
     with pytest.raises(ValueError, match="sigma is required"):
         predictor.log_likelihood_all(params, "additive")
     with pytest.raises(ValueError):
-        predictor.log_likelihood(0, params[0], "additive", -1.0)
-    with pytest.raises(ValueError):
         pkscan.Predictor(TEXT)  # text needs a model
     with pytest.raises(ValueError):
         pkscan.Predictor("ID,TIME,AMT,CMT,EVID\n1,0,10,7,1\n", "two_compartment")  # CMT 7
@@ -379,3 +377,58 @@ def test_device_cuda_gives_the_closed_forms_or_says_it_is_not_available(params):
                                rtol=1e-10)
     p.device = "auto"
     assert p.device == "cpu"
+
+
+def test_out_of_the_domain_the_likelihood_is_minus_inf_not_an_exception(predictor, params):
+    """What predict rejects (ValueError), the likelihood answers with -inf and zero gradients, as
+    pkscan.jax does: a sampler's or optimizer's proposal out of the domain is rejected, not an
+    error. A subject whose predictions are not finite (here: a dose so large that they
+    overflow) is -inf too, never NaN."""
+    ke = predictor.parameter_names.index("ke")
+    for value in [-1.0, np.nan, np.inf]:
+        bad = params.copy()
+        bad[1, ke] = value
+        v, g, gs = predictor.log_likelihood(1, bad[1], "additive", 0.3)
+        assert v == -np.inf and np.all(g == 0) and np.all(gs == 0)
+        total, g, gs = predictor.log_likelihood_all(bad, "additive", 0.3)
+        assert total == -np.inf and np.all(g == 0) and np.all(gs == 0)
+        per = predictor.log_likelihood_all(bad, "additive", 0.3, gradient=False, per_subject=True)
+        assert per[1] == -np.inf and np.all(np.isfinite(per[[0, 2]]))
+    for sigma in [0.0, -0.3, np.nan, np.inf]:
+        for error in ["additive", "proportional"]:
+            assert predictor.log_likelihood(0, params[0], error, sigma, gradient=False) == -np.inf
+            total, g, gs = predictor.log_likelihood_all(params, error, sigma)
+            assert total == -np.inf and np.all(g == 0) and np.all(gs == 0)
+    huge = pkscan.Predictor("ID,TIME,AMT,CMT,EVID,DV\n1,0,1e300,2,1,.\n1,1,.,2,0,5\n",
+                            "two_compartment")
+    rows = huge.make_parameters({"ka": 1.0, "ke": 0.1, "v_central": 1e-300})
+    assert not np.isfinite(huge.predict_all(rows)).any()
+    for error in ["additive", "proportional", "combined"]:
+        sigma = [0.3, 0.1] if error == "combined" else 0.3
+        total, g, gs = huge.log_likelihood_all(rows, error, sigma)
+        assert total == -np.inf and np.all(g == 0) and np.all(gs == 0)
+
+
+def test_sigma_up_to_1e308_gives_the_finite_log_density(predictor, params):
+    """Every finite sigma > 0 is in the domain: the log-density is formed from log(sigma) and
+    (DV - pred) / sd, so sigma = 1e308 (sd^2 overflows) gives the finite value of the closed
+    form, here with a proportional error whose sd = 1e308 * pred overflows itself."""
+    pred = predictor.predict_all(params)
+    obs = predictor.observed
+    dv, f = predictor.dv[obs], pred[obs]
+    for error, sigma, sd in [("additive", 1e308, np.full(f.shape, 1e308)),
+                             ("proportional", 1e308, None), ("combined", [1e308, 1e308], None)]:
+        # log(sd) in closed form without overflow: log(sigma) + log(pred) (and for combined,
+        # log(sigma) + log(hypot(1, pred)))
+        if error == "additive":
+            log_sd = np.log(sd)
+        elif error == "proportional":
+            log_sd = np.log(1e308) + np.log(np.abs(f))
+        else:
+            log_sd = np.log(1e308) + np.log(np.hypot(1.0, f))
+        want = np.sum(-0.5 * np.log(2 * np.pi) - log_sd)   # (DV - pred) / sd is ~1e-308
+        total = predictor.log_likelihood_all(params, error, sigma, gradient=False)
+        assert np.isfinite(total)
+        np.testing.assert_allclose(total, want, rtol=1e-13)
+        v, g, gs = predictor.log_likelihood_all(params, error, sigma)
+        assert v == total and np.all(np.isfinite(g)) and np.all(np.isfinite(gs))

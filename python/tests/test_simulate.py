@@ -267,3 +267,28 @@ def test_bad_input_raises_value_error(kwargs, match):
 def test_missing_required_parameter_raises():
     with pytest.raises(ValueError):
         pkscan.simulate("two_compartment", {"ka": 1.0, "ke": 0.2}, [{"amount": 1.0}], dt=1.0, steps=2)
+
+
+def test_sizes_too_large_to_hold_raise_memory_error():
+    """The result's size (the library's result_bytes) is checked against the memory a result may
+    take before anything is allocated: MemoryError saying how much it needs; a grid beyond the
+    library's rules stays a ValueError."""
+    params = {"ka": np.full(10**4, 1.0), "ke": 0.2, "v_central": 1.0}
+    big = dict(model="two_compartment", parameters=params, doses=[{"amount": 1.0}], dt=0.5,
+               steps=10**9)
+    message = r"simulate: the amounts and concentrations of 10000 subjects x 1000000001 " \
+              r"output times need [0-9.e+]+ GiB, but only [0-9.e+]+ GiB are available"
+    with pytest.raises(MemoryError, match=message):
+        pkscan.simulate(**big)
+    with pytest.raises(MemoryError, match=message):
+        pkscan.Engine().simulate(**big)
+    with pytest.raises(MemoryError, match="GridGradient: .* need"):
+        pkscan.GridGradient("four_compartment", [{"amount": 1.0}], 0.5, 10**9)
+    with pytest.raises(ValueError, match="steps"):
+        pkscan.simulate(**dict(big, steps=10**12))
+    with pytest.raises(ValueError, match="steps"):
+        pkscan.GridGradient("two_compartment", [{"amount": 1.0}], 0.5, 10**12)
+    # Sparse output times make the same horizon small.
+    r = pkscan.simulate(**dict(big, parameters={"ka": 1.0, "ke": 0.2, "v_central": 1.0},
+                               times=[0.0, 5e8]))
+    assert r["amounts"].shape == (1, 2, 2)

@@ -221,6 +221,11 @@ def test_simulator_matches_pkscan_simulate_exact():
                                atol=1e-12)
     with pytest.raises(ValueError, match="grid"):
         pj.Simulator("three_compartment", DOSES, 0.25, 96, 3, times=[0.1])
+    # Too large to hold: MemoryError saying how much, before anything is built.
+    for discretization in ("exact", "euler"):
+        with pytest.raises(MemoryError, match=r"Simulator: .* need [0-9.e+]+ GiB"):
+            pj.Simulator("three_compartment", DOSES, 0.25, 10**6, 10**6,
+                         discretization=discretization)
 
 
 def test_simulator_gradient_and_vmap():

@@ -34,9 +34,10 @@
 /// threads at once, each with its own Workspace (a Workspace is used by one thread at a time).
 /// The per-subject evaluation functions (predict, predict_gradient, log_likelihood) do not
 /// allocate or log once the workspace has served one evaluation of the subject shape at hand
-/// (its buffers keep their capacity), and throw only for invalid input (DomainError for
-/// invalid parameter values, which allocates the message). The *_all functions make one
-/// workspace per thread per call.
+/// (its buffers keep their capacity), and throw only for invalid input (predict and
+/// predict_gradient: DomainError for invalid parameter values, which allocates the message;
+/// log_likelihood returns -infinity there instead). The *_all functions make one workspace per
+/// thread per call.
 
 #include <cstdint>
 #include <memory>
@@ -177,15 +178,30 @@ class Predictor {
                         Workspace& ws) const;
 
   /// Log-likelihood of subject `s`'s observed DV (EVID 0 with MDV 0 and DV present) under
-  /// `error` with error-model parameters `sigma` (error.parameter_count() values, > 0), the
-  /// full Gaussian density including -0.5 log(2 pi) terms (log-normal density on the DV scale
-  /// for log_scale, i.e. including the -log(DV) Jacobian term).
-  /// A proportional model at a prediction of exactly 0 has no density: the result is -infinity
-  /// and the gradients NaN. A subject without such observations gives 0.
+  /// `error` with error-model parameters `sigma` (error.parameter_count() values), the full
+  /// Gaussian density including -0.5 log(2 pi) terms (log-normal density on the DV scale for
+  /// log_scale, i.e. including the -log(DV) Jacobian term). A subject without such observations
+  /// gives 0. Each term is formed from log(sigma) and (DV - IPRED) / sd, so that any finite
+  /// sigma > 0 (subnormal to 1e308) gives the finite log-density; one below the range of double
+  /// (a residual of more than about 1e154 sd) is -infinity. Derivatives are finite: an entry
+  /// whose chain-rule terms leave the range of double (a sensitivity that overflows, such as
+  /// d IPRED / d V at V = 1e-300) is 0, never NaN or infinity.
+  ///
+  /// The domain: the result is -infinity with zero gradients (never an exception: a sampler
+  /// rejects the proposal, an optimizer steps back) when
+  /// - a parameter row, with the dataset's parameter cells written in, breaks the model's rules
+  ///   (what makes predict() throw DomainError: a rate constant, clearance or volume that is
+  ///   negative, zero where it must be > 0, NaN or infinite; both or neither of an alternative
+  ///   pair; F or lag out of range);
+  /// - a sigma is not finite and > 0 (0, negative, NaN, infinite);
+  /// - a prediction of the subject (at any observation record) is not finite: the solution
+  ///   overflows, or a steady state does not exist (simulate_dataset()'s NonFinite status);
+  /// - there is no density: a proportional model at a prediction of exactly 0, or a prediction
+  ///   <= 0 on the log scale.
   /// @param gradient if not null: parameters() values, d loglik / d params
   /// @param sigma_gradient if not null: error.parameter_count() values, d loglik / d sigma
-  /// @throws DomainError for invalid parameters or sigma, or a non-positive prediction or DV
-  ///         on the log scale (naming the dataset line)
+  /// @throws DomainError for a DV <= 0 on the log scale (naming the dataset line), whatever
+  ///         the parameters
   /// @throws InvalidArgument as predict(), for a null sigma, or log_scale with a proportional
   ///         or combined model
   double log_likelihood(std::int64_t s, const double* params, const ErrorModel& error,
@@ -208,7 +224,9 @@ class Predictor {
   /// Sum over subjects of log_likelihood(); per_subject (if not null) receives subjects()
   /// values, gradient (if not null) subjects() x parameters() values (each subject's gradient
   /// with respect to its own row), sigma_gradient (if not null) the sum over subjects. Sums run
-  /// in subject order: the same bits for any thread count.
+  /// in subject order: the same bits for any thread count. A subject out of the domain
+  /// (log_likelihood()) makes the sum -infinity, with zero gradients throughout (gradient and
+  /// sigma_gradient: the whole set is rejected; per_subject still holds every subject's value).
   double log_likelihood_all(const double* params, const ErrorModel& error, const double* sigma,
                             double* per_subject, double* gradient, double* sigma_gradient,
                             int threads = 0) const;
