@@ -143,9 +143,10 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   if (spec.dataset) {
     const DatasetResult result =
         simulate_dataset(*spec.dataset, spec.problem.model, spec.problem.parameters, spec.options);
-    config::write_dataset_csv(result, *spec.dataset, spec.problem.parameters.info(), path,
-                              config::csv_companions(path));
-    report(result.summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
+    RunSummary summary = result.summary;
+    summary.non_finite_subjects = config::write_dataset_csv(
+        result, *spec.dataset, spec.problem.parameters.info(), path, config::csv_companions(path));
+    report(summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
     return kExitOk;
   }
   if (spec.streaming() || !ends_with(path, ".csv")) {
@@ -166,8 +167,10 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   options.concentrations = false;  // the CSV writer divides by volumes as it writes
   const SimulationResult result = simulate(spec.problem, options);
   // No <stem>.summary.csv or <stem>.metrics.csv of an earlier run stays next to this one.
-  config::write_csv(result, spec.problem.parameters.info(), path, config::csv_companions(path));
-  report(result.summary(),
+  RunSummary summary = result.summary();
+  summary.non_finite_subjects =
+      config::write_csv(result, spec.problem.parameters.info(), path, config::csv_companions(path));
+  report(summary,
          std::to_string(result.subjects()) +
              (result.subjects() == 1 ? " subject x " : " subjects x ") +
              std::to_string(result.times()) + " times",

@@ -11,8 +11,11 @@ namespace pkscan::config {
 namespace {
 using detail::put;  // shortest round-trip text, for the value's own type
 
+// Returns the subjects whose status is not Ok or whose rows hold a value that is not finite (a
+// concentration overflows where a volume is subnormal).
 template <class Real>
-void write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFile& out) {
+std::int64_t write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFile& out) {
+  std::int64_t non_finite = 0;
   const int n = r.compartments();
   const std::int64_t times = r.times();
   char line[1024];
@@ -22,6 +25,7 @@ void write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFil
     // Concentrations are amounts / volume, divided here at write time (deferred division).
     for (int c = 0; c < n; ++c)
       inv[static_cast<std::size_t>(c)] = static_cast<Real>(r.volume(s, c));
+    bool finite = true;
     for (std::int64_t t = 0; t < times; ++t) {
       const Real* a = amounts.data() + (s * times + t) * n;
       char* p = put(line, end, s + 1);
@@ -33,12 +37,16 @@ void write_rows(const SimulationResult& r, const Array<Real>& amounts, AtomicFil
       }
       for (int c = 0; c < n; ++c) {
         *p++ = ',';
-        p = put(p, end, static_cast<Real>(a[c] / inv[static_cast<std::size_t>(c)]));
+        const Real conc = static_cast<Real>(a[c] / inv[static_cast<std::size_t>(c)]);
+        finite = finite && std::isfinite(conc);
+        p = put(p, end, conc);
       }
       *p++ = '\n';
       out.write(line, static_cast<std::size_t>(p - line));
     }
+    non_finite += !finite || r.status()[static_cast<std::size_t>(s)] != SubjectStatus::Ok;
   }
+  return non_finite;
 }
 
 // The start of a result file's header: id, time, the amounts and the concentrations.
@@ -58,17 +66,17 @@ AtomicFile& open_unit(OutputUnit& unit, const std::string& path,
 }
 }  // namespace
 
-void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path,
-               const std::vector<std::string>& stale) {
+std::int64_t write_csv(const SimulationResult& result, const ModelInfo& model,
+                       const std::string& path, const std::vector<std::string>& stale) {
   OutputUnit unit(path);
   AtomicFile& out = open_unit(unit, path, stale);
   const std::string header = header_start(model) + '\n';
   out.write(header.data(), header.size());
-  if (result.precision() == Precision::Float64)
-    write_rows(result, result.amounts_f64(), out);
-  else
-    write_rows(result, result.amounts_f32(), out);
+  const std::int64_t non_finite = result.precision() == Precision::Float64
+                                      ? write_rows(result, result.amounts_f64(), out)
+                                      : write_rows(result, result.amounts_f32(), out);
   unit.commit();
+  return non_finite;
 }
 
 namespace {
@@ -80,8 +88,8 @@ std::string csv_field(const std::string& v) {
 }
 }  // namespace
 
-void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
-                       const std::string& path, const std::vector<std::string>& stale) {
+std::int64_t write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
+                               const std::string& path, const std::vector<std::string>& stale) {
   check_dataset_columns(data, model);
   OutputUnit unit(path);
   AtomicFile& out = open_unit(unit, path, stale);
@@ -94,6 +102,9 @@ void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelI
   const int n = r.compartments;
   std::string line;
   char num[64];
+  // Subjects whose rows hold a value that is not finite: an amount, a concentration (an amount
+  // divided by a subnormal volume overflows) or the prediction.
+  std::vector<char> non_finite(r.status.size(), 0);
   auto put_num = [&](double v) {
     line += ',';
     line.append(num, static_cast<std::size_t>(std::to_chars(num, num + sizeof num, v).ptr - num));
@@ -113,11 +124,20 @@ void write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelI
     else
       put_num(rec.dv);
     put_num(r.prediction[ui]);
+    bool finite = std::isfinite(r.prediction[ui]);
+    for (std::size_t c = ui * static_cast<std::size_t>(n);
+         c < (ui + 1) * static_cast<std::size_t>(n); ++c)
+      finite = finite && std::isfinite(r.amounts[c]) && std::isfinite(r.concentrations[c]);
+    if (!finite) non_finite[static_cast<std::size_t>(r.subject[ui])] = 1;
     for (const std::string& cov : rec.covariates) line += "," + csv_field(cov);
     line += '\n';
     out.write(line.data(), line.size());
   }
   unit.commit();
+  std::int64_t count = 0;
+  for (std::size_t s = 0; s < non_finite.size(); ++s)
+    count += non_finite[s] != 0 || r.status[s] != SubjectStatus::Ok;
+  return count;
 }
 
 }  // namespace pkscan::config

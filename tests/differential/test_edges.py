@@ -260,3 +260,72 @@ output: {path: out.csv}
 """, limit_bytes=1 << 30, expect=2)
     assert err.count("\n") == 1 and "too large to hold in memory" in err, err
     assert not (tmp_path / "out.csv").exists()
+
+
+ONE_CPT_GRID = """model: two_compartment
+time: {{dt: {dt!r}, steps: 8}}
+subjects:
+  parameters:
+    ka: 0
+    ke: [{ks}]
+    v_central: {v!r}
+doses:
+  - {{compartment: central, time: 0, amount: {amount!r}}}
+output: {{path: out.csv}}
+engine: {{method: {method}}}
+"""
+
+EXTREME_K = [0.0, 5e-324, 1e-300, 1e-10, 1.0, 1e10, 1e300, 1.7976931348623157e308]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dt", [5e-324, 1e-300, 1e-10, 1.0, 1e10, 1e300])
+@pytest.mark.parametrize("amount,v", [(5e-324, 1.0), (1e-300, 1e-300), (1.0, 5e-324),
+                                      (1e300, 1e300), (1e300, 1e-5)])
+def test_one_compartment_at_the_ends_of_every_range(tmp_path, method, dt, amount, v):
+    """A bolus D into central with elimination k (ka 0: the depot plays no part), every value at the ends of its
+    allowed range (subnormal, 1e-300, the largest double; dt from the smallest subnormal to
+    1e300): the amount at t_i = i dt is D e^-(k t_i) (relative 1e-13 plus the condition of
+    e^-x, x ulps; values in the subnormal range to within one subnormal ulp of the closed form's
+    own rounding), or, where the concentration D / V overflows, the subject is reported
+    non-finite and its concentrations hold inf."""
+    ks = ", ".join(repr(k) for k in EXTREME_K)
+    header, rows, err = run(tmp_path, ONE_CPT_GRID.format(dt=dt, ks=ks, v=v, amount=amount,
+                                                          method=method))
+    amounts = column(header, rows, "amount_central").reshape(len(EXTREME_K), 9)
+    conc = column(header, rows, "conc_central").reshape(len(EXTREME_K), 9)
+    t = np.arange(9) * dt
+    for s, k in enumerate(EXTREME_K):
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            x = k * t
+            x = np.where(np.isnan(x), 0.0, x)  # 0 * inf: t = 0
+            want = amount * np.exp(-x)
+        cond = 1e-13 + 2.0 ** -52 * np.minimum(x, 800)
+        got = amounts[s]
+        tiny = np.abs(want) < 1e-300
+        assert np.all(np.abs(got[~tiny] - want[~tiny]) <= cond[~tiny] * np.abs(want[~tiny])), \
+            (k, dt, amount, got, want)
+        assert np.all(np.abs(got[tiny] - want[tiny]) <= 1e-300 * 1e-13 + 1e-323), \
+            (k, dt, amount, got, want)
+        with np.errstate(over="ignore"):
+            want_c = got / v
+        np.testing.assert_array_equal(conc[s], want_c)
+    with np.errstate(over="ignore"):
+        overflow = np.isinf(amounts / v).any(axis=1).sum()
+    if overflow:
+        assert f"{overflow} subjects have non-finite values" in err, err
+    else:
+        assert "warning" not in err, err
+
+
+def test_a_concentration_that_overflows_in_a_dataset_run_is_reported(tmp_path):
+    """V_central = 5e-324 (the smallest subnormal, a valid volume): the amounts are right, the
+    central concentration amount / V overflows to inf, and the subject is reported non-finite
+    (the run's warning), never a silent inf."""
+    run_file = TINY_V.replace("VC", "5e-324").replace("cl: 1, q: 2, ",
+                                                      "ke: 0.25, k12: 0.1, k21: 0.2, ")
+    header, rows, err = run(tmp_path, run_file, "ID,TIME,AMT,EVID\n1,0,100,1\n1,0.5,.,0\n1,2,.,0\n")
+    assert "1 subjects have non-finite values" in err, err
+    assert np.all(np.isinf(column(header, rows, "conc_central")))
+    depot = column(header, rows, "amount_depot")
+    np.testing.assert_allclose(depot, 100 * np.exp(-1.0 * np.array([0.5, 2.0])), rtol=1e-13)

@@ -119,19 +119,24 @@ void check_dataset_columns(const Dataset& data, const ModelInfo& model);
 /// Writes the contract CSV: header `id,time,amount_<c>...,conc_<c>...` (compartment names of
 /// `model`), one row per subject and output time, numbers in shortest round-trip form.
 /// `stale`: files removed in the same commit (an OutputUnit), e.g. csv_companions(path) so that
-/// no summary of an earlier run stays next to the new file.
+/// no summary of an earlier run stays next to the new file. Returns the number of subjects whose
+/// status is not Ok or whose rows hold a value that is not finite (a concentration overflows
+/// where a volume is subnormal; the status, about amounts, stays Ok).
 /// @throws Error on I/O failure; the target is then untouched.
-void write_csv(const SimulationResult& result, const ModelInfo& model, const std::string& path,
-               const std::vector<std::string>& stale = {});
+std::int64_t write_csv(const SimulationResult& result, const ModelInfo& model,
+                       const std::string& path, const std::vector<std::string>& stale = {});
 
 /// Writes the rows of a dataset run: `id,time,amount_<c>...,conc_<c>...,dv,pred,<covariates>`,
 /// one row per observation record in dataset order; id is the dataset's ID, pred the
 /// concentration of the observed compartment, a missing DV an empty field; covariates as
 /// written in the dataset (quoted when they hold a comma or a quote).
-/// `stale` as for write_csv. @throws InvalidArgument when a covariate column has the name of a
-/// result column (check_dataset_columns), before any file is created; Error on I/O failure; the
-/// target is then untouched.
-void write_dataset_csv(const DatasetResult& result, const Dataset& data, const ModelInfo& model,
-                       const std::string& path, const std::vector<std::string>& stale = {});
+/// `stale` as for write_csv. Returns the number of subjects whose status is not Ok or whose rows
+/// hold a value that is not finite (a concentration overflows where a volume is subnormal).
+/// @throws InvalidArgument when a covariate column has the name of a result column
+/// (check_dataset_columns), before any file is created; Error on I/O failure; the target is then
+/// untouched.
+std::int64_t write_dataset_csv(const DatasetResult& result, const Dataset& data,
+                               const ModelInfo& model, const std::string& path,
+                               const std::vector<std::string>& stale = {});
 
 }  // namespace pkscan::config
