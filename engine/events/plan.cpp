@@ -35,7 +35,6 @@ DatasetSetup::DatasetSetup(const Dataset& dataset, std::shared_ptr<const ModelIn
     is_dataset_column[static_cast<std::size_t>(col)] = 1;
   }
   if (sensitivities) rates = analyse_rates(m);
-  set_memory_limit(SimulateOptions{});
 }
 
 void DatasetSetup::set_memory_limit(const SimulateOptions& options) {

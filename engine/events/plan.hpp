@@ -71,9 +71,10 @@ struct DatasetSetup {
   std::vector<char> is_dataset_column;
   RateStructure rates;  // only with sensitivities
   // Largest number of events one subject's plan may hold (its memory, on every thread that
-  // builds plans, within the memory limit: result_limit of the caller's options).
-  std::int64_t max_events = 0;
-  // Sets max_events from the memory limit and threads of `options` (the constructor: defaults).
+  // builds plans, within the memory limit: result_limit of the caller's options). Unbounded
+  // until set_memory_limit; every caller that builds plans sets it once.
+  std::int64_t max_events = std::numeric_limits<std::int64_t>::max();
+  // Sets max_events from the memory limit and threads of `options`.
   void set_memory_limit(const SimulateOptions& options);
 
   // The plan of subject s; its observations are numbered from 0 within the subject. Additional

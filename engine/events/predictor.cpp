@@ -61,6 +61,7 @@ namespace {
 struct Prepared {
   Prepared(Dataset dataset, std::shared_ptr<const ModelInfo> model)
       : data(std::move(dataset)), setup(data, std::move(model), "Predictor", true) {
+    setup.set_memory_limit(SimulateOptions{});
     plans.resize(data.subjects.size());
     for (std::size_t s = 0; s < plans.size(); ++s) {
       detail::SubjectPlan& plan = plans[s];

@@ -9,14 +9,16 @@
 //    so 32 ulps at most.
 //  - s > 5 (stiff: a rate constant far above 1 / h): each doubling would double the error of the
 //    slow modes, whose information lies in how far expm(A u) is below I (ka = 1e14 with h = 0.5
-//    would lose 45 doublings' worth, 2^45 ulps). The doublings keep instead the diagonal of
-//    expm(A u) - I while it is above -1/2 (as expm1 keeps exp(x) - 1), and form every other entry
-//    as a sum of products of non-negative numbers: the rate matrix of a compartment model has
-//    non-negative flows off its diagonal, so expm(A u) and G(u) are non-negative and the products
-//    lose nothing to cancellation. Entrywise relative accuracy stays about s ulps for rate
-//    constants up to the largest double (tests/unit/transition_test.cpp sweeps 1e-300 .. 1e300
-//    against closed forms). A matrix with a negative off-diagonal entry (none of the models')
-//    keeps the plain doublings.
+//    would lose 45 doublings' worth, 2^45 ulps). The rate matrix of a compartment model has
+//    non-negative flows off its diagonal, so expm(A u) and G(u) are non-negative: the doublings
+//    form every entry as a sum of products of non-negative numbers, which loses nothing to
+//    cancellation, and carry each column's mass loss c^T = 1^T (I - expm(A u)) the same way
+//    (c(2u)^T = c(u)^T (I + expm(A u)), started from the eliminations); a diagonal entry near 1
+//    is 1 - (loss + what moved out of the column), so the slow modes keep their digits (as
+//    expm1 keeps exp(x) - 1). Entrywise relative accuracy stays about s ulps for rate constants
+//    up to the largest double (tests/unit/transition_test.cpp: closed forms and mpmath,
+//    1e-300 .. 1e300). A matrix with a negative off-diagonal entry (none of the models') keeps
+//    the plain doublings.
 #include "grid/transition.hpp"
 
 #include <cmath>
