@@ -1,9 +1,8 @@
 #pragma once
 // The definition of detail::real_eigendecomposition (declared in events/event_list.hpp). Included
 // only by the six files CMake generates, one per model size N = 1..6 (each with one explicit
-// instantiation: compiled in separate files they take about 10 s each, together in one file over
-// two minutes), instead of by every file that simulates datasets. Same code and flags as when it
-// was inline in Propagator::reset, so the same bits.
+// instantiation, so that the six EigenSolver instantiations compile in parallel; compile times in
+// docs/performance.md, "Thresholds"), instead of by every file that simulates datasets.
 #include <Eigen/Dense>
 
 #include "events/event_list.hpp"

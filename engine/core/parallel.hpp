@@ -20,9 +20,8 @@
 namespace pkscan::detail {
 
 // Work a thread of a grid call should get before another thread is woken, counted as
-// subject-steps plus values written (about 0.8 ns and 0.2-0.4 ns each in the batched backend on
-// one Zen 4 core): 10-20 us of one thread, several times what waking a thread of the pool costs
-// (N = 10 subjects, T = 1e3 dense steps: 23 us on one thread, 14 us on two).
+// subject-steps plus values written: several times what waking a thread of the pool costs
+// (docs/performance.md, "Thresholds").
 constexpr double kGridWorkPerThread = 16384.0;
 
 // The threads a call with `work` units of work uses out of `threads` (resolved): one per

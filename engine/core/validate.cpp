@@ -144,8 +144,8 @@ EulerViolation first_euler_violation(const ParameterBatch& parameters, double dt
       if (const EulerViolation v = violation(s, out)) return v;
     return EulerViolation{};
   }
-  // The first violating subject, found in parallel (a sweep of 1e6 subjects spends 17 ms here on
-  // one thread); the same subject whatever the thread count.
+  // The first violating subject, found in parallel (large sweeps: docs/performance.md,
+  // "Thresholds"); the same subject whatever the thread count.
   std::int64_t first = subjects;
 #pragma omp parallel num_threads(resolve_threads(0))
   {

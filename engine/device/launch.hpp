@@ -15,9 +15,8 @@
 namespace pkscan::device {
 
 // Calls f(j) for every index j in [0, n) (subjects, or rows of a summary) on the policy's system:
-// thrust::for_each. The CUDA file overloads it for its own policy with a plain kernel launch
-// (launch_cuda.cu: a Thrust launch costs 5.3 us of host time on an H200 host, much of a small
-// call).
+// thrust::for_each. The CUDA file overloads it for its own policy with a plain kernel launch,
+// whose host cost is a fraction of a Thrust launch's (docs/performance.md, "Thresholds").
 template <class Policy, class F>
 void for_each_subject(const Policy& policy, std::int64_t n, const F& f) {
   const thrust::counting_iterator<std::int64_t> first(0), last(n);

@@ -24,7 +24,7 @@ class ResultBuilder {
     r.output_times_.clear();
     for (std::int64_t s : b.out_steps) r.output_times_.push_back(p.grid.time(s));
     r.volumes_.resize(static_cast<std::size_t>(b.subjects * b.n));
-    // On the call's threads when there are many (1e6 subjects take 10 ms on one).
+    // On the call's threads when there are many subjects.
     auto volumes_of = [&](std::int64_t s, int) {
       for (int c = 0; c < b.n; ++c)
         r.volumes_[static_cast<std::size_t>(s * b.n + c)] =
@@ -161,8 +161,8 @@ Path resolve_path(const Problem& problem, const SimulateOptions& options) {
   if (path.device == Device::Auto) {
     // The GPU where it pays (docs/performance.md, "How auto chooses"): much work, over enough
     // subjects to fill the device (one thread each), whose results stay small. Trajectories that
-    // must cross the bus to the host are written faster by the CPU (measured on an H200 host:
-    // 0.42-0.53x of the CPU's speed for dense output).
+    // must cross the bus to the host are written faster by the CPU (dense output on the GPU is
+    // slower than the CPU: docs/performance.md, "How auto chooses").
     const bool big =
         subjects >= 100'000 && static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
     const bool small_output = n_out * 16 <= steps;
@@ -195,8 +195,8 @@ void check(const Problem& problem, const SimulateOptions& options) {
     detail::throw_invalid("simulate", "options.threads", std::to_string(options.threads),
                           ">= 0 (0 = all hardware threads)");
   const std::uint64_t need = result_bytes(problem, options);
-  // The memory available is read from /proc/meminfo, about 10 us a call: more than a small
-  // simulation itself (fitting code calls it millions of times). A result below
+  // The memory available is read from /proc/meminfo, which costs more than a small simulation
+  // itself (fitting code calls it millions of times; docs/performance.md, "Thresholds"). A result below
   // kUncheckedResultBytes is checked only against max_result_bytes when that is set.
   const bool measure = options.max_result_bytes > 0 || need > detail::kUncheckedResultBytes;
   const std::uint64_t limit = measure ? detail::result_limit(options) : need;

@@ -7,9 +7,9 @@ import collections
 import pytest
 
 WORST = {}
-# Known differences of the old code from the target semantics (issue 12), most specific first:
-# per-subject lists (two or more lists read wrongly), steady-state constant infusions (must stop
-# at the record), the lag of an SS dose, the SS record's own parameters at a shared time.
+# Feature tags that name the subtle conventions a failure most likely breaks, most specific
+# first: per-subject lists (two or more lists), steady-state constant infusions (they stop at the
+# record), the lag of an SS dose, the SS record's own parameters at a shared time.
 CAUSES = ["lists>=2", "ss_const_infusion", "ss_lag", "ss_tv_params"]
 
 

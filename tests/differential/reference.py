@@ -12,8 +12,8 @@ same dict the generator writes as YAML), and the amounts are computed with SciPy
 `propagator="ode"` replaces the matrix exponential by `solve_ivp(Radau, rtol=1e-12)` restarted at
 every event: a cross-check of this reference itself.
 
-Conventions implemented: docs/conventions.md, docs/run-files.md, docs/cli.md and
-the target steady-state semantics of issue 12 (an SS dose is a train of doses arriving at
+Conventions implemented: docs/conventions.md, docs/run-files.md and docs/cli.md; steady states
+as docs/conventions.md describes them (an SS dose is a train of doses arriving at
 t0 + lag - k II for k = 0, 1, ...; the state from t0 on is that train's periodic solution). For
 lag >= II NONMEM's documented advance II - ALAG is not positive and nothing is advanced: the state
 at t0 is that of a train arriving at t0 - k II (k = 0, 1, ...: just after an arrival), and only

@@ -16,7 +16,8 @@ struct SimulateOptions {
   int threads = 0;                           ///< CPU threads; 0 = the default (threads.hpp)
   bool concentrations = true;                ///< also fill SimulationResult concentrations
   /// Largest result (bytes) simulate() may allocate; 0 = 80% of the memory available now
-  /// (read from the system for results above 64 MiB only: reading it costs about 10 us).
+  /// (read from the system for results above 64 MiB only: reading it costs more than a small
+  /// simulation).
   /// Larger runs are rejected with DomainError before anything is allocated.
   std::uint64_t max_result_bytes = 0;
 };

@@ -1,4 +1,5 @@
-"""The smallest run files that show each target convention of issue 12, through `pkscan run`,
+"""The smallest run files that show each steady-state and dosing convention of
+docs/conventions.md, through `pkscan run`,
 against closed forms (one compartment, elimination k, or the Bateman function). The generated
 cases cover the same ground in combination; these say in one line what is expected."""
 
