@@ -196,8 +196,8 @@ void check(const Problem& problem, const SimulateOptions& options) {
                           ">= 0 (0 = all hardware threads)");
   const std::uint64_t need = result_bytes(problem, options);
   // The memory available is read from /proc/meminfo, which costs more than a small simulation
-  // itself (fitting code calls it millions of times; docs/performance.md, "Thresholds"). A result below
-  // kUncheckedResultBytes is checked only against max_result_bytes when that is set.
+  // itself (fitting code calls it millions of times; docs/performance.md, "Thresholds"). A
+  // result below kUncheckedResultBytes is checked only against max_result_bytes when that is set.
   const bool measure = options.max_result_bytes > 0 || need > detail::kUncheckedResultBytes;
   const std::uint64_t limit = measure ? detail::result_limit(options) : need;
   if (need > limit) {
