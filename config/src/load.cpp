@@ -117,7 +117,7 @@ RunSpec load_run_file(const std::string& path) {
   if (in.bad())
     throw ConfigError(path, 0, 0, "cannot read the run file (I/O error, or it is a directory)");
   RunSpec spec = parse_run_config(text, path);
-  spec.inputs.insert(spec.inputs.begin(), InputFile{"the run file", path});
+  spec.inputs.insert(spec.inputs.begin(), output::InputFile{"the run file", path});
   return spec;
 }
 

@@ -55,8 +55,8 @@ GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const Y
                                    "count and typical values say it); remove it");
     spec.population = parse_population(L, pit->second.value, model, fields);
     if (!spec.population->covariate_file.empty())
-      spec.inputs.push_back(
-          InputFile{"subjects.population.covariates.file", spec.population->covariate_file});
+      spec.inputs.push_back(output::InputFile{"subjects.population.covariates.file",
+                                              spec.population->covariate_file});
   }
   // With a population, subjects.parameters is absent: an empty mapping stands in for it.
   // Initialised once, never assigned (yaml_reader.hpp).

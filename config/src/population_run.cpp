@@ -2,7 +2,7 @@
 // sink of its output path (see population_run.hpp).
 #include <memory>
 #include <pkscan/config/population_run.hpp>
-#include <pkscan/config/sink.hpp>
+#include <pkscan/output/sink.hpp>
 #include <pkscan/population.hpp>
 #include <string>
 
@@ -69,7 +69,7 @@ PopulationRun to_population_run(const RunSpec& spec) {
 StreamReport run_streaming(const RunSpec& spec, const std::string& path,
                            const StreamOptions& options) {
   const PopulationRun run = to_population_run(spec);
-  std::unique_ptr<ResultSink> sink = make_sink(path, population_layout(run));
+  std::unique_ptr<ResultSink> sink = output::make_sink(path, population_layout(run));
   return run_population(run, *sink, options);
 }
 

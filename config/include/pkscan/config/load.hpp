@@ -5,9 +5,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <pkscan/config/output.hpp>
 #include <pkscan/dataset.hpp>
 #include <pkscan/engine.hpp>
+#include <pkscan/output/output.hpp>
 #include <pkscan/population_run.hpp>
 #include <string>
 #include <vector>
@@ -72,7 +72,7 @@ struct RunSpec {
   /// Every file the run reads: the run file (load_run_file), subjects.dataset and
   /// subjects.population.covariates.file. The output must be none of them
   /// (check_output_not_input).
-  std::vector<InputFile> inputs;
+  std::vector<output::InputFile> inputs;
   /// True when the run is simulated in chunks and streamed (a population, a sweep, summaries,
   /// no trajectories, or HDF5 output).
   bool streaming() const noexcept {
