@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <pkscan/config/sink.hpp>
+#include <pkscan/output/sink.hpp>
 #include <pkscan/population_run.hpp>
 #include <pkscan/predictor.hpp>
 #include <pkscan/summary.hpp>
@@ -450,7 +450,7 @@ void run_write_bench(const BenchOptions& o, std::ostream& out) {
   const std::string path = o.write_dir + "/pkscan-bench.h5";
   struct stat st {};
   const Timings h5 = time_calls(o.repeat, [&] {
-    const std::unique_ptr<ResultSink> sink = config::make_sink(path, population_layout(run));
+    const std::unique_ptr<ResultSink> sink = output::make_sink(path, population_layout(run));
     run_population(run, *sink);
     if (::stat(path.c_str(), &st) != 0) throw Error("pkscan bench --write: no file " + path);
   });

@@ -6,9 +6,9 @@
 #include <new>
 #include <pkscan/build_config.hpp>
 #include <pkscan/config/load.hpp>
-#include <pkscan/config/output.hpp>
 #include <pkscan/config/population_run.hpp>
-#include <pkscan/config/sink.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/sink.hpp>
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 
@@ -75,7 +75,7 @@ std::string describe(const config::RunSpec& spec) {
 // run reads.
 void check_output_inputs(const Command& c, const config::RunSpec& spec, const std::string& path) {
   try {
-    config::check_output_not_input(path, config::csv_companions(path), spec.inputs);
+    output::check_output_not_input(path, output::csv_companions(path), spec.inputs);
   } catch (const InvalidArgument& e) {
     output_error(c, spec, e.what());
   }
@@ -126,7 +126,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   if (path.empty())
     throw ConfigError(c.file, spec.output_line, spec.output_column,
                       "output.path is missing; give output.path in the run file or --output PATH");
-  if (!config::is_result_path(path))
+  if (!output::is_result_path(path))
     output_error(c, spec, "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5");
   if (spec.dataset && !ends_with(path, ".csv"))
     output_error(
@@ -136,7 +136,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   // there (a directory, a name too long, a missing directory, no permission).
   check_output_inputs(c, spec, path);
   try {
-    config::check_output_unit(path, config::csv_companions(path));
+    output::check_output_unit(path, output::csv_companions(path));
   } catch (const Error& e) {
     output_error(c, spec, e.what());
   }
@@ -144,17 +144,17 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
     const DatasetResult result =
         simulate_dataset(*spec.dataset, spec.problem.model, spec.problem.parameters, spec.options);
     RunSummary summary = result.summary;
-    summary.non_finite_subjects = config::write_dataset_csv(
-        result, *spec.dataset, spec.problem.parameters.info(), path, config::csv_companions(path));
+    summary.non_finite_subjects = output::write_dataset_csv(
+        result, *spec.dataset, spec.problem.parameters.info(), path, output::csv_companions(path));
     report(summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
     return kExitOk;
   }
   if (spec.streaming() || !ends_with(path, ".csv")) {
-    config::StreamOptions so;
+    PopulationRunOptions so;
     Progress progress(err, c.terminal, "subjects");
     if (!c.quiet)
       so.progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
-    const config::StreamReport rep = config::run_streaming(spec, path, so);
+    const PopulationRunReport rep = config::run_streaming(spec, path, so);
     progress.finish();
     report(rep.summary,
            std::to_string(rep.rows) + (rep.rows == 1 ? " subject" : " subjects") +
@@ -169,7 +169,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   // No <stem>.summary.csv or <stem>.metrics.csv of an earlier run stays next to this one.
   RunSummary summary = result.summary();
   summary.non_finite_subjects =
-      config::write_csv(result, spec.problem.parameters.info(), path, config::csv_companions(path));
+      output::write_csv(result, spec.problem.parameters.info(), path, output::csv_companions(path));
   report(summary,
          std::to_string(result.subjects()) +
              (result.subjects() == 1 ? " subject x " : " subjects x ") +

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <pkscan/config/output.hpp>
+#include <pkscan/output/output.hpp>
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 #include <utility>
@@ -440,13 +440,13 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
   }
   Dataset data = read_dataset(o.dataset, names, static_cast<int>(m.compartments.size()));
   const FitSetup setup = make_setup(o, m, data);
-  std::unique_ptr<config::AtomicFile> file;
+  std::unique_ptr<output::AtomicFile> file;
   if (!o.output.empty()) {
     // Before fitting: the estimates replace no input and can be committed there.
     try {
-      config::check_output_not_input(o.output, {}, {{"the dataset", o.dataset}});
-      config::check_output_unit(o.output, {});
-      file = std::make_unique<config::AtomicFile>(o.output);
+      output::check_output_not_input(o.output, {}, {{"the dataset", o.dataset}});
+      output::check_output_unit(o.output, {});
+      file = std::make_unique<output::AtomicFile>(o.output);
     } catch (const Error& e) {
       throw InvalidArgument(std::string("--output: ") + e.what());
     }

@@ -16,8 +16,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/read.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <string>
 #include <system_error>
 
@@ -74,14 +75,14 @@ class TempDir {
  public:
   explicit TempDir(const std::string& output) {
     try {
-      path_ = config::create_temp_dir(output);
+      path_ = output::create_temp_dir(output);
     } catch (const Error& e) {
       throw InvalidArgument(std::string("--output: ") + e.what());
     }
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() { config::remove_temp_file(path_); }
+  ~TempDir() { output::remove_temp_file(path_); }
   std::string file(const char* name) const { return path_ + "/" + name; }
   const std::string& path() const noexcept { return path_; }
 
@@ -167,7 +168,7 @@ CLI::App* add_plot_command(CLI::App& app, PlotOptions& o) {
 void run_plot(const PlotOptions& o, std::ostream& out) {
   if (!plot::ends_with(o.output, ".png"))
     throw InvalidArgument("--output is \"" + o.output + "\", but must end in .png");
-  const plot::PlotData data = plot::read_result(o);
+  const output::Curves data = output::read_result(o.result, o.compartment, o.max_subjects);
   const plot::Script script = plot::make_script(data, o);
   const TempDir dir(o.output);  // a bad output directory is bad input, gnuplot or not
   const std::string gnuplot = find_gnuplot(o);

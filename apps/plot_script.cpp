@@ -1,6 +1,7 @@
-// `pkscan plot`: the gnuplot script (pure: PlotData and options in, script text out). The data
+// `pkscan plot`: the gnuplot script (pure: the curves and options in, script text out). The data
 // go inline as datablocks; the only user text in it, the title and the subject labels, is
 // quoted as gnuplot strings and drawn with enhanced text off.
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -36,7 +37,17 @@ bool drawable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); 
 
 }  // namespace
 
-Script make_script(const PlotData& d, const PlotOptions& o) {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+Script make_script(const output::Curves& d, const PlotOptions& o) {
   std::ostringstream s;
   const std::string size = std::to_string(o.width) + "," + std::to_string(o.height);
   // pngcairo when this gnuplot has it (antialiased), else the libgd png terminal.
@@ -103,7 +114,7 @@ Script make_script(const PlotData& d, const PlotOptions& o) {
   } else {
     s << "$subjects << EOD\n";
     int block = 0;
-    for (const Series& series : d.subjects) {
+    for (const output::Series& series : d.subjects) {
       std::size_t n = 0;
       for (std::size_t i = 0; i < series.t.size(); ++i)
         if (std::isfinite(series.t[i]) && drawable(series.y[i], o.log)) {

@@ -8,7 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <exception>
-#include <pkscan/config/temp_files.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <string>
 #include <thread>
 
@@ -56,7 +56,7 @@ const char* signal_name(int sig) {
     if (::sigwait(&set, &sig) != 0) continue;
     // Waits for a commit in progress, removes every temporary file, and keeps the registry
     // locked so that no other thread creates or commits a file before _exit.
-    config::discard_temp_files(true);
+    output::discard_temp_files(true);
     const int status = 128 + sig;
     // On a terminal, after a progress bar drawn in place: a line of its own.
     const std::string line = std::string(::isatty(STDERR_FILENO) ? "\n" : "") +

@@ -2,7 +2,7 @@
 // Terminating signals of the `pkscan` program (not of the in-process run_cli used by the tests):
 // SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU and SIGXFSZ are blocked in every
 // thread and taken by one thread that waits for them (sigwait). On one, that thread removes
-// every temporary output file (config::discard_temp_files, which waits for a commit in progress
+// every temporary output file (output::discard_temp_files, which waits for a commit in progress
 // to complete, so a signal never splits a commit), prints one line on stderr and ends the
 // process with status 128 + the signal number (SIGINT 130, SIGTERM 143, SIGHUP 129).
 

@@ -67,7 +67,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   // check_population_run), and each error reported at its value's node (Loader::checked).
   const TimeNodes time = parse_time(L, top, root, p);
   FieldTable population_fields;  // where the values check_population_run checks are
-  const GridSubjects subjects = parse_subjects(L, top, root, spec, *model_ptr, population_fields);
+  const GridSubjects subjects = parse_subjects(L, top, root, spec, model_ptr, population_fields);
   parse_output(L, top, spec, population_fields);  // before the size check (output.times)
   if (auto it = top.find("sweep"); it != top.end()) {
     spec.sweep = parse_sweep(L, it->second.value, *model_ptr, population_fields);
@@ -117,7 +117,7 @@ RunSpec load_run_file(const std::string& path) {
   if (in.bad())
     throw ConfigError(path, 0, 0, "cannot read the run file (I/O error, or it is a directory)");
   RunSpec spec = parse_run_config(text, path);
-  spec.inputs.insert(spec.inputs.begin(), InputFile{"the run file", path});
+  spec.inputs.insert(spec.inputs.begin(), output::InputFile{"the run file", path});
   return spec;
 }
 

@@ -8,6 +8,7 @@
 #include <pkscan/dataset.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
+#include <pkscan/output/output.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,9 +71,10 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
   }
   auto data = std::make_shared<Dataset>(
       read_dataset(resolved, names, static_cast<int>(model.compartments.size())));
-  spec.inputs.push_back(InputFile{"subjects.dataset", resolved});
+  spec.inputs.push_back(output::InputFile{"subjects.dataset", resolved});
   try {
-    check_dataset_columns(*data, model);  // its covariates go to the result beside its columns
+    output::check_dataset_columns(*data,
+                                  model);  // its covariates go to the result beside its columns
   } catch (const InvalidArgument& e) {
     L.fail(dnode, e.what());
   }

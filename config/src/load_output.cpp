@@ -2,8 +2,8 @@
 // writes (trajectories, summaries with their percentiles).
 #include <cstdint>
 #include <pkscan/checks.hpp>
-#include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/sink.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,7 +57,7 @@ void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fi
     spec.output_path = L.scalar_string(it->second.value, "output.path",
                                        "a file path ending in .csv, .h5 or .hdf5");
     const std::string& op = spec.output_path;
-    if (!is_result_path(op))
+    if (!output::is_result_path(op))
       L.fail(it->second.value, "output.path is \"" + op + "\", but must end in .csv, .h5 or .hdf5");
     spec.output_path_line = it->second.value.Mark().line + 1;
     spec.output_path_column = it->second.value.Mark().column + 1;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <memory>
 #include <pkscan/error.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/population.hpp>
 #include <string>
 #include <vector>
 
@@ -18,7 +20,7 @@ namespace {
 
 // Reads the covariates CSV of a population: a header of names, then one row of numbers per
 // subject. Errors name the file, the line and the column.
-void read_covariates(const std::string& path, PopulationInput& pop, std::int64_t max_rows) {
+void read_covariates(const std::string& path, PopulationSpec& pop, std::int64_t max_rows) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ConfigError(path, 0, 0,
@@ -89,24 +91,26 @@ void read_covariates(const std::string& path, PopulationInput& pop, std::int64_t
 
 }  // namespace
 
-std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const YAML::Node& node,
-                                                        const ModelInfo& model,
-                                                        FieldTable& fields) {
+void parse_population(const Loader& L, const YAML::Node& node,
+                      const std::shared_ptr<const ModelInfo>& model_ptr, RunSpec& spec,
+                      FieldTable& fields) {
+  const ModelInfo& model = *model_ptr;
   auto pop_keys = L.entries(node, "subjects.population",
                             {"count", "seed", "replicates", "typical", "iiv", "covariates"});
-  auto out = std::make_shared<PopulationInput>();
-  PopulationInput& pop = *out;
   const std::string ctx = "subjects.population";
   auto need = [&](const std::string& k) -> const Loader::Entry& {
     auto it = pop_keys.find(k);
     if (it == pop_keys.end()) L.fail(node, "missing key '" + k + "' in " + ctx);
     return it->second;
   };
-  pop.count = L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
-  pop.seed = static_cast<std::uint64_t>(
+  const std::int64_t count = L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
+  const auto seed = static_cast<std::uint64_t>(
       L.integer(need("seed").value, ctx + ".seed", 0, (std::int64_t{1} << 53)));
+  // Typical values at the model's defaults (NaN for the unused one of micro constants /
+  // clearances) where not given.
+  PopulationSpec& pop = spec.population.emplace(model_ptr, count, seed);
   if (auto it = pop_keys.find("replicates"); it != pop_keys.end())
-    pop.replicates = L.integer(it->second.value, ctx + ".replicates", 1, 1'000'000);
+    spec.replicates = L.integer(it->second.value, ctx + ".replicates", 1, 1'000'000);
 
   // typical values
   const YAML::Node& tn = need("typical").value;
@@ -116,10 +120,7 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
     if (!pi.alias.empty()) names.push_back(pi.alias);
   }
   auto typ = L.entries(tn, ctx + ".typical", names);
-  pop.typical.resize(model.parameters.size());
   std::vector<char> given(model.parameters.size(), 0);
-  for (std::size_t c = 0; c < model.parameters.size(); ++c)
-    pop.typical[c] = model.parameters[c].default_value;
   for (auto it = tn.begin(); it != tn.end(); ++it) {
     const int col = parameter_index(model, it->first.Scalar());
     const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
@@ -162,21 +163,21 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         if (!bn[i].IsScalar())
           L.fail(bn[i], ctx + ".iiv.block[" + std::to_string(i + 1) + "] must be a name");
         const int col = named_parameter(L, model, bn[i], ctx + ".iiv.block");
-        for (int c : pop.eta_columns)
+        for (int c : pop.iiv)
           if (c == col) L.fail(bn[i], ctx + ".iiv.block names " + bn[i].Scalar() + " twice");
         const Located at{bn[i], ctx + ".iiv.block[" + std::to_string(i + 1) + "]"};
         fields.emplace("iiv[" + std::to_string(i) + "]", at);
         fields.emplace("population.iiv[" + std::to_string(i) + "]", at);
-        pop.eta_columns.push_back(col);
+        pop.iiv.push_back(col);
       }
-      const std::size_t m = pop.eta_columns.size();
+      const std::size_t m = pop.iiv.size();
       const YAML::Node& on = oi->second.value;
       if (!on.IsSequence() || on.size() != m * (m + 1) / 2)
         L.fail(on, ctx + ".iiv.omega must be a list of " + std::to_string(m * (m + 1) / 2) +
                        " numbers: the lower triangle of the " + std::to_string(m) + "x" +
                        std::to_string(m) + " covariance, row by row" +
                        (on.IsSequence() ? ", but has " + std::to_string(on.size()) : ""));
-      pop.omega.assign(m * m, 0.0);
+      pop.omega = Eigen::MatrixXd::Zero(m, m);
       std::size_t k = 0;
       for (std::size_t r = 0; r < m; ++r) {
         for (std::size_t c = 0; c <= r; ++c, ++k) {
@@ -184,7 +185,7 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
           const double v = L.number(on[k], what);
           fields.emplace("omega[" + std::to_string(r) + "][" + std::to_string(c) + "]",
                          Located{on[k], what});
-          pop.omega[r * m + c] = pop.omega[c * m + r] = v;
+          pop.omega(r, c) = pop.omega(c, r) = v;
         }
       }
       fields.emplace("omega", Located{on, ctx + ".iiv.omega"});
@@ -194,21 +195,20 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         const YAML::Node k = kv.first;
         values.push_back(kv.second);
         const int col = named_parameter(L, model, k, ctx + ".iiv");
-        for (int c : pop.eta_columns)
+        for (int c : pop.iiv)
           if (c == col) L.fail(k, ctx + ".iiv names " + k.Scalar() + " twice");
-        const std::string a = std::to_string(pop.eta_columns.size());
+        const std::string a = std::to_string(pop.iiv.size());
         fields.emplace("iiv[" + a + "]", Located{k, ctx + ".iiv." + k.Scalar()});
         fields.emplace("population.iiv[" + a + "]", Located{k, ctx + ".iiv." + k.Scalar()});
         fields.emplace("omega[" + a + "][" + a + "]",
                        Located{kv.second, ctx + ".iiv." + k.Scalar()});
-        pop.eta_columns.push_back(col);
+        pop.iiv.push_back(col);
       }
-      const std::size_t m = pop.eta_columns.size();
-      pop.omega.assign(m * m, 0.0);
+      const std::size_t m = pop.iiv.size();
+      pop.omega = Eigen::MatrixXd::Zero(m, m);
       for (std::size_t k = 0; k < m; ++k)
-        pop.omega[k * m + k] = L.number(
-            values[k],
-            ctx + ".iiv." + model.parameters[static_cast<std::size_t>(pop.eta_columns[k])].name);
+        pop.omega(k, k) = L.number(
+            values[k], ctx + ".iiv." + model.parameters[static_cast<std::size_t>(pop.iiv[k])].name);
       fields.emplace("omega", Located{iv, ctx + ".iiv"});
     }
   }
@@ -222,7 +222,6 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
     const std::string path =
         L.resolve(L.scalar_string(fi->second.value, ctx + ".covariates.file",
                                   "the path of a CSV file with one row per subject"));
-    pop.covariate_file = path;
     fields.emplace("covariates", Located{fi->second.value, ctx + ".covariates.file", false});
     if (!std::ifstream(path, std::ios::binary))
       L.fail(fi->second.value,
@@ -255,8 +254,8 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
           if (e.find(k) == e.end())
             L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
-        PopulationInput::Effect eff;
-        eff.column = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
+        CovariateEffect eff;
+        eff.parameter = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
         const std::string f = "effects[" + std::to_string(i) + "].";
         for (const char* key : {"parameter", "covariate", "reference"})
           fields.emplace(f + key, Located{e.at(key).value, ectx + "." + key});
@@ -276,19 +275,19 @@ std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const Y
         if (type != "power" && type != "exponential")
           L.fail(e.at("type").value,
                  ectx + ".type is \"" + type + "\", but must be power or exponential");
-        eff.power = type == "power";
-        eff.coefficient = L.number(e.at("coefficient").value, ectx + ".coefficient");
+        eff.model = type == "power" ? CovariateModel::Power : CovariateModel::Exponential;
+        eff.theta = L.number(e.at("coefficient").value, ectx + ".coefficient");
         eff.reference = L.number(e.at("reference").value, ectx + ".reference");
         pop.effects.push_back(eff);
       }
     }
+    spec.inputs.push_back(output::InputFile{"subjects.population.covariates.file", path});
   }
-  return out;
 }
 
-SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
-                       FieldTable& fields) {
-  SweepInput sw;
+Sweep parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
+                  FieldTable& fields) {
+  Sweep sw;
   if (!node.IsMap() || node.size() == 0)
     L.fail(node, "sweep must be a mapping of parameter names to lists of values");
   std::int64_t points = 1;

@@ -80,10 +80,11 @@ struct GridSubjects {
   YAML::Node population;             // subjects.population (a null node without one)
 };
 
-// `subjects`: parameters (numbers or lists), count, or a population (spec.population).
-// Where the population's values are goes into `fields` (parse_population).
+// `subjects`: parameters (numbers or lists), count, or a population (parse_population).
+// Where the population's values are goes into `fields`.
 GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const YAML::Node& root,
-                            RunSpec& spec, const ModelInfo& model, FieldTable& fields);
+                            RunSpec& spec, const std::shared_ptr<const ModelInfo>& model_ptr,
+                            FieldTable& fields);
 
 // The run fits in memory (and a streamed run has at most 10^12 subjects); checked before
 // anything per subject is allocated.
@@ -109,14 +110,16 @@ void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fi
 // of the parameter table.
 PopulationRun population_parts(const RunSpec& spec);
 
-// subjects.population, with its covariates file read (relative to the run file's folder). Its
-// values' rules are the library's (check_population_run); `fields` gets where each value is,
-// under the library's field paths (typical[c], iiv[a], omega[i][j], effects[e].reference, ...).
-std::shared_ptr<const PopulationInput> parse_population(const Loader& L, const YAML::Node& node,
-                                                        const ModelInfo& model, FieldTable& fields);
+// subjects.population into spec.population and spec.replicates, with its covariates file read
+// (relative to the run file's folder; added to spec.inputs). Its values' rules are the library's
+// (check_population_run); `fields` gets where each value is, under the library's field paths
+// (typical[c], iiv[a], omega[i][j], effects[e].reference, ...).
+void parse_population(const Loader& L, const YAML::Node& node,
+                      const std::shared_ptr<const ModelInfo>& model_ptr, RunSpec& spec,
+                      FieldTable& fields);
 
 // `sweep: {parameter: [values], ...}`; `fields` gets sweep.columns[k] and sweep.values[k][j].
-SweepInput parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
-                       FieldTable& fields);
+Sweep parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
+                  FieldTable& fields);
 
 }  // namespace pkscan::config::detail

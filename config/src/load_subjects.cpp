@@ -44,7 +44,9 @@ int named_parameter(const Loader& L, const ModelInfo& model, const YAML::Node& k
 }
 
 GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const YAML::Node& root,
-                            RunSpec& spec, const ModelInfo& model, FieldTable& fields) {
+                            RunSpec& spec, const std::shared_ptr<const ModelInfo>& model_ptr,
+                            FieldTable& fields) {
+  const ModelInfo& model = *model_ptr;
   const Loader::Entry& subj_e = L.require(top, "subjects", root, "the run file");
   auto subj = L.entries(subj_e.value, "subjects", {"count", "parameters", "population"});
   if (auto pit = subj.find("population"); pit != subj.end()) {
@@ -53,10 +55,7 @@ GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const Y
         L.fail(it->second.key, "subjects." + std::string(k) +
                                    " cannot be given with subjects.population (the population's "
                                    "count and typical values say it); remove it");
-    spec.population = parse_population(L, pit->second.value, model, fields);
-    if (!spec.population->covariate_file.empty())
-      spec.inputs.push_back(
-          InputFile{"subjects.population.covariates.file", spec.population->covariate_file});
+    parse_population(L, pit->second.value, model_ptr, spec, fields);
   }
   // With a population, subjects.parameters is absent: an empty mapping stands in for it.
   // Initialised once, never assigned (yaml_reader.hpp).
@@ -134,11 +133,10 @@ void check_run_size(const Loader& L, const RunSpec& spec, const GridSubjects& su
   const Loader::Entries& subj = subjects.keys;
   const std::int64_t count = subjects.count;
   if (spec.streaming()) {
-    const long double rows =
-        static_cast<long double>(spec.sweep.points()) *
-        (spec.population ? static_cast<long double>(spec.population->count) *
-                               static_cast<long double>(spec.population->replicates)
-                         : static_cast<long double>(count));
+    const long double rows = static_cast<long double>(spec.sweep.points()) *
+                             (spec.population ? static_cast<long double>(spec.population->count) *
+                                                    static_cast<long double>(spec.replicates)
+                                              : static_cast<long double>(count));
     if (rows > 1e12L)
       L.fail(subj_e.value, "the run has " + format_value(static_cast<double>(rows)) +
                                " subjects (replicates x sweep points x subjects), more than 10^12");

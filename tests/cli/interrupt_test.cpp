@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
-#include <pkscan/config/temp_files.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -233,7 +233,7 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
     if (journal) {
       // Killed between two renames: completing the commit (what the next run does first) gives
       // exactly the new set.
-      EXPECT_TRUE(config::recover_commit(out));
+      EXPECT_TRUE(output::recover_commit(out));
       EXPECT_EQ(visible_files(results.path()), set[to]) << "after the roll forward";
     }
     // SIGKILL: its temporary files may be left; the next run to the same path removes them.

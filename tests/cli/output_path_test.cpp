@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <climits>
-#include <pkscan/config/output.hpp>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <string>
 #include <vector>
 
@@ -109,14 +109,14 @@ TEST(OutputPath, ACommitLeftHalfDoneIsCompletedByTheNextRun) {
   fs::create_directory(dir.file("out.summary.csv"));
   write_text(dir.file("out.summary.csv/x"), "x");
   {
-    config::OutputUnit unit(out);
-    config::AtomicFile& main = unit.add(out);
+    output::OutputUnit unit(out);
+    output::AtomicFile& main = unit.add(out);
     main.write("old\n", 4);
-    config::AtomicFile& summary = unit.add(dir.file("out.summary.csv"));
+    output::AtomicFile& summary = unit.add(dir.file("out.summary.csv"));
     summary.write("old summary\n", 12);
     EXPECT_THROW(unit.commit(), Error);
   }
-  ASSERT_TRUE(fs::exists(config::commit_journal_path(out)));
+  ASSERT_TRUE(fs::exists(output::commit_journal_path(out)));
 
   const CliResult blocked = run_pkscan({"run", dir.file("run.yaml"), "-o", out});
   EXPECT_EQ(blocked.status, 2) << describe(blocked);
@@ -162,11 +162,11 @@ TEST(OutputPath, TemporaryAndJournalNamesStayWithinTheirBound) {
   TempDir dir;
   for (const std::size_t n : {5u, 127u, 128u, 129u, 250u}) {
     const std::string target = dir.file(std::string(n - 4, 'n') + ".csv");
-    const std::size_t bound = config::longest_temp_name(target);
+    const std::size_t bound = output::longest_temp_name(target);
     EXPECT_LE(bound, 191u) << n;
-    const config::AtomicFile f(target);
+    const output::AtomicFile f(target);
     EXPECT_LE(fs::path(f.temp_path()).filename().string().size(), bound) << n;
-    EXPECT_LE(fs::path(config::commit_journal_path(target)).filename().string().size(), bound) << n;
+    EXPECT_LE(fs::path(output::commit_journal_path(target)).filename().string().size(), bound) << n;
   }
 }
 

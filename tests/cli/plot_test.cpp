@@ -7,7 +7,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <pkscan/config/sink.hpp>
+#include <pkscan/output/sink.hpp>
 #include <pkscan/pkscan.hpp>
 #include <string>
 #include <vector>
@@ -225,12 +225,12 @@ void write_h5(const std::string& path, bool with_summary) {
   p.parameters.set_all("v_peripheral", 30);
   p.doses.push_back({0, 0.0, 100.0});
   const SimulationResult r = simulate(p);
-  config::RunLayout l;
+  RunLayout l;
   l.model = p.parameters.info_ptr();
   l.times = r.output_times();
   l.rows = 3;
-  const std::unique_ptr<config::ResultSink> sink = config::make_sink(path, l);
-  config::Chunk c;
+  const std::unique_ptr<ResultSink> sink = output::make_sink(path, l);
+  Chunk c;
   c.result = &r;
   c.parameters = p.parameters.values().data();
   sink->write(c);

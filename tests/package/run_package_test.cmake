@@ -63,19 +63,32 @@ if(CONFIG)
 endif()
 step("build the consumer" ${CMAKE_COMMAND} ${build_args})
 
+# The output component without yaml-cpp: find_package(pkscan COMPONENTS output) must not need it.
+set(output_build ${WORK_DIR}/build-output-only)
+set(output_args ${configure_args})
+list(TRANSFORM output_args REPLACE "^${consumer_build}$" "${output_build}")
+step("configure an output-only consumer without yaml-cpp" ${CMAKE_COMMAND} ${output_args}
+     -DPKSCAN_CONSUMER_CONFIG=OFF -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON)
+step("build the output-only consumer" ${CMAKE_COMMAND} --build ${output_build}
+     --target output_consumer)
+
 # The library alone, with yaml-cpp and HDF5 unfindable: find_package(pkscan) must not need them.
 set(lib_build ${WORK_DIR}/build-library-only)
 set(lib_args ${configure_args})
 list(TRANSFORM lib_args REPLACE "^${consumer_build}$" "${lib_build}")
 step("configure a library-only consumer without yaml-cpp and HDF5" ${CMAKE_COMMAND} ${lib_args}
-     -DPKSCAN_CONSUMER_CONFIG=OFF -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON
+     -DPKSCAN_CONSUMER_OUTPUT=OFF -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON
      -DCMAKE_DISABLE_FIND_PACKAGE_HDF5=ON)
 step("build the library-only consumer" ${CMAKE_COMMAND} --build ${lib_build} --target consumer)
 
-foreach(program consumer config_consumer)
+foreach(program consumer output_consumer config_consumer)
   find_program(exe ${program} PATHS ${consumer_build} ${consumer_build}/${CONFIG} NO_DEFAULT_PATH
                NO_CACHE REQUIRED)
-  step("run ${program}" ${exe})
+  if(program STREQUAL "output_consumer")
+    step("run ${program}" ${exe} ${WORK_DIR})
+  else()
+    step("run ${program}" ${exe})
+  endif()
   message(STATUS "${step_output}")
   unset(exe)
 endforeach()

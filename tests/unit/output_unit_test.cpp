@@ -1,4 +1,4 @@
-// Temporary output files and their commit as one unit (config/include/pkscan/config/
+// Temporary output files and their commit as one unit (output/include/pkscan/output/
 // temp_files.hpp, output.hpp): names recognisable as pkscan's and as belonging to a target, a
 // unit's files moved into place together with the stale companions removed, nothing changed by
 // a unit destroyed uncommitted, orphans of processes that are gone removed (and only those), an
@@ -11,16 +11,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <pkscan/config/output.hpp>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "support/scratch_dir.hpp"
 
-namespace pkscan::config {
+namespace pkscan::output {
 namespace {
 
 namespace fs = std::filesystem;
@@ -275,4 +275,4 @@ TEST(TempFiles, DiscardRemovesEveryRegisteredFile) {
 }
 
 }  // namespace
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -95,10 +95,10 @@ TEST(PopulationRun, BitIdenticalAcrossThreadsChunksAndMethods) {
         spec.options.method = m;
         spec.options.device = Device::Cpu;
         spec.options.threads = threads;
-        StreamOptions so;
+        PopulationRunOptions so;
         so.chunk_rows = chunk;
         const std::string path = dir.file("run" + std::to_string(k++) + ".csv");
-        const StreamReport rep = run_streaming(spec, path, so);
+        const PopulationRunReport rep = run_streaming(spec, path, so);
         EXPECT_EQ(rep.rows, 5000);
         const std::string all = read_file(path) +
                                 read_file(path.substr(0, path.size() - 4) + ".summary.csv") +
@@ -142,7 +142,7 @@ output: {trajectories: false, summaries: {percentiles: [5, 50, 95]}}
       spec.options.device = Device::Cpu;
       spec.options.threads = threads;
       const std::string path = dir.file("f" + std::to_string(k++) + ".csv");
-      const StreamReport rep = run_streaming(spec, path);
+      const PopulationRunReport rep = run_streaming(spec, path);
       EXPECT_EQ(rep.rows, 2200);
       EXPECT_FALSE(fs::exists(path));  // no trajectories
       const std::string stem = path.substr(0, path.size() - 4);

@@ -1,9 +1,9 @@
-// The HDF5 result sink (config/include/pkscan/config/sink.hpp): a small run simulated in chunks
+// The HDF5 result sink (output/include/pkscan/output/sink.hpp): a small run simulated in chunks
 // and streamed to the sink; the file is read back with the HDF5 C API and every value, shape,
 // dtype and attribute compared, and (SinkH5py) read by h5py.
 #include "sink_support.hpp"
 
-namespace pkscan::config {
+namespace pkscan::output {
 namespace {
 
 // ---- HDF5 read-back helpers (HDF5 C API) --------------------------------------------------------
@@ -301,7 +301,7 @@ TEST(SinkH5Layout, LongTrajectoriesAreChunkedAlongTime) {
 }
 
 // Many HDF5 chunks, written by the caller in parts that do not line up with them, compressed on
-// two threads (config/src/h5_chunk_writer.cpp): more chunks than one round of compression takes,
+// two threads (output/src/h5_chunk_writer.cpp): more chunks than one round of compression takes,
 // a chunk assembled over four write() calls, the edge chunk, rows known or not in advance. Read
 // back with the HDF5 library's own filters, every value is the simulated one.
 TEST(SinkH5Layout, ChunksCompressedInParallelReadBackExactly) {
@@ -474,4 +474,4 @@ TEST(SinkH5py, ReadByH5py) {
 }
 
 }  // namespace
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -17,8 +17,8 @@
 #include <fstream>
 #include <memory>
 #include <pkscan/build_config.hpp>
-#include <pkscan/config/output.hpp>
-#include <pkscan/config/sink.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/sink.hpp>
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 #include <string>
@@ -28,7 +28,7 @@ extern char** environ;
 
 #include "support/scratch_dir.hpp"
 
-namespace pkscan::config {
+namespace pkscan::output {
 namespace {
 
 namespace fs = std::filesystem;
@@ -198,4 +198,4 @@ TimeSummaryTable summary_table(const RunLayout& l) {
 }
 
 }  // namespace
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -1,10 +1,10 @@
-// The streaming result sinks (config/include/pkscan/config/sink.hpp): a small run simulated in
+// The streaming result sinks (output/include/pkscan/output/sink.hpp): a small run simulated in
 // chunks of consecutive subjects and streamed to the CSV sink. The CSV trajectories must equal
 // write_csv's output for the same run; summary and metrics files hold the values given; no file
 // is left behind without commit(). The HDF5 sink: sink_h5_test.cpp.
 #include "sink_support.hpp"
 
-namespace pkscan::config {
+namespace pkscan::output {
 namespace {
 
 // ---- CSV ----------------------------------------------------------------------------------------
@@ -267,4 +267,4 @@ TEST(SinkChoice, ByExtension) {
 }
 
 }  // namespace
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -2,9 +2,9 @@
 /// @file population_run.hpp
 /// Population and sweep runs in the library: the rows (replicates x sweep points x subjects) are
 /// simulated in chunks of consecutive rows and handed to a ResultSink, so memory stays bounded
-/// whatever the number of subjects. The sink decides what happens to them: pkscan::config's CSV
-/// and HDF5 files (config/sink.hpp), or the caller's own (the Python module keeps the summaries
-/// and metrics in memory).
+/// whatever the number of subjects. The sink decides what happens to them: pkscan::output's CSV
+/// and HDF5 files (pkscan/output/sink.hpp), or the caller's own (the Python module keeps the
+/// summaries and metrics in memory).
 ///
 /// Row order: replicate (slowest), then sweep point (the first swept parameter varying slowest),
 /// then subject. `id` counts rows from 1 within a replicate (sweep point-major), so a replicate

@@ -11,20 +11,11 @@
 /// (seed, replicate, subject index): the same virtual subject appears at every sweep point
 /// (paired comparison), and results do not depend on the thread count or the chunk size.
 
-#include <cstdint>
-#include <functional>
 #include <pkscan/config/load.hpp>
 #include <pkscan/population_run.hpp>
-#include <pkscan/result.hpp>
 #include <string>
 
 namespace pkscan::config {
-
-/// The library's population driver (pkscan/population_run.hpp) under the names of the run-file
-/// API.
-using ProgressFn = pkscan::ProgressFn;
-using StreamOptions = pkscan::PopulationRunOptions;
-using StreamReport = pkscan::PopulationRunReport;
 
 /// The library's description of a streamed run file (its population, sweep and outputs).
 PopulationRun to_population_run(const RunSpec& spec);
@@ -35,7 +26,7 @@ PopulationRun to_population_run(const RunSpec& spec);
 /// the files of an earlier run at `path` are untouched.
 /// @throws DomainError naming the replicate and subject for invalid sampled parameter values;
 ///         everything simulate() and the sinks throw
-StreamReport run_streaming(const RunSpec& spec, const std::string& path,
-                           const StreamOptions& options = {});
+PopulationRunReport run_streaming(const RunSpec& spec, const std::string& path,
+                                  const PopulationRunOptions& options = {});
 
 }  // namespace pkscan::config

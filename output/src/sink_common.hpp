@@ -5,11 +5,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/sink.hpp>
 #include <string>
 
-namespace pkscan::config::detail {
+namespace pkscan::output::detail {
 
 // The layout must name a model and at least one output time; the metric compartment must exist
 // when metrics are written. @throws InvalidArgument
@@ -134,4 +134,4 @@ std::unique_ptr<ResultSink> make_checked_sink(const std::string& path, const Run
   return std::make_unique<Sink>(path, layout);
 }
 
-}  // namespace pkscan::config::detail
+}  // namespace pkscan::output::detail

@@ -1,11 +1,11 @@
 #pragma once
-// RAII for the HDF5 C library, shared by the HDF5 result sink (sink_h5.cpp) and `pkscan plot`'s
-// reader (apps/plot_h5.cpp). Not installed.
+// RAII for the HDF5 C library, shared by the HDF5 result sink (sink_h5.cpp) and the HDF5 reader
+// (read_h5.cpp). Not installed.
 #include <hdf5.h>
 
 #include <utility>
 
-namespace pkscan::config::hdf5 {
+namespace pkscan::output::hdf5 {
 
 // Switches HDF5's automatic error printing off for the lifetime of the object (a library never
 // prints); on destruction clears the error stack and restores the previous handler.
@@ -61,4 +61,4 @@ class Id {
   Closer close_ = nullptr;
 };
 
-}  // namespace pkscan::config::hdf5
+}  // namespace pkscan::output::hdf5

@@ -18,7 +18,7 @@
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the HDF5 sink writes little-endian chunks");
 
-namespace pkscan::config::detail {
+namespace pkscan::output::detail {
 
 namespace {
 
@@ -295,4 +295,4 @@ void ChunkWriter::run(const std::vector<Job>& jobs, const FillRows& fill) {
   }
 }
 
-}  // namespace pkscan::config::detail
+}  // namespace pkscan::output::detail

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 /// A file written under a temporary name in the target's directory
 /// (`.NAME.pkscan-tmp.HOST.PID.XXXXXX`, see temp_files.hpp) and renamed over the target by
@@ -139,4 +139,4 @@ std::int64_t write_dataset_csv(const DatasetResult& result, const Dataset& data,
                                const ModelInfo& model, const std::string& path,
                                const std::vector<std::string>& stale = {});
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

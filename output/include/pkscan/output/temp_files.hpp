@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 /// `DIR/.NAME.pkscan-tmp.` for the target `DIR/NAME` (`NAME` cut to 128 bytes): the start of
 /// every temporary file name for that target.
@@ -95,4 +95,4 @@ std::size_t discard_temp_files(bool hold) noexcept;
 /// Paths of the registered temporary files (for tests and diagnostics).
 std::vector<std::string> registered_temp_files();
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -1,5 +1,5 @@
-// `pkscan plot`: reading pkscan's own HDF5 result layout (docs/output.md; written by
-// config/src/sink_h5.cpp) into PlotData.
+// Reading pkscan's own HDF5 result layout (docs/output.md; written by sink_h5.cpp) into Curves
+// (read_result, read.hpp).
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -13,14 +13,15 @@
 #include <vector>
 
 #include "hdf5_handle.hpp"
-#include "plot_data.hpp"
+#include "read_parts.hpp"
+#include "text.hpp"
 
-namespace pkscan::cli::plot {
+namespace pkscan::output::detail {
 
 namespace {
 
-using config::hdf5::Id;
-using config::hdf5::QuietHdf5;
+using hdf5::Id;
+using hdf5::QuietHdf5;
 
 [[noreturn]] void unreadable(const std::string& what) {
   throw InvalidArgument("not a readable pkscan HDF5 result: cannot read " + what);
@@ -86,7 +87,7 @@ std::vector<std::string> read_strings_attribute(hid_t loc, const char* name) {
 
 }  // namespace
 
-PlotData read_h5(const std::string& path, const std::string& asked, int max_subjects) {
+Curves read_h5(const std::string& path, const std::string& asked, int max_subjects) {
   const QuietHdf5 quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     if (::access(path.c_str(), R_OK) != 0)
@@ -95,7 +96,7 @@ PlotData read_h5(const std::string& path, const std::string& asked, int max_subj
   }
   const Id file =
       readable(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "the file");
-  PlotData d;
+  Curves d;
   d.compartments = read_strings_attribute(file.get(), "compartments");
   d.compartment = choose_compartment(d.compartments, asked);
   const hsize_t c =
@@ -169,4 +170,4 @@ PlotData read_h5(const std::string& path, const std::string& asked, int max_subj
   return d;
 }
 
-}  // namespace pkscan::cli::plot
+}  // namespace pkscan::output::detail

@@ -1,27 +1,32 @@
-// `pkscan plot`: reading a CSV result (contract trajectories or a summary) into PlotData, and
-// picking what to read (read_result).
+// Reading a CSV result (contract trajectories or a summary) into Curves, and picking what to
+// read (read_result, read.hpp).
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/read.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
-#include "plot_data.hpp"
+#include "read_parts.hpp"
+#include "text.hpp"
 
-namespace pkscan::cli::plot {
+namespace pkscan::output {
 
 namespace {
 
 namespace fs = std::filesystem;
+using detail::choose_compartment;
+using detail::ends_with;
+using detail::number_text;
+using detail::starts_with;
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -103,12 +108,12 @@ double parse_number(const std::string& field, const std::string& column, int lin
 }
 
 // Summary CSV: time, mean_conc_<c>..., p<q>_conc_<c>...
-PlotData read_summary_csv(const std::string& path, const std::string& asked) {
+Curves read_summary_csv(const std::string& path, const std::string& asked) {
   CsvReader in(path);
   std::string line;
   if (!in.next(line)) throw InvalidArgument("the file is empty");
   const std::vector<std::string> header = split_csv(line);
-  PlotData d;
+  Curves d;
   d.summary = true;
   std::map<std::string, std::size_t> mean_col;
   std::map<std::string, std::map<double, std::size_t>> pct_col;  // compartment -> q -> column
@@ -166,12 +171,12 @@ PlotData read_summary_csv(const std::string& path, const std::string& asked) {
 
 // Contract or dataset CSV: id,time,amount_<c>...,conc_<c>...[,...]. A subject starts where the
 // id changes or the time does not increase (replicates may repeat an id).
-PlotData read_trajectory_csv(const std::string& path, const std::string& asked, int max_subjects) {
+Curves read_trajectory_csv(const std::string& path, const std::string& asked, int max_subjects) {
   CsvReader in(path);
   std::string line;
   if (!in.next(line)) throw InvalidArgument("the file is empty");
   const std::vector<std::string> header = split_csv(line);
-  PlotData d;
+  Curves d;
   std::map<std::string, std::size_t> conc_col;
   for (std::size_t i = 2; i < header.size(); ++i)
     if (starts_with(header[i], "conc_")) {
@@ -202,21 +207,8 @@ PlotData read_trajectory_csv(const std::string& path, const std::string& asked, 
 
 }  // namespace
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+namespace detail {
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-std::string number_text(double v) {
-  char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-
-// Picks the compartment to draw: the asked one, else central, else the first.
 std::string choose_compartment(const std::vector<std::string>& available,
                                const std::string& asked) {
   if (available.empty()) throw InvalidArgument("the result has no concentration columns");
@@ -230,37 +222,38 @@ std::string choose_compartment(const std::vector<std::string>& available,
   return available.front();
 }
 
-PlotData read_result(const PlotOptions& o) {
-  if (ends_with(o.result, ".h5") || ends_with(o.result, ".hdf5"))
-    return read_h5(o.result, o.compartment, o.max_subjects);
+}  // namespace detail
+
+Curves read_result(const std::string& path, const std::string& compartment, int max_subjects) {
+  if (ends_with(path, ".h5") || ends_with(path, ".hdf5"))
+    return detail::read_h5(path, compartment, max_subjects);
   std::string first;
   {
-    CsvReader in(o.result);
+    CsvReader in(path);
     if (!in.next(first)) throw InvalidArgument("the file is empty");
   }
-  if (starts_with(first, "time,")) return read_summary_csv(o.result, o.compartment);
+  if (starts_with(first, "time,")) return read_summary_csv(path, compartment);
   if (!starts_with(first, "id,time,"))
     throw InvalidArgument("the header starts \"" + first.substr(0, 40) +
                           "\", but a pkscan result starts with id,time, (trajectories) or "
                           "time,mean_conc_ (summary)");
-  // A population run's summary next to its trajectories is drawn instead of the subjects. Every
+  // A population run's summary next to its trajectories is read instead of the subjects. Every
   // run commits its files as one unit and removes the companions it does not write, so a
   // summary there belongs to the same run, unless a commit was cut short (SIGKILL, an I/O
   // error): its journal is still there until the next run to the same path completes it, and
-  // the files may then come from two runs, so only the trajectories are drawn.
-  const std::string stem =
-      ends_with(o.result, ".csv") ? o.result.substr(0, o.result.size() - 4) : o.result;
+  // the files may then come from two runs, so only the trajectories are read.
+  const std::string stem = ends_with(path, ".csv") ? path.substr(0, path.size() - 4) : path;
   const std::string summary = stem + ".summary.csv";
   std::error_code ec;
-  const bool interrupted = fs::exists(config::commit_journal_path(o.result), ec);
+  const bool interrupted = fs::exists(commit_journal_path(path), ec);
   if (!interrupted && fs::is_regular_file(summary, ec)) {
     try {
-      return read_summary_csv(summary, o.compartment);
+      return read_summary_csv(summary, compartment);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(summary + ": " + e.what());
     }
   }
-  return read_trajectory_csv(o.result, o.compartment, o.max_subjects);
+  return read_trajectory_csv(path, compartment, max_subjects);
 }
 
-}  // namespace pkscan::cli::plot
+}  // namespace pkscan::output

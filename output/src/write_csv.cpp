@@ -1,12 +1,12 @@
 #include <charconv>
 #include <cmath>
-#include <pkscan/config/output.hpp>
 #include <pkscan/models/model_kind.hpp>
+#include <pkscan/output/output.hpp>
 #include <string>
 
 #include "csv_format.hpp"
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 namespace {
 using detail::put;  // shortest round-trip text, for the value's own type
@@ -140,4 +140,4 @@ std::int64_t write_dataset_csv(const DatasetResult& r, const Dataset& data, cons
   return count;
 }
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -17,14 +17,14 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 namespace {
 
@@ -487,4 +487,4 @@ std::vector<std::string> registered_temp_files() {
   return r.files;
 }
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

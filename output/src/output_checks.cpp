@@ -8,14 +8,14 @@
 #include <cctype>
 #include <climits>
 #include <filesystem>
-#include <pkscan/config/output.hpp>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <string>
 #include <system_error>
 #include <vector>
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 namespace {
 
@@ -108,4 +108,4 @@ void check_dataset_columns(const Dataset& data, const ModelInfo& model) {
   }
 }
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -22,18 +22,11 @@
 #include <string>
 #include <vector>
 
-namespace pkscan::config {
+namespace pkscan::output {
 
-/// What a writer knows before the first chunk, one chunk, and the writer interface: the
-/// library's (pkscan/population_run.hpp), which the population driver feeds.
-using RunLayout = pkscan::RunLayout;
-using Chunk = pkscan::Chunk;
-using ResultSink = pkscan::ResultSink;
-
-/// The per-time summary table (engine/include/pkscan/summary.hpp).
-using TimeSummaryTable = pkscan::TimeSummaryTable;
-
-// The file sinks' contract beyond ResultSink's:
+// The file sinks implement the library's writer interface (ResultSink, with RunLayout and Chunk,
+// pkscan/population_run.hpp), which the population driver feeds. Their contract beyond
+// ResultSink's:
 // - write() @throws InvalidArgument when the chunk does not continue the rows written so far,
 //   goes past RunLayout::rows, differs from the layout (compartments, output times, precision)
 //   or lacks an array the layout announces (extra, metrics; parameters for HDF5); Error on I/O
@@ -75,4 +68,4 @@ std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayo
 /// any HDF5 call (the pkscan program does).
 std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayout& layout);
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -25,9 +25,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <pkscan/config/sink.hpp>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/sink.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <pkscan/threads.hpp>
 #include <string>
 #include <utility>
@@ -44,7 +44,7 @@
 #define PKSCAN_VERSION_STRING "0.1.0"
 #endif
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 namespace {
 std::string hdf5_message();
@@ -499,4 +499,4 @@ std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayou
   return detail::make_checked_sink<H5Sink>(path, layout, "HDF5 sink");
 }
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

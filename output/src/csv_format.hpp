@@ -4,7 +4,7 @@
 
 #include <charconv>
 
-namespace pkscan::config::detail {
+namespace pkscan::output::detail {
 
 // Writes the shortest representation of `v` that reads back to the same value (round-trip), for
 // the value's own type: float32 results round-trip as float (at most 9 significant digits),
@@ -18,4 +18,4 @@ char* put(char* p, char* end, T v) {
 // Room put() may need for one number.
 inline constexpr int kMaxNumberChars = 32;
 
-}  // namespace pkscan::config::detail
+}  // namespace pkscan::output::detail

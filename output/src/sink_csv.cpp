@@ -9,36 +9,27 @@
 
 #include <algorithm>
 #include <memory>
-#include <pkscan/config/output.hpp>
-#include <pkscan/config/sink.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/sink.hpp>
 #include <pkscan/threads.hpp>
 #include <string>
 #include <vector>
 
 #include "csv_format.hpp"
 #include "sink_common.hpp"
+#include "text.hpp"
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 namespace {
 
+using detail::ends_with;
 using detail::put;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // `path` without its ".csv" (the whole path when it has another ending).
 std::string csv_stem(const std::string& path) {
   return ends_with(path, ".csv") ? path.substr(0, path.size() - 4) : path;
-}
-
-// "5", "50", "2.5": a percentile as it appears in a column name.
-std::string percentile_label(double q) {
-  char buf[detail::kMaxNumberChars];
-  return std::string(buf, put(buf, buf + sizeof buf, q));
 }
 
 class CsvSink final : public ResultSink {
@@ -94,7 +85,7 @@ class CsvSink final : public ResultSink {
     std::string header = "time";
     for (const std::string& c : names) header += ",mean_conc_" + c;
     for (double q : t.percentiles)
-      for (const std::string& c : names) header += ",p" + percentile_label(q) + "_conc_" + c;
+      for (const std::string& c : names) header += ",p" + detail::number_text(q) + "_conc_" + c;
     header += '\n';
     summary_->write(header.data(), header.size());
     const std::size_t n = names.size();
@@ -247,4 +238,4 @@ std::unique_ptr<ResultSink> make_sink(const std::string& path, const RunLayout& 
                     "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5");
 }
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

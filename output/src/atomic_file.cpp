@@ -6,13 +6,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <pkscan/config/output.hpp>
-#include <pkscan/config/temp_files.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/temp_files.hpp>
 #include <utility>
 #include <vector>
 
-namespace pkscan::config {
+namespace pkscan::output {
 
 namespace {
 constexpr std::size_t kBufferBytes = 1 << 20;
@@ -131,4 +131,4 @@ void OutputUnit::commit() {
   committed_ = true;
 }
 
-}  // namespace pkscan::config
+}  // namespace pkscan::output

@@ -1,5 +1,5 @@
 #pragma once
-// Parallel compression of the HDF5 sink's large datasets (private to pkscan::config).
+// Parallel compression of the HDF5 sink's large datasets (private to pkscan::output).
 //
 // The trajectories of a run are most of an HDF5 result, and HDF5's own filter pipeline compresses
 // them on one thread (37 MB/s of a 250-360 MB/s disk, docs/performance.md). ChunkWriter assembles
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace pkscan::config::detail {
+namespace pkscan::output::detail {
 
 // Produces rows [row, row + rows) of a dataset, elements [element, element + count) of each row,
 // row after row, into `out` (elements of the dataset's element size). Called from several
@@ -74,4 +74,4 @@ class ChunkWriter {
   std::int64_t pending_rows_ = 0;
 };
 
-}  // namespace pkscan::config::detail
+}  // namespace pkscan::output::detail
