@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "device/device.hpp"
 #include "device/runtime_host.hpp"
-#include "grid/device_backend.hpp"
 
 int main(int argc, char** argv) {
   using namespace pkscan;

@@ -12,9 +12,6 @@
 #include <sstream>
 #include <string>
 
-#include "grid/schedule.hpp"
-#include "grid/transition.hpp"
-
 namespace pkscan::detail {
 
 namespace {
@@ -235,14 +232,14 @@ void check_doses(const std::vector<DoseEvent>& doses, int compartments, const Ti
       if (!std::isfinite(d.every) || d.every <= 0.0)
         throw_domain(At{dose_field(i, "every")}, kWhere, dn + " every", format_value(d.every),
                      "finite and > 0 when repeat > 0");
-      if (detail::grid_index(d.every, grid.dt) < 1)
+      if (grid.index_of(d.every) < 1)
         throw_domain(At{dose_field(i, "every")}, kWhere, dn + " every", format_value(d.every),
                      "a positive multiple of time.dt = " + format_value(grid.dt));
     } else if (!std::isfinite(d.every) || d.every < 0.0) {
       throw_domain(At{dose_field(i, "every")}, kWhere, dn + " every", format_value(d.every),
                    "finite and >= 0");
     }
-    if (detail::grid_index(d.time, grid.dt) < 0)
+    if (grid.index_of(d.time) < 0)
       throw_domain(At{dose_field(i, "time")}, kWhere, dn + " time", format_value(d.time),
                    "on the time grid (a multiple of time.dt = " + format_value(grid.dt) + ")");
   }

@@ -4,7 +4,7 @@
 //
 // Numeric contract: transitions are built on the host in double (build_transition, as every
 // other path) and uploaded in double; the kernels (subject_kernels.hpp) round K to Real and take
-// every number from grid/grid_math.hpp. The results are the CPU paths' bits on both systems
+// every number from kernels/grid.hpp. The results are the CPU paths' bits on both systems
 // (batched: the reference scan's; power: the CPU power path's, within 1e-10 relative of the
 // reference: products reordered by repeated squaring): launch_cuda.cu is built with
 // --fmad=false, as the CPU paths are with -ffp-contract=off. Deterministic run to run and
@@ -34,8 +34,6 @@
 // Errors: DeviceError from the runtime; BackendUnavailable when no device is usable. On an error
 // the streams are drained before the exception leaves run(), so no copy is still writing into
 // buffers that a later run reuses.
-#include "grid/device_backend.hpp"
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +44,9 @@
 #include <string>
 #include <vector>
 
+#include "core/block.hpp"
+#include "device/device.hpp"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -54,10 +55,10 @@
 #include "device/buffer.hpp"
 #include "device/runtime.hpp"
 #include "grid/backend.hpp"
+#include "grid/fused_summary.hpp"
 #include "grid/schedule.hpp"
 #include "grid/transition.hpp"
-#include "summary/fused_summary.hpp"
-#include "summary/summary_hd.hpp"
+#include "kernels/summary.hpp"
 
 namespace pkscan::detail {
 
@@ -226,8 +227,8 @@ class DeviceBackend final : public Backend {
   struct SumLayout {
     SumLayout(const Plan& p, std::int64_t m) {
       const std::size_t um = static_cast<std::size_t>(m);
-      const std::size_t cells =
-          static_cast<std::size_t>((m + device::kSumBlock - 1) / device::kSumBlock * p.rows);
+      const std::size_t cells = static_cast<std::size_t>((m + detail::kSubjectBlock - 1) /
+                                                         detail::kSubjectBlock * p.rows);
       metrics = align_up(um, kAlign);  // excluded at 0
       block_sums = metrics + align_up(um * kMetricCount * sizeof(double), kAlign);
       tail = block_sums + align_up(cells * sizeof(double), kAlign);
@@ -469,7 +470,7 @@ class DeviceBackend final : public Backend {
     const std::size_t keep = total_b / 10;
     const std::size_t usable = usable_all > keep ? usable_all - keep : 0;
     // The smallest chunk: one subject, or one summation block for the device summary.
-    const std::int64_t unit = p.summary ? std::min(b.subjects, device::kSumBlock) : 1;
+    const std::int64_t unit = p.summary ? std::min(b.subjects, detail::kSubjectBlock) : 1;
     const std::size_t fixed = sched_bytes + p.fixed_bytes;
     if (fixed + 2 * slot_bytes(p, unit) > usable)
       throw_no_memory(rt_->system(),
@@ -489,7 +490,8 @@ class DeviceBackend final : public Backend {
     fit = std::max<std::int64_t>(fit, unit);  // one unit per slot fits (checked above)
     std::int64_t chunk = std::min({b.subjects, fit, target});
     if (p.summary) {  // whole blocks, the last chunk shorter
-      if (chunk < b.subjects) chunk = std::max(unit, chunk / device::kSumBlock * device::kSumBlock);
+      if (chunk < b.subjects)
+        chunk = std::max(unit, chunk / detail::kSubjectBlock * detail::kSubjectBlock);
       p.chunk = chunk;
       p.chunks = (b.subjects + chunk - 1) / chunk;
       return;
@@ -757,10 +759,10 @@ class DeviceBackend final : public Backend {
     std::memcpy(excluded + first, stage, um);
     std::memcpy(t.metrics + first * kMetricCount, stage + l.metrics,
                 um * kMetricCount * sizeof(double));
-    const std::int64_t full = m / device::kSumBlock;
-    std::memcpy(block_sums + first / device::kSumBlock * p.rows, stage + l.block_sums,
+    const std::int64_t full = m / detail::kSubjectBlock;
+    std::memcpy(block_sums + first / detail::kSubjectBlock * p.rows, stage + l.block_sums,
                 static_cast<std::size_t>(full * p.rows) * sizeof(double));
-    if (m % device::kSumBlock != 0)
+    if (m % detail::kSubjectBlock != 0)
       std::memcpy(tail, stage + l.tail, static_cast<std::size_t>(p.rows) * 8 * sizeof(double));
     const auto* flags = stage + l.results;
     for (std::int64_t j = 0; j < m; ++j)
@@ -780,7 +782,7 @@ class DeviceBackend final : public Backend {
     // per row.
     p.sum_per_subject =
         1 + sizeof(std::uint32_t) + kMetricCount * sizeof(double) +
-        (16 * static_cast<std::size_t>(p.rows) + device::kSumBlock - 1) / device::kSumBlock;
+        (16 * static_cast<std::size_t>(p.rows) + detail::kSubjectBlock - 1) / detail::kSubjectBlock;
     const SketchLayout sl(h, p.rows, times.size());
     p.fixed_bytes = sl.bytes;
     const device::DeviceSchedule ds = upload_schedule(b, p);
@@ -810,7 +812,7 @@ class DeviceBackend final : public Backend {
     c.sk.under = reinterpret_cast<unsigned long long*>(d + sl.under);
 
     const std::int64_t S = b.subjects;
-    std::vector<double> block_sums(static_cast<std::size_t>(S / device::kSumBlock * p.rows));
+    std::vector<double> block_sums(static_cast<std::size_t>(S / detail::kSubjectBlock * p.rows));
     std::vector<double> tail(static_cast<std::size_t>(p.rows) * 8, 0.0);
     std::vector<unsigned char> excluded(static_cast<std::size_t>(S), 0);
     auto chunk_first = [&](std::int64_t i) { return i * p.chunk; };

@@ -1,4 +1,4 @@
-// Datasets (event lists) on device 'cuda': simulate_dataset_on_device (grid/device_backend.hpp),
+// Datasets (event lists) on device 'cuda': simulate_dataset_on_device (device/device.hpp),
 // written once over a system's Runtime, so the host system runs every line of it in CI.
 //
 // The device runs the event walk (walk_kernels.hpp), the Predictor's: one thread per subject
@@ -8,8 +8,8 @@
 // (DatasetSetup::build_records: the plan without its events), fill its parameter rows (the
 // CPU's checks and messages) and their eigendecompositions (the CPU's Propagator), and write the
 // rows' index columns.
-// Numeric contract: the CPU event solver's arithmetic (events/step_hd.hpp and
-// events/steady_state_hd.hpp on both sides): the host system gives the CPU's bits; CUDA differs
+// Numeric contract: the CPU event solver's arithmetic (kernels/event_step.hpp and
+// kernels/steady_state.hpp on both sides): the host system gives the CPU's bits; CUDA differs
 // from them only through its exp and expm1. Subjects the walk leaves to the host (a row without
 // a fast eigendecomposition, more than kWalkList infusions at once) are run by the CPU's solver
 // in the same call (RunSummary::device_host_subjects counts them).
@@ -33,12 +33,12 @@
 
 #include "core/parallel.hpp"
 #include "device/buffer.hpp"
+#include "device/device.hpp"
 #include "device/runtime.hpp"
 #include "device/walk_host.hpp"
 #include "device/walk_job.hpp"
 #include "events/plan.hpp"
 #include "events/solver.hpp"
-#include "grid/device_backend.hpp"
 
 namespace pkscan::detail {
 

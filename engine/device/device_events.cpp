@@ -14,13 +14,13 @@
 #include <pkscan/error.hpp>
 #include <string>
 
+#include "core/dispatch.hpp"
 #include "core/parallel.hpp"
 #include "core/rate_structure.hpp"
 #include "device/buffer.hpp"
 #include "device/runtime.hpp"
 #include "device/walk_host.hpp"
 #include "device/walk_job.hpp"
-#include "grid/backend.hpp"
 
 namespace pkscan::detail {
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/block.hpp"
 #include "device/subject_kernels.hpp"
 #include "device/summary_kernels.hpp"
 #include "device/walk_kernels.hpp"
@@ -49,7 +50,8 @@ void launch(const Policy& policy, Kernel kernel, int n, const DeviceSchedule& s,
 template <class Real, class Policy>
 void launch_summary(const Policy& policy, SummaryStage stage, const SummaryChunk<Real>& c) {
   if (c.subjects <= 0) return;
-  const std::int64_t cells = (c.subjects + kSumBlock - 1) / kSumBlock * c.rows;
+  const std::int64_t cells =
+      (c.subjects + detail::kSubjectBlock - 1) / detail::kSubjectBlock * c.rows;
   switch (stage) {
     case SummaryStage::Clear:
       for_each_subject(policy, c.subjects, ClearFlags<Real>{c});

@@ -6,7 +6,7 @@
 //   - runtime_host.cpp: Thrust's OpenMP system on the host (memory is host memory, copies are
 //     memcpy, streams and events are no-ops): the test vehicle that runs every line of the
 //     device backend and its kernels in CI, on machines without a GPU. It is not a user-facing
-//     device; tests route device 'cuda' to it (grid/device_backend.hpp).
+//     device; tests route device 'cuda' to it (device/device.hpp).
 // Handles (streams, events) are opaque pointers. Every call throws pkscan::DeviceError on
 // failure, except those marked noexcept, which are for clean-up and ignore errors.
 #include <cstddef>

@@ -2,7 +2,7 @@
 // The device paths of methods `batched` and `power`, one subject per call: PKSCAN_HD functors
 // that Thrust runs over a chunk's subjects (thrust::for_each on a counting iterator), on whatever
 // system it is built for: CUDA with nvcc (launch_cuda.cu) or OpenMP with g++ (runtime_host.cpp).
-// Every number comes from grid/grid_math.hpp, the functions the CPU paths call, so the host
+// Every number comes from kernels/grid.hpp, the functions the CPU paths call, so the host
 // system's results are the CPU's bits (batched: the reference scan's; power: the CPU power
 // path's), and so are the CUDA build's (launch_cuda.cu is built with --fmad=false).
 //
@@ -11,7 +11,7 @@
 //                                               e = r N + c, double (as build_transition made them)
 //   partial[l * N^2 * subjects + e * subjects + j]
 //                                               partial-step matrix l, double
-//   table[(lv 2N^2 + e) * subjects + j]         power table of subject j (grid_math.hpp), Real
+//   table[(lv 2N^2 + e) * subjects + j]         power table of subject j (kernels/grid.hpp), Real
 //   out[(j * n_out + row) * N + c]              amounts, subject-major: the host result layout;
 //   out[(row * N + c) * subjects + j]           or time-major (time_major: output that stays on
 //                                               the device, for the device summary): a warp's
@@ -21,7 +21,7 @@
 // subject's bits do not depend on its chunk or on the thread that runs it.
 #include <cstdint>
 
-#include "grid/grid_math.hpp"
+#include "kernels/grid.hpp"
 
 namespace pkscan::device {
 
@@ -100,7 +100,7 @@ struct SubjectKernel {
   }
 
   // Batched: every step of the horizon, x <- K x + b, recording the output steps (the reference
-  // scan's loop: affine_step with the breakpoint inputs of grid_math.hpp).
+  // scan's loop: affine_step with the breakpoint inputs of kernels/grid.hpp).
   PKSCAN_HD void batched(const detail::TransitionView& tr, const Real* k, Real* x,
                          RowWriter<N, Real>& w) const {
     const detail::ScheduleView& s = sched.s;

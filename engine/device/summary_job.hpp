@@ -5,8 +5,6 @@
 
 namespace pkscan::device {
 
-inline constexpr std::int64_t kSumBlock = 1024;  // detail::kBlock (summary/summary_state.hpp)
-
 // The device's copy of a summary sketch (summary/sketch.hpp's layout: row r's counter of key k
 // at counts[r * stride + (k & mask)]).
 struct DeviceSketch {

@@ -2,20 +2,21 @@
 // The device summary of population runs (Engine::summarize_into on device 'cuda'): after the
 // batched or power kernel has written a chunk's trajectories into device memory, these PKSCAN_HD
 // functors summarise them there, so only the summary crosses the bus: the per-time sums of
-// blocks of kSumBlock subjects, the histogram sketch, each subject's exposure metrics and
-// whether it is excluded. Thrust runs them on whatever system it is built for (launch.hpp), as
+// blocks of detail::kSubjectBlock subjects, the histogram sketch, each subject's exposure metrics
+// and whether it is excluded. Thrust runs them on whatever system it is built for (launch.hpp), as
 // the simulation kernels.
 //
 // Numeric contract: the CPU's (summary/summary_state.hpp), bit for bit on both systems:
 //  - a value is double(amount) * (1 / volume), the reciprocal computed on the host;
 //  - per block and row, lane l sums the included subjects j = l mod 8 of the block in order
 //    from 0, the lanes are combined by lane_tree8; the host adds the block sums in block order
-//    (FusedSummary::commit). A chunk starts at a multiple of kSumBlock subjects of the summary;
+//    (FusedSummary::commit). A chunk starts at a multiple of detail::kSubjectBlock subjects of the
+//    summary;
 //  - the sketch's window for a row ends at the largest key of every finite positive value passed
 //    (excluded subjects too), so the chunk's largest keys move the window first (BlockMax, then
 //    Rebase: the counters that leave it go to `under`, as slow_add does), then the included
 //    subjects' values are counted (Count) with integer atomics, whose order does not matter;
-//  - metrics: MetricOne (summary/summary_hd.hpp), the lane kernel's arithmetic for one subject.
+//  - metrics: MetricOne (kernels/summary.hpp), the lane kernel's arithmetic for one subject.
 // Layouts (every pointer in the system's memory):
 //   out[r * subjects + j]      the chunk's trajectories (r = time * n + compartment), time-major
 //                              (DeviceChunk::time_major): neighbouring threads of the
@@ -30,8 +31,9 @@
 //   tail[r * 8 + l]            out: the lanes of an incomplete last block
 #include <cuda/atomic>
 
+#include "core/block.hpp"
 #include "device/summary_job.hpp"
-#include "summary/summary_hd.hpp"
+#include "kernels/summary.hpp"
 
 namespace pkscan::device {
 
@@ -46,8 +48,9 @@ struct Cell {
 };
 template <class Real>
 PKSCAN_HD inline Cell cell_of(const SummaryChunk<Real>& c, std::int64_t i) {
-  const std::int64_t j0 = i / c.rows * kSumBlock;
-  return {i % c.rows, j0, j0 + kSumBlock < c.subjects ? j0 + kSumBlock : c.subjects};
+  const std::int64_t j0 = i / c.rows * detail::kSubjectBlock;
+  return {i % c.rows, j0,
+          j0 + detail::kSubjectBlock < c.subjects ? j0 + detail::kSubjectBlock : c.subjects};
 }
 
 template <class T>
@@ -107,7 +110,7 @@ struct Rebase {
   SummaryChunk<Real> c;
   PKSCAN_HD void operator()(std::int64_t r) const {
     const DeviceSketch& h = c.sk;
-    const std::int64_t blocks = (c.subjects + kSumBlock - 1) / kSumBlock;
+    const std::int64_t blocks = (c.subjects + detail::kSubjectBlock - 1) / detail::kSubjectBlock;
     std::int64_t top = -1;
     for (std::int64_t b = 0; b < blocks; ++b)
       top = c.block_max[b * c.rows + r] > top ? c.block_max[b * c.rows + r] : top;
@@ -152,7 +155,7 @@ struct Count {
         atomic_increment(h.zero[r]);  // finite (included) and <= 0
       }
     }
-    if (cell.j1 - cell.j0 == kSumBlock) {
+    if (cell.j1 - cell.j0 == detail::kSubjectBlock) {
       c.block_sums[i] = detail::lane_tree8(lane, 1);
     } else {
       for (int l = 0; l < 8; ++l) c.tail[r * 8 + l] = lane[l];

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "core/rate_structure.hpp"
+#include "device/device.hpp"
 #include "device/runtime.hpp"
 #include "device/walk_job.hpp"
 #include "events/event_list.hpp"
 #include "events/plan.hpp"
-#include "grid/device_backend.hpp"
 
 namespace pkscan::detail {
 

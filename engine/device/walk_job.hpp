@@ -6,12 +6,12 @@
 // kernel.
 #include <cstdint>
 
-#include "events/event.hpp"
+#include "kernels/event.hpp"
 
 namespace pkscan::device {
 
 // A dataset record as the walk reads it: the walk makes the subject's events from its records
-// (events/event.hpp's record_events, the CPU plan's own code).
+// (kernels/event.hpp's record_events, the CPU plan's own code).
 using WalkRecord = detail::EventRecord;
 
 // One subject's plan: offsets into the arrays of a launch.

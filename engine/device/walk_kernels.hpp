@@ -3,17 +3,17 @@
 // call's parameter rows, on whatever system it is built for (CUDA with nvcc in launch_cuda.cu,
 // OpenMP with g++ in runtime_host.cpp). It is the CPU event solver's simulation without
 // sensitivities (events/solver.cpp: prepare_subject, simulate, advance_to), step for step: the
-// events its records make (events/event.hpp's record_events, as the CPU's plans) in the same
+// events its records make (kernels/event.hpp's record_events, as the CPU's plans) in the same
 // order after lag and F (place_event, and a sort), the parameter row governing each interval,
-// running infusions in the same order, resets, steady states (events/steady_state_hd.hpp, the
+// running infusions in the same order, resets, steady states (kernels/steady_state.hpp, the
 // CPU's own code) and every step's K(d) and G(d) from the row's eigendecomposition
-// (events/step_hd.hpp, the CPU's own code). So the host system gives the CPU's bits, and CUDA
+// (kernels/event_step.hpp, the CPU's own code). So the host system gives the CPU's bits, and CUDA
 // differs only through its exp and expm1 (launch_cuda.cu is built with --fmad=false).
 //
 // With sensitivities (G) it also carries the solver's forward sensitivities on its fast path
 // (solver.cpp: use, setup_row, propagate, stop_jump, the lag jump of a dose, the observation's
 // Jacobian row) and writes each observation's Jacobian row; the divided differences are
-// events/divided_differences_hd.hpp, the CPU's own, but the small products are plain loops, not
+// kernels/divided_differences.hpp, the CPU's own, but the small products are plain loops, not
 // Eigen's, so the Jacobian is the CPU's to rounding, not to the bit.
 //
 // With full rows (simulate_dataset) it writes each observation's amounts and concentrations
@@ -25,17 +25,17 @@
 #include <cstdint>
 
 #include "device/walk_job.hpp"
-#include "events/divided_differences_hd.hpp"
-#include "events/event.hpp"
-#include "events/steady_state_hd.hpp"
-#include "events/step_hd.hpp"
+#include "kernels/divided_differences.hpp"
+#include "kernels/event.hpp"
+#include "kernels/event_step.hpp"
+#include "kernels/steady_state.hpp"
 
 namespace pkscan::device {
 
 constexpr int kWalkList = 32;        // room in each of the walk's lists
 constexpr int kWalkDirections = 64;  // sensitivity directions (events/plan.hpp's kMaxColumns)
 
-// A parameter row (walk_job.hpp's layout) as steady_state_hd.hpp's propagator: K and G as the
+// A parameter row (walk_job.hpp's layout) as kernels/steady_state.hpp's propagator: K and G as the
 // CPU's Propagator::step makes them on its fast path.
 template <int N>
 struct RowPropagator {
@@ -55,7 +55,7 @@ struct RowPropagator {
   }
 };
 
-// steady_state_hd.hpp's list of implied infusions, of fixed room.
+// kernels/steady_state.hpp's list of implied infusions, of fixed room.
 struct WalkRuns {
   double rates[kWalkList];
   double ends[kWalkList];

@@ -18,16 +18,16 @@
 #include <utility>
 #include <vector>
 
-#include "events/event.hpp"
-#include "events/steady_state_hd.hpp"
-#include "events/step_hd.hpp"
 #include "grid/transition.hpp"
+#include "kernels/event.hpp"
+#include "kernels/event_step.hpp"
+#include "kernels/steady_state.hpp"
 
 namespace pkscan::detail {
 
 // The eigendecomposition A = V diag(lambda) V^-1 of a rate matrix with real eigenvalues: false
 // when Eigen's EigenSolver fails, an eigenvalue has an imaginary part above 1e-12 * scale, or V
-// is singular. Defined in core/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six
+// is singular. Defined in events/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six
 // files CMake generates (one size each): EigenSolver is by
 // far the most expensive template of the library to compile (over two minutes for the six
 // sizes).
@@ -169,7 +169,7 @@ class Propagator {
   std::vector<Mat<N>> cache_k_, cache_g_;
 };
 
-// Propagator<N> through the raw arrays of steady_state_hd.hpp.
+// Propagator<N> through the raw arrays of kernels/steady_state.hpp.
 template <int N>
 struct PropagatorArrays {
   Propagator<N>& p;
@@ -185,7 +185,8 @@ struct PropagatorArrays {
   }
 };
 
-// A std::vector of (rate, end time) as steady_state_hd.hpp's list of running implied infusions.
+// A std::vector of (rate, end time) as kernels/steady_state.hpp's list of running implied
+// infusions.
 struct RunsVector {
   std::vector<std::pair<double, double>>& v;
   int size() const { return static_cast<int>(v.size()); }
@@ -198,7 +199,8 @@ struct RunsVector {
   void erase(int i) { v.erase(v.begin() + i); }
 };
 
-// record_steady_state_hd() (steady_state_hd.hpp) with the CPU's propagator and a vector of runs.
+// record_steady_state_hd() (kernels/steady_state.hpp) with the CPU's propagator and a vector of
+// runs.
 template <int N, class Hooks>
 Vec<N> record_steady_state(Propagator<N>& pr, const Event& d, double lag,
                            std::vector<std::pair<double, double>>& runs, Vec<N>& r_before,

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "events/divided_differences_hd.hpp"
+#include "kernels/divided_differences.hpp"
 
 namespace pkscan::detail {
 

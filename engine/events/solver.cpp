@@ -8,11 +8,11 @@
 #include <limits>
 #include <vector>
 
+#include "core/dispatch.hpp"
 #include "core/rate_structure.hpp"
 #include "events/event_list.hpp"
 #include "events/expm_derivative.hpp"
-#include "events/step_hd.hpp"
-#include "grid/backend.hpp"
+#include "kernels/event_step.hpp"
 
 namespace pkscan::detail {
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dispatch.hpp"
 #include "grid/schedule.hpp"
 
 namespace pkscan::detail {
@@ -81,34 +82,6 @@ class Backend {
   };
   virtual DeviceTimes last_device_times() const noexcept { return {}; }
 };
-
-// Calls f(std::integral_constant<int, N>{}) for compartment counts 2..4, the range the batched
-// and power paths are compiled for (their unsupported_reason rejects other counts first).
-template <class F>
-void with_compartments_2_to_4(int n, F&& f) {
-  switch (n) {
-    case 2:
-      f(std::integral_constant<int, 2>{});
-      return;
-    case 3:
-      f(std::integral_constant<int, 3>{});
-      return;
-    default:
-      f(std::integral_constant<int, 4>{});
-      return;
-  }
-}
-
-// Calls f(std::integral_constant<int, N>{}) for N = n in 1..6, the model sizes the reference scan
-// is compiled for; false (f not called) for any other n.
-template <class F, int... I>
-bool with_compartments_in(int n, F& f, std::integer_sequence<int, I...>) {
-  return ((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
-}
-template <class F>
-bool with_compartments_1_to_6(int n, F&& f) {
-  return with_compartments_in(n, f, std::make_integer_sequence<int, 6>{});
-}
 
 // A CPU backend of `M` compiled for 2 to 4 compartments: Derived provides
 //   template <int N, class Real> static void run_all(const PreparedBatch&, ResultView<Real>);

@@ -25,10 +25,10 @@
 
 #include "core/parallel.hpp"
 #include "grid/backend.hpp"
+#include "grid/fused_summary.hpp"
 #include "grid/lanes.hpp"
 #include "grid/reference.hpp"
 #include "grid/transition.hpp"
-#include "summary/fused_summary.hpp"
 
 namespace pkscan::detail {
 

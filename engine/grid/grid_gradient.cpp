@@ -16,9 +16,9 @@
 
 #include "core/rate_structure.hpp"
 #include "core/validate.hpp"
-#include "grid/grid_math.hpp"
 #include "grid/schedule.hpp"
 #include "grid/transition.hpp"
+#include "kernels/grid.hpp"
 
 namespace pkscan {
 

@@ -6,7 +6,7 @@
 // in O(log gap) per breakpoint, and (b) dense output of long horizons: the start state of every
 // fixed-length time chunk is reached by jumps, then the chunks are scanned step by step in
 // parallel (parallel over time and subjects; a blocked associative scan whose carry-in comes from
-// the powers). The table, the jumps and the runs are grid_math.hpp's (build_power_table, jump,
+// the powers). The table, the jumps and the runs are kernels/grid.hpp's (build_power_table, jump,
 // advance), the same functions the device backends run, so on Thrust's host system the device
 // power path gives these bits.
 //
@@ -23,8 +23,8 @@
 
 #include "core/parallel.hpp"
 #include "grid/backend.hpp"
-#include "grid/grid_math.hpp"
 #include "grid/transition.hpp"
+#include "kernels/grid.hpp"
 
 namespace pkscan::detail {
 
@@ -33,7 +33,7 @@ namespace {
 constexpr std::int64_t kChunkSteps = 8192;  // dense mode: steps per parallel chunk
 
 // One subject of the power path on the host: its transition, K rounded to Real and its power
-// table (grid_math.hpp: the same functions as the device backends).
+// table (kernels/grid.hpp: the same functions as the device backends).
 template <int N, class Real>
 struct PowerSubject {
   Transition<N> tr;

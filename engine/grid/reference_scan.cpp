@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "grid/backend.hpp"
-#include "grid/grid_math.hpp"
 #include "grid/reference.hpp"
 #include "grid/transition.hpp"
+#include "kernels/grid.hpp"
 
 namespace pkscan::detail {
 

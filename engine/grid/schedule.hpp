@@ -16,7 +16,7 @@
 #include <pkscan/types.hpp>
 #include <vector>
 
-#include "grid/grid_math.hpp"
+#include "kernels/grid.hpp"
 
 namespace pkscan::detail {
 
@@ -39,7 +39,7 @@ struct Schedule {
   std::int64_t bp_last(std::int64_t k) const noexcept {
     return k + 1 < breakpoints() ? bp_step[static_cast<std::size_t>(k + 1)] - 1 : steps;
   }
-  // The schedule as pointers into these vectors (grid_math.hpp), valid while it lives unchanged.
+  // The schedule as pointers into these vectors (kernels/grid.hpp), valid while it lives unchanged.
   ScheduleView view() const noexcept {
     ScheduleView v;
     v.n = n;

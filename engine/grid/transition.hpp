@@ -36,7 +36,7 @@ template <int N>
 void build_transition(const Mat<N>& a, double dt, Discretization disc,
                       const std::vector<double>& partial_lengths, Transition<N>& out);
 
-// One subject's transition as a grid_math.hpp view (stride 1; valid while `tr` is unchanged).
+// One subject's transition as a kernels/grid.hpp view (stride 1; valid while `tr` is unchanged).
 template <int N>
 TransitionView view_of(const Transition<N>& tr) noexcept {
   static_assert(sizeof(Mat<N>) == sizeof(double) * N * N, "partial matrices lie back to back");
@@ -49,7 +49,7 @@ TransitionView view_of(const Transition<N>& tr) noexcept {
   return v;
 }
 
-// Inputs of breakpoint `k` for one subject, rounded to Real (grid_math.hpp's breakpoint_inputs,
+// Inputs of breakpoint `k` for one subject, rounded to Real (kernels/grid.hpp's breakpoint_inputs,
 // the function every compute path, host or device, gets its inputs from).
 template <int N, class Real>
 inline void breakpoint_inputs(const Schedule& s, const Transition<N>& tr, std::int64_t k, Real* c,

@@ -11,14 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "core/block.hpp"
 #include "core/validate.hpp"
 
 namespace pkscan {
 
 namespace {
 
-// Chunks start at multiples of this many rows (summaries combine fixed blocks of it).
-constexpr std::int64_t kRowBlock = 1024;
 // Target size of one chunk's results.
 constexpr std::uint64_t kChunkBytes = 64ull << 20;
 
@@ -166,7 +165,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   sim.concentrations = false;  // sinks and summaries divide by volumes as they read
   const std::vector<double>& times = layout.times;
 
-  // Chunk size: ~64 MiB of results, a multiple of kRowBlock, at least one block.
+  // Chunk size: ~64 MiB of results, a multiple of detail::kSubjectBlock, at least one block.
   std::int64_t chunk = options.chunk_rows;
   if (chunk <= 0) {
     Problem one = base;
@@ -176,13 +175,14 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     chunk = static_cast<std::int64_t>(kChunkBytes / per_row);
     // Summaries only on the batched CPU path: the engine summarises as it simulates and keeps
     // no trajectories, so a chunk holds only parameters and metrics; give every thread a few
-    // blocks of kRowBlock subjects.
-    one.parameters = ParameterBatch(model_ptr, std::max<std::int64_t>(chunk, kRowBlock));
+    // blocks of detail::kSubjectBlock subjects.
+    one.parameters =
+        ParameterBatch(model_ptr, std::max<std::int64_t>(chunk, detail::kSubjectBlock));
     const Path path = resolve_path(one, sim);
     if (spec.summaries && !spec.trajectories && path.method == Method::Batched &&
         path.device == Device::Cpu) {
       const std::int64_t threads = resolve_threads(sim.threads);
-      chunk = std::max<std::int64_t>(chunk, 4 * threads * kRowBlock);
+      chunk = std::max<std::int64_t>(chunk, 4 * threads * detail::kSubjectBlock);
     }
     // Summaries only on the device (its summary: batched or power, 2 to 4 compartments): the
     // device keeps the trajectories and chunks them itself, and each call copies the summary's
@@ -194,8 +194,10 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
         path.method != Method::Scan && n >= 2 && n <= 4)
       chunk = std::max<std::int64_t>(chunk, std::int64_t{1} << 20);
   }
-  chunk = std::max<std::int64_t>(kRowBlock, chunk / kRowBlock * kRowBlock);
-  chunk = std::min<std::int64_t>(chunk, (total + kRowBlock - 1) / kRowBlock * kRowBlock);
+  chunk = std::max<std::int64_t>(detail::kSubjectBlock,
+                                 chunk / detail::kSubjectBlock * detail::kSubjectBlock);
+  chunk = std::min<std::int64_t>(
+      chunk, (total + detail::kSubjectBlock - 1) / detail::kSubjectBlock * detail::kSubjectBlock);
 
   const int n_extra = static_cast<int>(layout.extra_columns.size());
   const int n_metrics = static_cast<int>(layout.metric_names.size());

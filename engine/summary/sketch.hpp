@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/simd.hpp"
-#include "summary/summary_hd.hpp"
+#include "kernels/summary.hpp"
 
 namespace pkscan::detail {
 

@@ -5,7 +5,7 @@
 //
 // Numeric contract (the user-facing rules are in pkscan/summary.hpp):
 //  - sums: per row (output time x compartment), subjects are added in global subject order
-//    within aligned blocks of kBlock = 1024 subjects, block sums are added in block order;
+//    within aligned blocks of kSubjectBlock = 1024 subjects, block sums are added in block order;
 //  - histogram: integer increments; the window's position depends only on the largest key,
 //    so the final state does not depend on the order in which values arrive (summary/sketch.hpp);
 //  - metrics: per subject, the output times in order (summary/metric_lanes.hpp); each subject's
@@ -20,9 +20,10 @@
 #include <pkscan/threads.hpp>
 #include <vector>
 
+#include "core/block.hpp"
 #include "core/simd.hpp"
+#include "kernels/summary.hpp"
 #include "summary/sketch.hpp"
-#include "summary/summary_hd.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -31,8 +32,6 @@
 namespace pkscan {
 
 namespace detail {
-
-constexpr std::int64_t kBlock = 1024;  // subjects per summation block
 
 // Where a chunk's concentrations come from: a concentration array, or amounts times the
 // reciprocal volume of the subject's compartment.
@@ -84,8 +83,8 @@ PKSCAN_INLINE double lane_tree(const double* part, std::int64_t lane_stride) noe
   return lane_tree8(part, lane_stride);
 }
 
-// End of a block of kBlock subjects for rows [r0, r1): the block's sum is added to the total,
-// the lanes restart at zero.
+// End of a block of kSubjectBlock subjects for rows [r0, r1): the block's sum is added to the
+// total, the lanes restart at zero.
 inline void close_block(double* part, std::int64_t lane_stride, double* total, std::int64_t r0,
                         std::int64_t r1) noexcept {
   for (std::int64_t r = r0; r < r1; ++r) {

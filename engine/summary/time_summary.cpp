@@ -9,6 +9,7 @@
 #include <pkscan/error.hpp>
 #include <pkscan/summary.hpp>
 
+#include "core/block.hpp"
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
 #include "summary/summary_state.hpp"
@@ -112,7 +113,8 @@ PKSCAN_INLINE void add_body(const AddJob& a, const Real* data) {
             if (!add_one(h, r0 + j, v)) a.bad[s] = 1;
           }
         }
-        if ((a.g0 + s + 1) % kBlock == 0) close_block(a.part, a.lane_stride, a.total, r0, r0 + w);
+        if ((a.g0 + s + 1) % kSubjectBlock == 0)
+          close_block(a.part, a.lane_stride, a.total, r0, r0 + w);
       }
       for (int i = 0; i < n; ++i) ++h.counts[slots[static_cast<std::size_t>(i)]];
       std::int64_t any = 0;
@@ -304,7 +306,7 @@ void TimeSummary::add(const SimulationResult& chunk) {
       double* part = m.part.data() + ((m.subjects + s) & 7) * m.lane_stride;
       if (inc[static_cast<std::size_t>(s)])
         for (std::int64_t r = 0; r < m.rows; ++r) part[r] += value_at(src, s, r);
-      if ((m.subjects + s + 1) % kBlock == 0)
+      if ((m.subjects + s + 1) % kSubjectBlock == 0)
         close_block(m.part.data(), m.lane_stride, m.total.data(), 0, m.rows);
     }
   }

@@ -1,4 +1,4 @@
-// The affine-composition operator of grid_math.hpp (what a parallel scan over time combines) in
+// The affine-composition operator of kernels/grid.hpp (what a parallel scan over time combines) in
 // scans that regroup it: tbb::parallel_scan splits the range, pre-scans the pieces another thread
 // took and combines their totals, so an element's prefix is composed in another grouping than
 // left to right. (The OpenMP system's inclusive_scan in CUDA 13.0's CCCL is serial and never
@@ -24,7 +24,7 @@
 #include <random>
 #include <vector>
 
-#include "grid/grid_math.hpp"
+#include "kernels/grid.hpp"
 
 namespace pkscan::detail {
 namespace {

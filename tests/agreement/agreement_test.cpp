@@ -12,20 +12,20 @@
 //   device code   (the Gpu/ cases) on CUDA, and on Thrust's OpenMP host system (built into
 //                 pkscan_device_host_tests with PKSCAN_DEVICE_HOST_SYSTEM): batched float64 0,
 //                 power float64 1e-10, and batched and sparse power give the CPU path's bits in
-//                 both precisions (grid_math.hpp on both sides, no contraction: --fmad=false)
+//                 both precisions (kernels/grid.hpp on both sides, no contraction: --fmad=false)
 //   any path      float32 within 1e-5 of the float64 reference, relative to the peak
 //   datasets      simulate_dataset (scan, batched, power: the same bits) against the exact grid
 //                 reference: kEventVsGrid (two exact solutions, different arithmetic: the event
 //                 engine's eigendecomposition against the grid's matrix exponential)
 //   Predictor     predict() gives simulate_dataset's predictions bit for bit (0)
 //   datasets on the device (Gpu/DeviceDatasets, Gpu/DeviceEventModels: the event walk): the
-//                 CPU's rows, bit for bit on the host system (events/step_hd.hpp and
-//                 steady_state_hd.hpp on both sides); on CUDA 1e-10
+//                 CPU's rows, bit for bit on the host system (kernels/event_step.hpp and
+//                 kernels/steady_state.hpp on both sides); on CUDA 1e-10
 //                 relative (exp and expm1 are CUDA's), floor 1e-3 of the subject's peaks
 //   Predictor on the device (Gpu/DevicePredictor: the event walk): the CPU Predictor's
 //                 predictions and log-likelihoods, bit for bit on the host system
-//                 (events/step_hd.hpp and steady_state_hd.hpp on both sides); on CUDA the same
-//                 tolerance as the datasets' (log-likelihood sums 1e-8); closed forms 1e-12;
+//                 (kernels/event_step.hpp and kernels/steady_state.hpp on both sides); on CUDA the
+//                 same tolerance as the datasets' (log-likelihood sums 1e-8); closed forms 1e-12;
 //                 gradients and Jacobians (plain loops, not Eigen's products) within 1e-9 of the
 //                 CPU's relative to the row's largest value (or 1e-6 of the matrix's)
 //   fused         Engine::summarize_into (batched cpu, fused) gives the bits of the reference
@@ -274,7 +274,7 @@ TEST_P(BackendAgreement, MatchesReferenceFloat64) {
   }
 }
 
-// The device code on the host system runs grid_math.hpp with the host's arithmetic, as the CPU
+// The device code on the host system runs kernels/grid.hpp with the host's arithmetic, as the CPU
 // paths do: the same bits, in both precisions. (Dense power runs the batched kernel on a device,
 // so its twin there is the reference scan, checked above with tolerance 0.)
 TEST_P(BackendAgreement, SameBitsAsTheCpuPath) {
@@ -949,7 +949,7 @@ TEST_P(DeviceTiming, SummarisesInWholeBlocksWhenMemoryIsShort) {
 
 // CUDA's exp and expm1 are not glibc's (within an ulp or two); the host system runs glibc's.
 #ifdef PKSCAN_DEVICE_HOST_SYSTEM
-constexpr double kDeviceEvents = 0.0;  // the CPU's bits (events/step_hd.hpp on both sides)
+constexpr double kDeviceEvents = 0.0;  // the CPU's bits (kernels/event_step.hpp on both sides)
 #else
 constexpr double kDeviceEvents = 1e-10;  // relative, floor 1e-3 of the subject's peaks
 #endif
@@ -1280,10 +1280,10 @@ void give_dv(Dataset& d, std::mt19937_64& rng) {
 
 // The device Predictor's predict_all and log_likelihood_all (without and with gradients)
 // against the CPU Predictor's: the CPU's bits on the host system (the walk is the CPU solver's
-// arithmetic, events/step_hd.hpp and steady_state_hd.hpp on both sides); on CUDA kDeviceEvents
-// relative with a floor of 1e-3 of it times the subject's peak prediction. Returns how many
-// subjects the device left to the host (unknown from outside: counted by comparing nothing; the
-// caller checks the predictions only).
+// arithmetic, kernels/event_step.hpp and kernels/steady_state.hpp on both sides); on CUDA
+// kDeviceEvents relative with a floor of 1e-3 of it times the subject's peak prediction. Returns
+// how many subjects the device left to the host (unknown from outside: counted by comparing
+// nothing; the caller checks the predictions only).
 void expect_device_predictor_like_cpu(const Dataset& d, const std::shared_ptr<const ModelInfo>& m,
                                       const std::vector<double>& params, const std::string& what,
                                       std::int64_t min_gradient_subjects) {

@@ -7,8 +7,8 @@
 
 #include <memory>
 
+#include "device/device.hpp"
 #include "device/runtime_host.hpp"
-#include "grid/device_backend.hpp"
 
 // The "device memory" of the runtimes made from now on (a test may make it small for a while).
 std::size_t pkscan_device_host_memory = std::size_t{64} << 20;

@@ -1,12 +1,10 @@
-// grid_math.hpp, the arithmetic every grid path (CPU and device) shares, checked on its own:
+// kernels/grid.hpp, the arithmetic every grid path (CPU and device) shares, checked on its own:
 // - dot_eigen_order against Eigen's own fixed-size matrix-vector product (bit for bit, N = 1..6):
 //   the breakpoint inputs of every path must be the numbers the host computed with Eigen before;
 // - affine_compose is associative (what a parallel scan over time regroups): random triples
 //   composed both ways agree to rounding, and exactly where every product is exact;
 // - the power table and jumps against repeated single steps.
-// This file is compiled with -ffp-contract=off, as every host file that includes grid_math.hpp.
-#include "grid/grid_math.hpp"
-
+// This file is compiled with -ffp-contract=off, as every host file that includes kernels/grid.hpp.
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
@@ -14,6 +12,8 @@
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "kernels/grid.hpp"
 
 namespace pkscan::detail {
 namespace {

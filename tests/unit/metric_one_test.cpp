@@ -1,4 +1,4 @@
-// The device summary's metrics (MetricOne, summary/summary_hd.hpp: one subject, the operations
+// The device summary's metrics (MetricOne, kernels/summary.hpp: one subject, the operations
 // of the CPU's lane kernel) against the lane kernel itself (MetricLanes, summary/metric_lanes.hpp:
 // eight subjects, one per lane), bit for bit, on values chosen to reach every branch: slow and
 // steep declines (the series below x = 1/16 and the logarithm above, ratios past DBL_MAX),
@@ -13,8 +13,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/summary.hpp"
 #include "summary/metric_lanes.hpp"
-#include "summary/summary_hd.hpp"
 
 namespace pkscan::detail {
 namespace {

@@ -12,7 +12,7 @@
 // file is compiled with -ffp-contract=off like every file holding this arithmetic
 // (CMakeLists.txt). A subject found non-finite late is excluded as add() excludes it: its
 // values are taken out of the sketch and the block's sums are recomputed without it.
-#include "summary/fused_summary.hpp"
+#include "grid/fused_summary.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -24,9 +24,9 @@
 #include <pkscan/models/model_kind.hpp>
 #include <pkscan/summary.hpp>
 
+#include "core/block.hpp"
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
-#include "device/summary_job.hpp"
 #include "grid/backend.hpp"
 #include "grid/lanes.hpp"
 #include "grid/transition.hpp"
@@ -35,14 +35,12 @@
 
 namespace pkscan::detail {
 
-static_assert(device::kSumBlock == kBlock, "the device summary's blocks are the summary's");
-
 namespace {
 
 constexpr int kFuseRows = 32;      // output rows per window: a 1024-subject tile stays in L2
 constexpr int kAdvanceGroups = 2;  // lane groups whose recurrences are interleaved (4 spilled K)
 constexpr int kHistRows = 8;       // sketch rows whose increments are interleaved (fuse_hist)
-constexpr std::int64_t kSlotStride = kBlock + 16;  // a row of fuse_rows' counter indices
+constexpr std::int64_t kSlotStride = kSubjectBlock + 16;  // a row of fuse_rows' counter indices
 // Tile elements per lane group: kFuseRows x N rows of 8 lanes, plus 8 so that the groups do not
 // all fall in the same cache sets.
 constexpr std::int64_t group_stride(int n) noexcept { return std::int64_t{kFuseRows} * n * 8 + 8; }
@@ -95,13 +93,13 @@ struct FuseScratch final : FusedScratch::Slot {
   std::vector<unsigned char> bad;         // per subject of the block: excluded from the summary
   std::vector<std::uint32_t> slots;       // kHistRows rows of the block: each value's counter
   FuseScratch()
-      : tr(kBlock),
-        lanes(kBlock / 8),
-        ml(kBlock / 8),
-        tile(static_cast<std::size_t>(kBlock / 8 * group_stride(N))),
-        inv(static_cast<std::size_t>(kBlock) * N),
-        amount_bad(kBlock),
-        bad(kBlock),
+      : tr(kSubjectBlock),
+        lanes(kSubjectBlock / 8),
+        ml(kSubjectBlock / 8),
+        tile(static_cast<std::size_t>(kSubjectBlock / 8 * group_stride(N))),
+        inv(static_cast<std::size_t>(kSubjectBlock) * N),
+        amount_bad(kSubjectBlock),
+        bad(kSubjectBlock),
         slots(static_cast<std::size_t>(kHistRows) * kSlotStride) {}
 };
 
@@ -297,8 +295,8 @@ PKSCAN_INLINE void fuse_rows(FuseScratch<N, Real>& w, Sketch& h, std::int64_t t0
   }
 }
 
-// One block of `count` subjects (<= kBlock) whose transitions and volumes are in the scratch,
-// `Fixup` as for fuse_window.
+// One block of `count` subjects (<= kSubjectBlock) whose transitions and volumes are in the
+// scratch, `Fixup` as for fuse_window.
 template <int N, class Real, bool Fixup>
 PKSCAN_INLINE void fuse_pass(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h,
                              std::int64_t count) {
@@ -349,7 +347,7 @@ PKSCAN_INLINE bool fuse_block(FuseScratch<N, Real>& w, const FuseJob& job, Sketc
                               std::int64_t blk, std::int64_t count) {
   const PreparedBatch& b = *job.b;
   const Problem& p = *b.problem;
-  const std::int64_t first = blk * kBlock;
+  const std::int64_t first = blk * kSubjectBlock;
   for (std::int64_t i = 0; i < count; ++i) {
     Mat<N> a;
     rate_matrix(*b.model, p.parameters.row(first + i), a.data());
@@ -386,7 +384,7 @@ template <int N, class Real>
 void fuse_finish(FuseScratch<N, Real>& w, const FuseJob& job, Sketch& h, std::int64_t blk,
                  std::int64_t count, bool any_bad) {
   if (any_bad) fuse_pass<N, Real, true>(w, job, h, count);
-  if (count == kBlock) {
+  if (count == kSubjectBlock) {
     double* out = job.block_sums + blk * job.rows;
     for (std::int64_t r = 0; r < job.rows; ++r) out[r] = lane_tree(w.part.data() + r * 8, 1);
   } else {
@@ -426,7 +424,7 @@ PKSCAN_FUSE(4, float)
 template <int N, class Real>
 void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t subjects,
               int threads, FusedScratch& scratch, double* seconds) {
-  const std::int64_t blocks = (subjects + kBlock - 1) / kBlock;
+  const std::int64_t blocks = (subjects + kSubjectBlock - 1) / kSubjectBlock;
   if (scratch.per_thread.size() < static_cast<std::size_t>(threads))
     scratch.per_thread.resize(static_cast<std::size_t>(threads));
   RegionError error;
@@ -446,7 +444,8 @@ void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t s
       if (!w || error.failed()) continue;
       error.guard([&] {
         Sketch& h = *sketches[static_cast<std::size_t>(tid)];
-        const std::int64_t count = std::min<std::int64_t>(kBlock, subjects - blk * kBlock);
+        const std::int64_t count =
+            std::min<std::int64_t>(kSubjectBlock, subjects - blk * kSubjectBlock);
         fuse_finish<N, Real>(*w, job, h, blk, count, fuse_call(job, h, blk, count, *w));
       });
     }
@@ -462,7 +461,7 @@ void fuse_all(const FuseJob& job, std::vector<Sketch*>& sketches, std::int64_t s
 
 bool FusedSummary::accepts(const TimeSummary& summary, std::int64_t subjects) noexcept {
   const TimeSummary::Impl& m = *summary.impl_;
-  if (m.subjects % kBlock != 0 || subjects <= 0) return false;
+  if (m.subjects % kSubjectBlock != 0 || subjects <= 0) return false;
   return !m.exact || static_cast<double>(m.subjects + subjects) * static_cast<double>(m.rows) >
                          static_cast<double>(m.opt.exact_values);
 }
@@ -498,11 +497,11 @@ void FusedSummary::commit(TimeSummary& summary, std::int64_t S, const double* bl
                           const double* tail, const unsigned char* excluded) noexcept {
   TimeSummary::Impl& m = *summary.impl_;
   // Block sums in block order; an incomplete last block is carried as add()'s lanes.
-  const std::int64_t full = S / kBlock;
+  const std::int64_t full = S / kSubjectBlock;
   for (std::int64_t blk = 0; blk < full; ++blk)
     for (std::int64_t r = 0; r < m.rows; ++r)
       m.total[static_cast<std::size_t>(r)] += block_sums[blk * m.rows + r];
-  if (S % kBlock != 0)
+  if (S % kSubjectBlock != 0)
     for (std::int64_t r = 0; r < m.rows; ++r)
       for (int l = 0; l < 8; ++l)
         m.part[static_cast<std::size_t>(l * m.lane_stride + r)] = tail[r * 8 + l];
@@ -553,7 +552,7 @@ void FusedSummary::add_batch(TimeSummary& summary, const PreparedBatch& b, Preci
   std::vector<Sketch*> sketches;
   for (auto& h : m.local) sketches.push_back(h.get());
 
-  const std::int64_t full = S / kBlock;
+  const std::int64_t full = S / kSubjectBlock;
   std::vector<double> block_sums(static_cast<std::size_t>(full * m.rows));
   std::vector<double> tail(static_cast<std::size_t>(m.rows) * 8, 0.0);
   FuseJob job;

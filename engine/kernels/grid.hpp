@@ -11,23 +11,22 @@
 // Everything here is plain data and PKSCAN_HD functions: no Eigen, no std::vector, no
 // exceptions, so nvcc can compile it for the device and g++ for the host.
 //
-// Rounding and contraction rule, per function:
+// Rounding and contraction rule: nothing here is ever contracted into FMA. Every host target that
+// compiles engine code builds with -ffp-contract=off (CMakeLists.txt, pkscan_exact_arithmetic),
+// and nvcc with --fmad=false, so the host, Thrust's host systems and CUDA add the same rounded
+// numbers. Per function:
 //   - breakpoint_inputs: double, in the order of Eigen 3.4's fixed-size row-major matrix-vector
 //     product with SSE2 packets (dot_eigen_order; checked against Eigen for N = 1..6 by
-//     tests/unit/grid_math_test.cpp), never contracted: mul_rn/add_rn are __dmul_rn/__dadd_rn on
-//     the device, and plain operators on the host, where every file that includes this header
-//     is compiled with -ffp-contract=off (PKSCAN_EXACT_SOURCES in CMakeLists.txt). Then rounded
-//     to Real once. Every path therefore adds the same rounded numbers.
+//     tests/unit/grid_math_test.cpp); mul_rn/add_rn are __dmul_rn/__dadd_rn on the device and
+//     plain operators on the host. Then rounded to Real once.
 //   - affine_step, affine_compose, jump: Real, fixed summation order (acc = a_0 b_0, then
-//     acc += a_j b_j for j = 1..N-1). The host never contracts (the rule above); nvcc contracts
-//     these multiply-adds into FMA (its default), a few ulps per step, never a reordering.
-//   - build_power_table: double, the same order as affine_step (FMA allowed on the device),
-//     rounded to Real when stored.
+//     acc += a_j b_j for j = 1..N-1).
+//   - build_power_table: double, the same order as affine_step, rounded to Real when stored.
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
-#include "core/hd.hpp"
+#include "kernels/hd.hpp"
 
 namespace pkscan::detail {
 

@@ -8,8 +8,8 @@
 #include <pkscan/error.hpp>
 
 #include "core/names.hpp"
+#include "device/device.hpp"
 #include "device/runtime.hpp"
-#include "grid/device_backend.hpp"
 
 namespace pkscan {
 

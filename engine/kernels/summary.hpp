@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/hd.hpp"
+#include "kernels/hd.hpp"
 
 namespace pkscan::detail {
 

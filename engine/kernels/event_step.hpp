@@ -9,7 +9,7 @@
 // (i, j) at i N + j).
 #include <cmath>
 
-#include "core/hd.hpp"
+#include "kernels/hd.hpp"
 
 namespace pkscan::detail {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The fused simulate-and-summarise path of population runs (engine/summary/fused_summary.cpp): the
+// The fused simulate-and-summarise path of population runs (engine/grid/fused_summary.cpp): the
 // lane kernel of the batched CPU backend runs over windows of output times for blocks of 1024
 // subjects and each window is summarised while it is in the thread's cache, so the
 // trajectories are never stored. The batched CPU backend's summarize() (reached through
@@ -10,6 +10,7 @@
 #include <pkscan/summary.hpp>
 #include <vector>
 
+#include "core/block.hpp"
 #include "grid/backend.hpp"
 #include "summary/sketch.hpp"
 
@@ -43,7 +44,7 @@ struct FusedSummary {
   static void check_batch(const TimeSummary& summary, const PreparedBatch& batch,
                           int metric_compartment, const double* metrics);
   // Adds a summarised batch of S subjects that check_batch accepted: the sums of its complete
-  // blocks of kBlock subjects (block_sums[block * rows + row]), the 8 lane sums of its last,
+  // blocks of kSubjectBlock subjects (block_sums[block * rows + row]), the 8 lane sums of its last,
   // incomplete block (tail[row * 8 + lane]) and its excluded subjects (excluded[s] != 0). The
   // summary leaves its exact phase.
   static void commit(TimeSummary& summary, std::int64_t S, const double* block_sums,

@@ -4,7 +4,7 @@
 // (device/walk_kernels.hpp). No Eigen.
 #include <cmath>
 
-#include "core/hd.hpp"
+#include "kernels/hd.hpp"
 
 namespace pkscan::detail {
 

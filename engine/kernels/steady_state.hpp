@@ -10,9 +10,9 @@
 // time): size(), rate(i), end(i), push(rate, end) (false when full), erase(i) (keeps the order).
 #include <cstdint>
 
-#include "core/hd.hpp"
-#include "events/event.hpp"
-#include "events/step_hd.hpp"
+#include "kernels/event.hpp"
+#include "kernels/event_step.hpp"
+#include "kernels/hd.hpp"
 
 namespace pkscan::detail {
 

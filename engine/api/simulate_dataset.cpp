@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "device/device.hpp"
 #include "events/plan.hpp"
 #include "events/solver.hpp"
-#include "grid/device_backend.hpp"
 
 namespace pkscan {
 

@@ -138,11 +138,11 @@ void fill_batch(const Problem& problem, const SimulateOptions& options,
   // Threads by the work, steps and values written (docs/performance.md, "Threads"): a small call
   // runs on fewer.
   const double subjects = static_cast<double>(batch.subjects);
-  batch.threads = detail::threads_for_work(
-      resolve_threads(options.threads),
-      subjects * (static_cast<double>(problem.grid.steps) +
-                  static_cast<double>(batch.out_steps.size()) * batch.n),
-      detail::kGridWorkPerThread);
+  batch.threads =
+      detail::threads_for_work(resolve_threads(options.threads),
+                               subjects * (static_cast<double>(problem.grid.steps) +
+                                           static_cast<double>(batch.out_steps.size()) * batch.n),
+                               detail::kGridWorkPerThread);
 }
 
 }  // namespace

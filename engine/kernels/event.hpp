@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/hd.hpp"
+#include "kernels/hd.hpp"
 
 namespace pkscan::detail {
 
