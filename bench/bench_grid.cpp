@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "device/copy_timing.hpp"
 
 namespace pkscan::bench {
 
@@ -126,7 +127,7 @@ struct DeviceCeilings {
 };
 DeviceCeilings device_ceilings(std::size_t out_bytes, int repeat) {
   const std::size_t b = std::min<std::size_t>(std::max<std::size_t>(out_bytes, 1), 2ull << 30);
-  const DeviceCopySeconds c = measure_device_copies(b, repeat);
+  const detail::DeviceCopySeconds c = detail::measure_device_copies(b, repeat);
   DeviceCeilings d;
   d.d2d_gb_per_s = 2.0 * static_cast<double>(b) / c.device_to_device / 1e9;
   d.d2h_gb_per_s = static_cast<double>(b) / c.device_to_host / 1e9;
