@@ -12,7 +12,6 @@
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 
-#include "bench.hpp"
 #include "fit.hpp"
 #include "options.hpp"
 #include "plot.hpp"
@@ -33,12 +32,6 @@ constexpr const char* kExitHelp =
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
 }
 
 struct Command {
@@ -196,43 +189,6 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run->add_flag("--verbose,-v", c.verbose, "Report the compute path and timings on stderr");
   add_threads_option(run, c.threads, "--threads,-j");
   run->footer(kExitHelp);
-  BenchOptions bo;
-  std::string b_method = "auto", b_device = "auto", b_precision = "float64";
-  CLI::App* bench =
-      app.add_subcommand("bench",
-                         "Time the synthetic workload of docs/performance.md (its NumPy version: "
-                         "bench/numpy_baseline.py); one JSON line");
-  bench->add_option("--n", bo.n, "Subjects")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  bench->add_option("--t", bo.t, "Time steps")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000000}));
-  bench->add_option("--method", b_method, "auto, scan, batched or power")
-      ->check(CLI::IsMember({"auto", "scan", "batched", "power"}));
-  bench->add_option("--device", b_device, "auto, cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  bench->add_option("--precision", b_precision, "float64 or float32")
-      ->check(CLI::IsMember({"float64", "float32"}));
-  bench->add_option("--output", bo.output,
-                    "dense, final, sparse:K, or summaries (the fused summaries-only path)");
-  add_threads_option(bench, bo.threads);
-  bench->add_option("--repeat", bo.repeat, "Timed runs after one warm-up")
-      ->check(CLI::Range(1, 1000));
-  bench->add_option("--seed", bo.seed, "Seed of the between-subject variability");
-  bench
-      ->add_option("--dataset", bo.dataset,
-                   "Dosing-records workload instead: irregular, regular (event engine), grid, or "
-                   "likelihood (Predictor::log_likelihood_all with gradients)")
-      ->check(CLI::IsMember({"irregular", "regular", "grid", "likelihood"}));
-  bench
-      ->add_option("--write", bo.write_dir,
-                   "Output-bound workload instead: stream the problem into an HDF5 file in this "
-                   "folder, beside a plain write of its size there")
-      ->check(CLI::ExistingDirectory);
-  bench->add_option("--doses", bo.doses, "Doses per subject (--dataset)")
-      ->check(CLI::Range(1, 100000));
-  bench->add_option("--observations", bo.observations, "Observations per subject (--dataset)")
-      ->check(CLI::Range(1, 100000));
-  bench->footer(kExitHelp);
   CLI::App* validate = app.add_subcommand("validate", "Check a run file; run nothing");
   validate->add_option("file", c.file, "Run file (YAML)")->required();
   validate->footer(kExitHelp);
@@ -243,9 +199,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   fit->footer(kExitHelp);
 
   if (!args.empty() && !args[0].empty() && args[0][0] != '-' && args[0] != "run" &&
-      args[0] != "validate" && args[0] != "bench" && args[0] != "plot" && args[0] != "fit") {
+      args[0] != "validate" && args[0] != "plot" && args[0] != "fit") {
     err << "pkscan: error: unknown command '" << args[0]
-        << "'; commands: run, validate, bench, plot, fit (see pkscan --help)\n";
+        << "'; commands: run, validate, plot, fit (see pkscan --help)\n";
     return kExitBadInput;
   }
   try {
@@ -276,14 +232,6 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (fit->parsed()) {
       c.file = fo.dataset;
       return run_fit(fo, out, err);
-    }
-    if (bench->parsed()) {
-      c.file = "bench";
-      bo.method = method_from_string(b_method);
-      bo.device = device_from_string(b_device);
-      bo.precision = b_precision == "float32" ? Precision::Float32 : Precision::Float64;
-      run_bench(bo, out);
-      return kExitOk;
     }
     return do_validate(c, out);
   } catch (const ConfigError& e) {

@@ -18,6 +18,7 @@ namespace {
 
 sigset_t g_original_mask;  // written once, before the handling thread exists
 bool g_installed = false;
+const char* g_program = "pkscan";  // written once, before the handling thread exists
 
 sigset_t termination_signals() {
   sigset_t set;
@@ -59,8 +60,8 @@ const char* signal_name(int sig) {
     output::discard_temp_files(true);
     const int status = 128 + sig;
     // On a terminal, after a progress bar drawn in place: a line of its own.
-    const std::string line = std::string(::isatty(STDERR_FILENO) ? "\n" : "") +
-                             "pkscan: stopped by " + signal_name(sig) + " (exit status " +
+    const std::string line = std::string(::isatty(STDERR_FILENO) ? "\n" : "") + g_program +
+                             ": stopped by " + signal_name(sig) + " (exit status " +
                              std::to_string(status) + "); no partial output left\n";
     const ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
     (void)ignored;
@@ -70,8 +71,9 @@ const char* signal_name(int sig) {
 
 }  // namespace
 
-void handle_termination_signals() {
+void handle_termination_signals(const char* program) {
   if (g_installed) return;
+  g_program = program;
   const sigset_t set = termination_signals();
   if (::pthread_sigmask(SIG_BLOCK, &set, &g_original_mask) != 0) return;
   try {

@@ -4,13 +4,15 @@
 // thread and taken by one thread that waits for them (sigwait). On one, that thread removes
 // every temporary output file (output::discard_temp_files, which waits for a commit in progress
 // to complete, so a signal never splits a commit), prints one line on stderr and ends the
-// process with status 128 + the signal number (SIGINT 130, SIGTERM 143, SIGHUP 129).
+// process with status 128 + the signal number (SIGINT 130, SIGTERM 143, SIGHUP 129). pkscan-bench
+// (bench/pkscan_bench.cpp) ends the same way.
 
 namespace pkscan::cli {
 
 /// Blocks the signals above and starts the thread that handles them. Call it first in main(),
 /// before any other thread exists (threads inherit the mask). Calling it again does nothing.
-void handle_termination_signals();
+/// `program` begins the line: "pkscan: stopped by SIGINT (exit status 130); ...".
+void handle_termination_signals(const char* program = "pkscan");
 
 /// Keeps HDF5 from installing its exit handler (H5dont_atexit; call it before any other HDF5
 /// call). HDF5 1.10's handler crashes (SIGSEGV in H5F__close_cb) when a file's H5Fclose failed

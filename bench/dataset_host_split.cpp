@@ -1,8 +1,8 @@
 // Where the time of a dataset on device 'cuda' goes, measured without a GPU: the dataset of
-// `pkscan bench --dataset irregular` (apps/bench.cpp: bench_dataset) on device 'cpu', and on the
-// device path run by the host system (Thrust's OpenMP system on the same cores: the test vehicle
-// of the device code), whose time splits into the host's part (building each chunk: the plans,
-// the parameter rows with their checks and eigendecompositions, the index columns; the
+// `pkscan-bench --dataset irregular` (bench/bench_dataset.cpp: bench_dataset) on device 'cpu',
+// and on the device path run by the host system (Thrust's OpenMP system on the same cores: the
+// test vehicle of the device code), whose time splits into the host's part (building each chunk:
+// the plans, the parameter rows with their checks and eigendecompositions, the index columns; the
 // bookkeeping around the device; the subjects the walk leaves to the host) and the device's part
 // (the event walk and the copies, here on the host). The host's part is what a GPU cannot take
 // away; host_over_cpu is its ratio to the whole CPU path, measured in the same process.
@@ -12,8 +12,8 @@
 // the host system, whose host part is what stays on the host per call (the parameter rows, their
 // checks and eigendecompositions, the likelihood from the predictions).
 //
-// Usage: pkscan_dataset_host_split [N] [repeat]   (built with the tests; three JSON lines: the
-// dataset, then the Predictor without and with gradients)
+// Usage: build/bin/pkscan_dataset_host_split [N] [repeat]   (built with the tests; three JSON
+// lines: the dataset, then the Predictor without and with gradients)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,11 +35,11 @@ int main(int argc, char** argv) {
     o.memory_bytes = std::size_t{16} << 30;
     return device::make_host_runtime(o);
   });
-  cli::BenchOptions o;
+  bench::BenchOptions o;
   o.n = argc > 1 ? std::atoll(argv[1]) : 100000;
   const int repeat = argc > 2 ? std::atoi(argv[2]) : 5;
   ParameterBatch params;
-  const Dataset d = cli::bench_dataset(o, true, params);
+  const Dataset d = bench::bench_dataset(o, true, params);
   DatasetResult r;
   struct Best {
     double s = 1e300;

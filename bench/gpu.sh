@@ -2,7 +2,7 @@
 # GPU measurements of docs/performance.md (issue 15), in one command on a machine with a GPU:
 #  1. ctest -L gpu: the agreement suite on the CUDA instantiation of the device code, then
 #     compute-sanitizer's memcheck on a subset of it (when the sanitizer is installed);
-#  2. `pkscan bench --device cuda` cells, each beside the same cell on the CPU in the same run:
+#  2. `pkscan-bench --device cuda` cells, each beside the same cell on the CPU in the same run:
 #     dense N=1e6, T=1e3 in float64 and float32, N=1e5 dense, final state and sparse:50 at
 #     N=1e6, power N=1, T=1e6 (sparse:1000), population summaries N=2e5 and 1e6, T=1e3, and
 #     an irregular NONMEM dataset of 1e5 subjects (the event engine), and the Predictor's
@@ -20,18 +20,18 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
-pkscan="$build/bin/pkscan"
-[ -x "$pkscan" ] || { echo "bench/gpu.sh: $pkscan is not built (run bash setup.sh)" >&2; exit 1; }
+bench="$build/bin/pkscan-bench"
+[ -x "$bench" ] || { echo "bench/gpu.sh: $bench is not built (run bash test.sh)" >&2; exit 1; }
 
 # Exit status 3: the device is not available in this build or on this machine.
 status=0
-why=$("$pkscan" bench --device cuda --method batched --n 1 --t 1 --repeat 1 2>&1 >/dev/null) ||
+why=$("$bench" --device cuda --method batched --n 1 --t 1 --repeat 1 2>&1 >/dev/null) ||
   status=$?
 if [ "$status" -eq 3 ]; then
-  echo "bench/gpu.sh: no GPU here, nothing measured (${why#pkscan: error: })"
+  echo "bench/gpu.sh: no GPU here, nothing measured (${why#pkscan-bench: error: })"
   exit 0
 elif [ "$status" -ne 0 ]; then
-  echo "bench/gpu.sh: pkscan bench failed: $why" >&2
+  echo "bench/gpu.sh: pkscan-bench failed: $why" >&2
   exit 1
 fi
 
@@ -60,12 +60,12 @@ if [ -x "$sanitizer" ] && [ -x "$build/tests/pkscan_backend_tests" ]; then
     python3 -c 'import json,sys; print(json.dumps({"memcheck": sys.stdin.read().strip()}))' >>"$out"
 fi
 
-cell() {  # device, then pkscan bench options; each cuda cell beside the same cell on the CPU
-  say "pkscan bench --device $*"
+cell() {  # device, then pkscan-bench options; each cuda cell beside the same cell on the CPU
+  say "pkscan-bench --device $*"
   local device=$1
   shift
-  "$pkscan" bench --device "$device" --repeat 3 "$@" >>"$out" ||
-    echo "{\"failed\": \"pkscan bench --device $device $*\"}" >>"$out"
+  "$bench" --device "$device" --repeat 3 "$@" >>"$out" ||
+    echo "{\"failed\": \"pkscan-bench --device $device $*\"}" >>"$out"
 }
 both() {
   cell cuda "$@"

@@ -4,7 +4,7 @@
 Usage: bench/gpu_table.py RESULTS.json [DOC.md]
 
 RESULTS.json holds one JSON object per line, as bench/gpu.sh writes it: the ctest summary, then
-`pkscan bench` cells, each `--device cuda` cell followed by the same cell on the CPU, then the
+pkscan-bench cells, each `--device cuda` cell followed by the same cell on the CPU, then the
 JAX seed scan if it ran. Prints the table and, given DOC.md, replaces the text between
 <!-- gpu-table:begin --> and <!-- gpu-table:end --> with it.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Population-run figures of docs/performance.md (issue 5), measured in one run:
 #  1. 1e6 subjects x 1000 steps, summaries only: peak resident memory and time per subject-step
-#     (best of three runs), against `pkscan bench` (batched CPU, float64, best of 3) in the same
+#     (best of three runs), against pkscan-bench (batched CPU, float64, best of 3) in the same
 #     run.
 #  2. 1e6 subjects x 100 steps, float32 trajectories to HDF5: peak resident memory.
 # Usage: bench/population_bench.sh [BUILD_DIR] [N]   (N defaults to 1000000)
@@ -10,6 +10,7 @@ set -euo pipefail
 build=${1:-build}
 n=${2:-1000000}
 pkscan="$build/bin/pkscan"
+bench="$build/bin/pkscan-bench"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -36,7 +37,7 @@ peak_run() {  # $1 yaml file, $2 output path -> "seconds peak_kib"
   cat "$work/time.txt"
 }
 
-# 1. summaries only: best of three runs (as `pkscan bench` reports the best of its repeats), the
+# 1. summaries only: best of three runs (as pkscan-bench reports the best of its repeats), the
 #    largest peak memory of the three
 population 1000 float64 "{trajectories: false}" > "$work/summaries.yaml"
 runs=()
@@ -48,13 +49,13 @@ for _ in 1 2 3; do
   if [[ -z "$s1" ]] || awk -v a="$s" -v b="$s1" 'BEGIN { exit !(a < b) }'; then s1=$s; fi
   if ((kib > kib1)); then kib1=$kib; fi
 done
-# pkscan bench for comparison: dense float64 output of N subjects does not fit in memory here
+# pkscan-bench for comparison: dense float64 output of N subjects does not fit in memory here
 # (24 GB for 1e6 x 1001 x 3), so dense is timed for N/10 subjects (per subject-step), and the
 # final-state-only workload for N subjects.
 nd=$((n / 10))
-dense_json=$("$pkscan" bench --n "$nd" --t 1000 --method batched --device cpu --precision float64 \
+dense_json=$("$bench" --n "$nd" --t 1000 --method batched --device cpu --precision float64 \
              --output dense --repeat 3)
-final_json=$("$pkscan" bench --n "$n" --t 1000 --method batched --device cpu --precision float64 \
+final_json=$("$bench" --n "$n" --t 1000 --method batched --device cpu --precision float64 \
              --output final --repeat 3)
 field() { printf '%s' "$1" | sed -E "s/.*\"$2\":([0-9.eE+-]+).*/\\1/"; }
 dense_ns=$(field "$dense_json" ns_per_subject_step)

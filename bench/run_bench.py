@@ -2,8 +2,14 @@
 """Runs pkscan's CPU benchmark grid and the NumPy baseline in the same run, writes the raw JSON
 lines to bench/results/cpu-<date>.json and a markdown table with ratios to docs/performance.md.
 
-Usage (from the repository root, after `bash setup.sh`):
-    /usr/bin/python3 bench/run_bench.py [--pkscan build/bin/pkscan] [--quick]
+Usage (from the repository root, after `bash test.sh` or
+`cmake --build build --target pkscan_bench`):
+    /usr/bin/python3 bench/run_bench.py [--pkscan-bench build/bin/pkscan-bench] [--quick]
+
+The cells run the benchmark program, build/bin/pkscan-bench by default. `--pkscan PATH` runs
+another build's: a binary named `pkscan-bench` is run as it is; a binary named `pkscan` is a
+build whose benchmarks are its `bench` command, run as `PATH bench ARGS` (to measure two builds
+side by side on one machine, one after the other with the same arguments).
 
 The NumPy baseline is bench/numpy_baseline.py (or $PKSCAN_NUMPY_BASELINE); it
 needs python3-numpy (installed by scripts/install-deps.sh). Every ratio in the table is between
@@ -27,7 +33,16 @@ def run_json(cmd):
 
 
 def pk(args, exe):
-    return run_json([exe, "bench"] + [str(a) for a in args])
+    return run_json(exe + [str(a) for a in args])
+
+
+def bench_command(args):
+    """The command line that runs the benchmarks, before their arguments."""
+    if args.pkscan is not None and args.pkscan_bench is not None:
+        sys.exit("bench/run_bench.py: give --pkscan-bench or --pkscan, not both")
+    if args.pkscan is not None:
+        return [args.pkscan, "bench"] if os.path.basename(args.pkscan) == "pkscan" else [args.pkscan]
+    return [args.pkscan_bench or os.path.join(ROOT, "build", "bin", "pkscan-bench")]
 
 
 def cpu_model():
@@ -43,7 +58,10 @@ def cpu_model():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pkscan", default=os.path.join(ROOT, "build", "bin", "pkscan"))
+    ap.add_argument("--pkscan-bench", default=None,
+                    help="the benchmark program (default: build/bin/pkscan-bench)")
+    ap.add_argument("--pkscan", default=None,
+                    help="another build's program: pkscan-bench, or pkscan (run as `pkscan bench`)")
     ap.add_argument("--baseline", default=os.environ.get(
         "PKSCAN_NUMPY_BASELINE", os.path.join(ROOT, "bench", "numpy_baseline.py")))
     ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with NumPy for the baseline")
@@ -52,6 +70,7 @@ def main():
     ap.add_argument("--cells", default="cpu,dataset",
                     help="which tables to measure: cpu (the NumPy workload), dataset (dosing records)")
     args = ap.parse_args()
+    args.exe = bench_command(args)
     cells = set(args.cells.split(","))
     if "dataset" in cells:
         dataset_table(args)
@@ -60,7 +79,7 @@ def main():
 
     n_big = 10_000 if args.quick else 100_000
     t_long = 100_000 if args.quick else 1_000_000
-    exe = args.pkscan
+    exe = args.exe
     rows = []
     sources = []  # per row: the pkscan cell whose regime and ceiling ratio the row shows
     raw = {"date": datetime.date.today().isoformat(), "cpu": cpu_model(), "cores": os.cpu_count(), "cells": []}
@@ -177,7 +196,7 @@ def main():
         json.dump(raw, f, indent=1)
 
     # The regime of the pkscan cell behind each row and its time against that regime's ceiling,
-    # measured by `pkscan bench` in the same process (docs/performance.md).
+    # measured by pkscan-bench in the same process (docs/performance.md).
     def regime(cell):
         if "regime" not in cell:
             return "-"
@@ -203,7 +222,7 @@ def dataset_table(args):
     engine against the same doses and output times on a regular grid (grid engine), both on the
     batched CPU path, in one run."""
     n = 10_000 if args.quick else 100_000
-    exe = args.pkscan
+    exe = args.exe
     common = ["--n", n, "--method", "batched", "--device", "cpu", "--repeat", 5, "--doses", 20, "--observations", 30]
     grid = pk(["--dataset", "grid"] + common, exe)
     irr = pk(["--dataset", "irregular"] + common, exe)
@@ -224,7 +243,7 @@ def dataset_table(args):
          f"grid engine: {grid['best_s']:.3f} s", f"{reg['best_s'] / grid['best_s']:.2f}x", "-"),
     ]
     # The regime of the pkscan cell behind each row and its time against that regime's ceiling,
-    # measured by `pkscan bench` in the same process (docs/performance.md).
+    # measured by pkscan-bench in the same process (docs/performance.md).
     # The dataset workloads do not measure their ceilings yet: "-" there.
     def regime(cell):
         if "regime" not in cell:

@@ -46,6 +46,7 @@
 #include <sstream>
 #include <string>
 
+#include "device/copy_timing.hpp"
 #include "support/expect_close.hpp"
 #include "unit/predictor_support.hpp"
 
@@ -571,7 +572,7 @@ TEST_P(OverflowStatus, MarksExactlyTheSubjectsWhoseAmountsLeaveTheRange) {
 using DeviceTiming = OverflowStatus;  // the same skip when the path is not available
 
 // A device run's summary splits its time into kernels and transfers, timed by the device; a CPU
-// run's has none. The copy ceilings of `pkscan bench --device cuda` are measured on the same
+// run's has none. The copy ceilings of `pkscan-bench --device cuda` are measured on the same
 // device.
 TEST_P(DeviceTiming, SplitsKernelAndTransferSeconds) {
   const Path& path = GetParam();
@@ -594,7 +595,7 @@ TEST_P(DeviceTiming, SplitsKernelAndTransferSeconds) {
   EXPECT_EQ(cpu.summary().device_kernel_seconds, 0.0);
   EXPECT_EQ(cpu.summary().device_transfer_seconds, 0.0);
 
-  const DeviceCopySeconds c = measure_device_copies(std::size_t{1} << 20, 3);
+  const detail::DeviceCopySeconds c = detail::measure_device_copies(std::size_t{1} << 20, 3);
   EXPECT_GT(c.device_to_device, 0.0);
   EXPECT_GT(c.device_to_host, 0.0);
   EXPECT_LT(c.device_to_device, 1.0);  // 1 MiB

@@ -34,7 +34,7 @@ pred = {"workload": "likelihood", "entry": "log_likelihood_all", "device": "cuda
         "transfer_s": 0.0005, "host_s": 0.0025, "device_subjects": 100000, "cpu_best_s": 0.02}
 lines = [{"ctest_gpu": "100% tests passed out of 7"},
          {"memcheck": "========= ERROR SUMMARY: 0 errors"}, cuda, cpu, lone,
-         {"failed": "pkscan bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu, data, data_cpu, pred,
+         {"failed": "pkscan-bench --device cuda --n 7"}, other, other_cpu, summ, summ_cpu, data, data_cpu, pred,
          {"jax_seed_scan": {"device": "cuda:0", "n": 100000, "t": 1000, "best_s": 0.012,
                             "best_to_host_s": 1.5}}]
 with tempfile.TemporaryDirectory() as d:

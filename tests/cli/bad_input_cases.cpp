@@ -810,6 +810,13 @@ const std::vector<BadInput>& cases() {
        kCommandLine,
        {"--frobnicate"}},
       {"UnknownSubcommand", BASE, {"simulate", "@FILE@"}, 2, kCommandLine, {"simulate"}},
+      // The benchmarks are the program pkscan-bench, not a command of pkscan.
+      {"BenchIsNotASubcommand",
+       BASE,
+       {"bench", "--n", "10"},
+       2,
+       kCommandLine,
+       {"unknown command 'bench'", "run, validate, plot, fit"}},
       {"RunWithoutFileArgument", "", {"run"}, 2, kCommandLine, {"file"}, Setup::kNoFile},
       {"ValidateWithoutFileArgument", "", {"validate"}, 2, kCommandLine, {"file"}, Setup::kNoFile},
       {"OutputOptionWithoutValue",

@@ -224,8 +224,8 @@ TEST(Cli, HelpExitsZeroAndMentionsExitStatuses) {
 
 TEST(Cli, HelpRefersToNothingOutsideTheProject) {
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--help"}, std::vector<std::string>{"bench", "--help"},
-        std::vector<std::string>{"fit", "--help"}, std::vector<std::string>{"plot", "--help"}}) {
+       {std::vector<std::string>{"--help"}, std::vector<std::string>{"fit", "--help"},
+        std::vector<std::string>{"plot", "--help"}}) {
     const CliResult r = run_pkscan(args);
     EXPECT_EQ(r.status, 0) << describe(r);
     EXPECT_EQ(r.out.find("shared/"), std::string::npos) << r.out;

@@ -69,9 +69,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
-    ap.add_argument("checks", nargs="*", choices=["layers", "sizes"])
+    ap.add_argument("checks", nargs="*", help="layers, sizes (both when none is named)")
     args = ap.parse_args()
     checks = args.checks or ["layers", "sizes"]
+    unknown = [c for c in checks if c not in ("layers", "sizes")]
+    if unknown:
+        ap.error("unknown check " + ", ".join(unknown) + " (layers, sizes)")
     found = []
     if "layers" in checks:
         found += layer_violations(args.root)

@@ -37,6 +37,13 @@ if(CONFIG)
 endif()
 step("cmake --install into ${prefix}" ${CMAKE_COMMAND} ${install_args})
 
+# The benchmark programs (bench/: pkscan-bench, ...) are never installed.
+file(GLOB_RECURSE installed RELATIVE ${prefix} ${prefix}/*)
+list(FILTER installed INCLUDE REGEX "bench")
+if(installed)
+  message(FATAL_ERROR "package test: benchmarks installed into ${prefix}: ${installed}")
+endif()
+
 # Only the scratch prefix may provide pkscan: no package registries, no build-tree export.
 set(configure_args -S ${CONSUMER_DIR} -B ${consumer_build}
     -DCMAKE_BUILD_TYPE=${BUILD_TYPE}

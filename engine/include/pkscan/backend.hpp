@@ -2,7 +2,6 @@
 /// @file backend.hpp
 /// Compute methods and devices, their names, and whether they are available.
 
-#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -40,14 +39,5 @@ bool is_backend_available(Method method, Device device, std::string* why = nullp
 /// Number of usable CUDA devices (0 when CUDA is not built or no driver/device is present).
 /// When 0 and `why` is given, *why says why. Never throws.
 int cuda_device_count(std::string* why = nullptr) noexcept;
-
-/// Best seconds of copies through device 'cuda' (the ceilings of `pkscan bench --device cuda`).
-struct DeviceCopySeconds {
-  double device_to_device = 0.0;  ///< a copy within device memory (reads and writes the bytes)
-  double device_to_host = 0.0;    ///< a copy from device memory into pinned host memory
-};
-/// Times `repeat` copies of `bytes` each way on the current device and keeps the best of each.
-/// @throws BackendUnavailable when device 'cuda' is not available; DeviceError on a device error.
-DeviceCopySeconds measure_device_copies(std::size_t bytes, int repeat);
 
 }  // namespace pkscan

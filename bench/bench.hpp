@@ -1,12 +1,18 @@
 #pragma once
-// `pkscan bench`: the synthetic workload of docs/performance.md (written in NumPy in
-// bench/numpy_baseline.py) through the library, timed, printed as one JSON line.
+// pkscan-bench: the synthetic workload of docs/performance.md (written in NumPy in
+// bench/numpy_baseline.py) and the other workloads of that page through the library, timed,
+// printed as one JSON line. The grid and summaries cells: bench_grid.cpp; the dosing-records
+// workloads: bench_dataset.cpp; the output-bound one: bench_write.cpp; the arithmetic ceiling:
+// bench_probe.cpp; the command line: pkscan_bench.cpp.
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <ostream>
 #include <pkscan/pkscan.hpp>
 #include <string>
+#include <vector>
 
-namespace pkscan::cli {
+namespace pkscan::bench {
 
 struct BenchOptions {
   std::int64_t n = 1000;
@@ -30,7 +36,7 @@ struct BenchOptions {
 };
 
 /// Best seconds of `repeat` runs (after a warm-up) of the hand-written probe's no-output
-/// recurrence (apps/bench_probe.cpp) on the bench's N subjects and T steps, on `threads`
+/// recurrence (bench/bench_probe.cpp) on the bench's N subjects and T steps, on `threads`
 /// threads: the arithmetic ceiling of the grid cells.
 double probe_recurrence_seconds(std::int64_t n, std::int64_t t, Precision precision, int threads,
                                 int repeat, std::uint32_t seed);
@@ -49,4 +55,45 @@ Problem bench_problem(const BenchOptions& o);
 // Runs the benchmark and writes one JSON line to `out`. @throws pkscan::Error.
 void run_bench(const BenchOptions& o, std::ostream& out);
 
-}  // namespace pkscan::cli
+// The workloads run_bench dispatches to, each writing its JSON line to `out`:
+// --dataset irregular|regular|grid, --dataset likelihood (bench_dataset.cpp) and --write DIR
+// (bench_write.cpp).
+void run_dataset_bench(const BenchOptions& o, std::ostream& out);
+void run_likelihood_bench(const BenchOptions& o, std::ostream& out);
+void run_write_bench(const BenchOptions& o, std::ostream& out);
+
+// ---- Timing, shared by the workloads ------------------------------------------------------------
+
+inline double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// The seconds of one warm-up call of f (it compiles schedules, allocates and faults pages in)
+// and of `repeat` timed calls after it.
+struct Timings {
+  double first_call = 0.0;
+  std::vector<double> times;
+  double best() const { return *std::min_element(times.begin(), times.end()); }
+};
+
+template <class F>
+Timings time_calls(int repeat, F&& f) {
+  Timings t;
+  double t0 = now();
+  f();
+  t.first_call = now() - t0;
+  for (int i = 0; i < repeat; ++i) {
+    t0 = now();
+    f();
+    t.times.push_back(now() - t0);
+  }
+  return t;
+}
+
+}  // namespace pkscan::bench

@@ -1,61 +1,26 @@
-#include "bench.hpp"
-
+// pkscan-bench's grid cells (bench.hpp): the NumPy workload through Engine::simulate_into beside
+// its ceilings (memory fill, streaming fill, the probe's recurrence, one subject and one step,
+// and on device 'cuda' the device's copies), and the summaries-only cell (--output summaries);
+// run_bench, which picks the workload.
 #include <emmintrin.h>
-#include <fcntl.h>
 #include <omp.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <pkscan/output/sink.hpp>
-#include <pkscan/population_run.hpp>
-#include <pkscan/predictor.hpp>
 #include <pkscan/summary.hpp>
 #include <pkscan/threads.hpp>
 #include <random>
 #include <sstream>
 #include <vector>
 
-namespace pkscan::cli {
+#include "bench.hpp"
+#include "device/copy_timing.hpp"
+
+namespace pkscan::bench {
 
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-// The seconds of one warm-up call of f (it compiles schedules, allocates and faults pages in)
-// and of `repeat` timed calls after it.
-struct Timings {
-  double first_call = 0.0;
-  std::vector<double> times;
-  double best() const { return *std::min_element(times.begin(), times.end()); }
-};
-
-template <class F>
-Timings time_calls(int repeat, F&& f) {
-  Timings t;
-  double t0 = now();
-  f();
-  t.first_call = now() - t0;
-  for (int i = 0; i < repeat; ++i) {
-    t0 = now();
-    f();
-    t.times.push_back(now() - t0);
-  }
-  return t;
-}
 
 // time_calls of Engine::simulate_into, with the summary of the fastest call (its device times).
 struct TimedCalls {
@@ -162,7 +127,7 @@ struct DeviceCeilings {
 };
 DeviceCeilings device_ceilings(std::size_t out_bytes, int repeat) {
   const std::size_t b = std::min<std::size_t>(std::max<std::size_t>(out_bytes, 1), 2ull << 30);
-  const DeviceCopySeconds c = measure_device_copies(b, repeat);
+  const detail::DeviceCopySeconds c = detail::measure_device_copies(b, repeat);
   DeviceCeilings d;
   d.d2d_gb_per_s = 2.0 * static_cast<double>(b) / c.device_to_device / 1e9;
   d.d2h_gb_per_s = static_cast<double>(b) / c.device_to_host / 1e9;
@@ -210,279 +175,6 @@ Problem bench_problem(const BenchOptions& o) {
                           ", but must be dense, final, sparse:K or summaries");
   }
   return p;
-}
-
-Dataset bench_dataset(const BenchOptions& o, bool irregular, ParameterBatch& params) {
-  Dataset d;
-  d.file = irregular ? "bench:irregular" : "bench:regular";
-  std::mt19937_64 rng(o.seed + 17);
-  std::uniform_real_distribution<double> jitter(-1.0, 1.0);
-  const double horizon = 6.0 * o.doses;
-  std::uniform_real_distribution<double> when(0.0, horizon);
-  std::normal_distribution<double> z(0.0, 1.0);
-  params = ParameterBatch(ModelKind::ThreeCompartment, o.n);
-  d.subjects.resize(static_cast<std::size_t>(o.n));
-  for (std::int64_t s = 0; s < o.n; ++s) {
-    const double f = std::exp(0.3 * z(rng));
-    params.set("ka", s, 1.0 * f);
-    params.set("k12", s, 0.3 * f);
-    params.set("k21", s, 0.1 / f);
-    params.set("ke", s, 0.15 * f);
-    params.set("v_central", s, 20.0 * f);
-    params.set("v_peripheral", s, 60.0);
-    DatasetSubject& subj = d.subjects[static_cast<std::size_t>(s)];
-    subj.id = std::to_string(s + 1);
-    for (int k = 0; k < o.doses; ++k) {
-      DatasetRecord r;
-      r.time = std::max(0.0, 6.0 * k + (irregular && k > 0 ? jitter(rng) : 0.0));
-      r.evid = 1;
-      r.amt = 100.0;
-      r.cmt = 1;
-      r.mdv = true;
-      subj.records.push_back(r);
-    }
-    for (int k = 0; k < o.observations; ++k) {
-      DatasetRecord r;
-      r.time = irregular ? when(rng) : 4.0 * k;
-      r.evid = 0;
-      r.cmt = 2;
-      subj.records.push_back(r);
-    }
-    std::stable_sort(
-        subj.records.begin(), subj.records.end(),
-        [](const DatasetRecord& a, const DatasetRecord& b) { return a.time < b.time; });
-  }
-  return d;
-}
-
-namespace {
-void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
-  SimulateOptions so;
-  so.method = o.method;
-  so.device = o.device;
-  so.threads = o.threads;
-  Timings t;
-  RunSummary sum;
-  std::int64_t rows = 0;
-  if (o.dataset == "grid") {
-    // The same work on a regular grid: doses every 6 h, outputs every 4 h, dt = 1 h.
-    Problem p;
-    p.grid = {1.0, 6 * o.doses};
-    ParameterBatch params;
-    bench_dataset(o, false, params);
-    p.parameters = params;
-    DoseEvent d;
-    d.amount = 100.0;
-    d.every = 6.0;
-    d.repeat = o.doses - 1;
-    p.doses = {d};
-    std::vector<std::int64_t> steps;
-    for (int k = 0; k < o.observations && 4 * k <= p.grid.steps; ++k) steps.push_back(4 * k);
-    p.output = OutputTimes::at_steps(steps);
-    Engine engine;
-    SimulationResult r;
-    t = time_calls(o.repeat, [&] { engine.simulate_into(p, so, r); });
-    sum = r.summary();
-    rows = r.subjects() * r.times();
-  } else if (o.dataset == "irregular" || o.dataset == "regular") {
-    ParameterBatch params;
-    const Dataset d = bench_dataset(o, o.dataset == "irregular", params);
-    DatasetResult r;  // reused across calls, as the grid workload reuses its result
-    t = time_calls(o.repeat,
-                   [&] { simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r); });
-    sum = r.summary;
-    rows = r.rows();
-  } else {
-    throw InvalidArgument("--dataset is " + o.dataset +
-                          ", but must be irregular, regular, grid or likelihood");
-  }
-  const double best = t.best();
-  std::ostringstream s;
-  s.precision(6);
-  s << "{\"workload\":\"" << o.dataset << "\",\"method\":\"" << to_string(sum.method)
-    << "\",\"device\":\"" << to_string(sum.device) << "\",\"n\":" << o.n << ",\"doses\":" << o.doses
-    << ",\"observations\":" << o.observations << ",\"rows\":" << rows
-    << ",\"threads\":" << sum.threads << ",\"repeat\":" << o.repeat << ",\"best_s\":" << best
-    << ",\"median_s\":" << median(t.times) << ",\"first_call_s\":" << t.first_call
-    << ",\"us_per_subject\":" << best * 1e6 / static_cast<double>(o.n);
-  if (sum.device == Device::Cuda)  // the last call's device seconds
-    s << ",\"kernel_s\":" << sum.device_kernel_seconds
-      << ",\"transfer_s\":" << sum.device_transfer_seconds
-      << ",\"host_subjects\":" << sum.device_host_subjects;
-  s << "}\n";
-  out << s.str();
-}
-}  // namespace
-
-// The fitting workload: Predictor::log_likelihood_all with gradients on the regular dataset
-// (DV 1, additive error), `repeat` calls, beside its arithmetic measured in the same run: the
-// same subjects through Predictor::log_likelihood one after another on this thread with one
-// reused workspace. The difference is the call's overhead (workspaces, threads, copies).
-// With --device cuda: the same call on the device (Predictor::set_device), beside the CPU's in the
-// same run, with the device call's kernel, copy and host seconds.
-void run_likelihood_bench(const BenchOptions& o, std::ostream& out) {
-  ParameterBatch params;
-  Dataset d = bench_dataset(o, false, params);
-  for (DatasetSubject& subj : d.subjects)
-    for (DatasetRecord& r : subj.records)
-      if (r.evid == 0) r.dv = 1.0, r.mdv = false;
-  Predictor pred(std::move(d), ModelKind::ThreeCompartment);
-  const ErrorModel error{ErrorModelKind::Additive};
-  const double sigma = 0.5;
-  const std::size_t np = static_cast<std::size_t>(pred.parameters());
-  std::vector<double> gradient(static_cast<std::size_t>(pred.subjects()) * np), sg(1);
-  std::ostringstream s;
-  s.precision(6);
-  if (o.device == Device::Cuda) {
-    auto value = [&] {
-      return pred.log_likelihood_all(params.row(0), error, &sigma, nullptr, gradient.data(),
-                                     sg.data(), o.threads);
-    };
-    const Timings t_cpu = time_calls(o.repeat, value);
-    pred.set_device(Device::Cuda);
-    Timings t_dev;
-    Predictor::DeviceCall call;
-    double t0 = now();
-    value();
-    t_dev.first_call = now() - t0;
-    for (int k = 0; k < o.repeat; ++k) {
-      t0 = now();
-      value();
-      t_dev.times.push_back(now() - t0);
-      if (t_dev.times.back() <= t_dev.best()) call = pred.last_device_call();
-    }
-    const double best = t_dev.best();
-    s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all+gradient\","
-      << "\"device\":\"cuda\""
-      << ",\"n\":" << o.n << ",\"doses\":" << o.doses << ",\"observations\":" << o.observations
-      << ",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
-      << ",\"best_s\":" << best << ",\"median_s\":" << median(t_dev.times)
-      << ",\"first_call_s\":" << t_dev.first_call << ",\"kernel_s\":" << call.kernel_seconds
-      << ",\"transfer_s\":" << call.transfer_seconds
-      << ",\"host_s\":" << best - call.kernel_seconds - call.transfer_seconds
-      << ",\"device_subjects\":" << call.device_subjects << ",\"cpu_best_s\":" << t_cpu.best()
-      << ",\"cpu_over_device\":" << t_cpu.best() / best << "}\n";
-    out << s.str();
-    return;
-  }
-  auto all = [&] {
-    return pred.log_likelihood_all(params.row(0), error, &sigma, nullptr, gradient.data(),
-                                   sg.data(), o.threads);
-  };
-  const std::unique_ptr<Predictor::Workspace> ws = pred.make_workspace();
-  auto loop = [&] {
-    double total = 0.0;
-    for (std::int64_t s = 0; s < pred.subjects(); ++s)
-      total += pred.log_likelihood(s, params.row(s), error, &sigma, gradient.data() + s * np,
-                                   sg.data(), *ws);
-    return total;
-  };
-  const Timings t_all = time_calls(o.repeat, all), t_loop = time_calls(o.repeat, loop);
-  const double best = t_all.best();
-  const double arithmetic = t_loop.best();
-  s << "{\"workload\":\"likelihood\",\"entry\":\"log_likelihood_all+gradient\",\"n\":" << o.n
-    << ",\"doses\":" << o.doses << ",\"observations\":" << o.observations
-    << ",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
-    << ",\"best_s\":" << best << ",\"median_s\":" << median(t_all.times)
-    << ",\"arithmetic_best_s\":" << arithmetic << ",\"overhead_us\":" << (best - arithmetic) * 1e6
-    << "}\n";
-  out << s.str();
-}
-
-namespace {
-
-// A sink that keeps nothing: run_population's simulation alone.
-class DiscardSink final : public ResultSink {
- public:
-  void write(const Chunk&) override {}
-  void write_summary(const TimeSummaryTable&) override {}
-  void commit() override {}
-};
-
-// Seconds to write `bytes` of incompressible bytes to a new file at `path` with write() in 4 MiB
-// blocks, then fsync (what a result file's commit does); the file is removed.
-double disk_write_seconds(const std::string& path, std::uint64_t bytes) {
-  std::vector<unsigned char> block(std::size_t{4} << 20);
-  std::mt19937_64 rng(1);
-  for (std::size_t i = 0; i + 8 <= block.size(); i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(block.data() + i, &v, 8);
-  }
-  const double t0 = now();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error("pkscan bench --write: cannot create " + path + ": " + std::strerror(errno));
-  std::uint64_t left = bytes;
-  bool ok = true;
-  std::uint64_t serial = 0;
-  while (left > 0 && ok) {
-    // No two 4 KiB pages the same (a storage layer that deduplicates gains nothing).
-    for (std::size_t page = 0; page < block.size(); page += 4096, ++serial)
-      std::memcpy(block.data() + page, &serial, sizeof serial);
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, block.size()));
-    ok = ::write(fd, block.data(), n) == static_cast<ssize_t>(n);
-    left -= n;
-  }
-  ok = ok && ::fsync(fd) == 0;
-  const std::string why = std::strerror(errno);
-  ::close(fd);
-  const double seconds = now() - t0;
-  ::unlink(path.c_str());
-  if (!ok) throw Error("pkscan bench --write: cannot write " + path + ": " + why);
-  return seconds;
-}
-
-}  // namespace
-
-// The output-bound workload (docs/performance.md): the benchmark problem, every step an output
-// time, streamed by run_population into DIR/pkscan-bench.h5 (the HDF5 sink: chunks compressed
-// on all threads), beside a plain write of the file's size in DIR and the same run into a sink
-// that keeps nothing, all in this process.
-void run_write_bench(const BenchOptions& o, std::ostream& out) {
-  PopulationRun run;
-  run.problem = bench_problem(o);
-  run.options.method = o.method;
-  run.options.device = o.device;
-  run.options.precision = o.precision;
-  run.options.threads = o.threads;
-  run.trajectories = true;
-  run.summaries = false;
-  const std::string path = o.write_dir + "/pkscan-bench.h5";
-  struct stat st {};
-  const Timings h5 = time_calls(o.repeat, [&] {
-    const std::unique_ptr<ResultSink> sink = output::make_sink(path, population_layout(run));
-    run_population(run, *sink);
-    if (::stat(path.c_str(), &st) != 0) throw Error("pkscan bench --write: no file " + path);
-  });
-  ::unlink(path.c_str());
-  const auto bytes = static_cast<std::uint64_t>(st.st_size);
-  const std::string plain = o.write_dir + "/pkscan-bench.bin";
-  std::vector<double> disk;
-  for (int i = 0; i <= o.repeat; ++i) disk.push_back(disk_write_seconds(plain, bytes));
-  disk.erase(disk.begin());  // the first as a warm-up, as time_calls does
-  const double disk_s = *std::min_element(disk.begin(), disk.end());
-  DiscardSink discard;
-  const double simulate_s = time_calls(o.repeat, [&] { run_population(run, discard); }).best();
-  const double h5_s = h5.best();
-  const std::size_t scalar = o.precision == Precision::Float64 ? 8 : 4;
-  const RunLayout layout = population_layout(run);
-  const double raw = 2.0 * static_cast<double>(o.n) * static_cast<double>(layout.times.size()) *
-                     static_cast<double>(layout.model->compartments.size()) *
-                     static_cast<double>(scalar);  // amounts and concentrations
-  std::ostringstream s;
-  s.precision(6);
-  s << "{\"workload\":\"write\",\"format\":\"hdf5\",\"n\":" << o.n << ",\"t\":" << o.t
-    << ",\"precision\":\"" << (o.precision == Precision::Float64 ? "float64" : "float32")
-    << "\",\"threads\":" << pkscan::resolve_threads(o.threads) << ",\"repeat\":" << o.repeat
-    << ",\"best_s\":" << h5_s << ",\"median_s\":" << median(h5.times) << ",\"file_bytes\":" << bytes
-    << ",\"raw_bytes\":" << raw << ",\"file_mb_per_s\":" << static_cast<double>(bytes) / h5_s / 1e6
-    << ",\"disk_best_s\":" << disk_s << ",\"disk_median_s\":" << median(disk)
-    << ",\"disk_mb_per_s\":" << static_cast<double>(bytes) / disk_s / 1e6
-    << ",\"file_over_disk\":" << disk_s / h5_s
-    << ",\"file_over_disk_median\":" << median(disk) / median(h5.times)
-    << ",\"simulate_s\":" << simulate_s << ",\"regime\":\""
-    << (simulate_s > 0.8 * h5_s ? "compute" : "output") << "\"}\n";
-  out << s.str();
 }
 
 namespace {
@@ -623,7 +315,7 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   tiny.output = "dense";
   const double overhead_s = best_of(bench_problem(tiny), compute_options);
   // The arithmetic ceiling: the hand-written probe's no-output recurrence on the same subjects,
-  // steps, precision and threads (apps/bench_probe.cpp). The power path does not step through
+  // steps, precision and threads (bench/bench_probe.cpp). The power path does not step through
   // the recurrence (it jumps by powers of K), so its own run without output is its ceiling.
   const double probe_s = probe_recurrence_seconds(o.n, o.t, o.precision, threads, o.repeat, o.seed);
   // On device 'cuda' the arithmetic ceiling is the device's: the final-state call's kernels (the
@@ -692,4 +384,4 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   out << s.str();
 }
 
-}  // namespace pkscan::cli
+}  // namespace pkscan::bench

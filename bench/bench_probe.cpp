@@ -1,4 +1,4 @@
-// The arithmetic ceiling of the grid recurrence for `pkscan bench`: the blocked kernel of the
+// The arithmetic ceiling of the grid recurrence for pkscan-bench: the blocked kernel of the
 // hand-written CPU probe of issue 16 (../shared/baselines/cpu_probe.cpp, run_blocked with no
 // output and sparse doses), on the bench's subjects and threads. 64 subjects per block in
 // structure-of-arrays registers, time outer, the subjects' loop vectorized; no output but a
@@ -15,7 +15,7 @@
 
 #include "bench.hpp"
 
-namespace pkscan::cli {
+namespace pkscan::bench {
 
 namespace {
 
@@ -127,4 +127,4 @@ double probe_recurrence_seconds(std::int64_t n, std::int64_t t, Precision precis
                                          : probe_best<float>(n, t, threads, repeat, seed);
 }
 
-}  // namespace pkscan::cli
+}  // namespace pkscan::bench
