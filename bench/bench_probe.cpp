@@ -1,6 +1,6 @@
-// The arithmetic ceiling of the grid recurrence for pkscan-bench: the blocked kernel of the
-// hand-written CPU probe of issue 16 (../shared/baselines/cpu_probe.cpp, run_blocked with no
-// output and sparse doses), on the bench's subjects and threads. 64 subjects per block in
+// The arithmetic ceiling of the grid recurrence for pkscan-bench: a hand-written blocked kernel
+// that bounds the compute (no output, sparse doses; docs/performance.md, the compute ceiling),
+// on the bench's subjects and threads. 64 subjects per block in
 // structure-of-arrays registers, time outer, the subjects' loop vectorized; no output but a
 // checksum of the final states. It is not bound by pkscan's rules: multiply-adds may contract
 // into FMA, and the sums are grouped as the compiler likes. Compiled for AVX-512, AVX2 and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU measurements of docs/performance.md (issue 15), in one command on a machine with a GPU:
+# GPU measurements of docs/performance.md, in one command on a machine with a GPU:
 #  1. ctest -L gpu: the agreement suite on the CUDA instantiation of the device code, then
 #     compute-sanitizer's memcheck on a subset of it (when the sanitizer is installed);
 #  2. `pkscan-bench --device cuda` cells, each beside the same cell on the CPU in the same run:
@@ -9,7 +9,7 @@
 #     log_likelihood_all with gradients on the device (the event walk) at 1e5, 1e3 and 12
 #     subjects (the last two in the overhead regime: N x T <= 1e5), each with the CPU's same call
 #     measured in the cell;
-#  3. the seed's formulation in JAX (x_t = K x_{t-1} by lax.scan over stacked per-subject K) on
+#  3. the plain-JAX formulation (x_t = K x_{t-1} by lax.scan over stacked per-subject K) on
 #     the same GPU, if JAX with CUDA is importable (JAX=python path, default .venv/bin/python).
 # Writes bench/results/<gpu>-<date>.json (one JSON object per line; the ctest log beside it) and
 # the GPU table of docs/performance.md (bench/gpu_table.py). On a machine without a
@@ -75,7 +75,7 @@ both() {
 for precision in float64 float32; do
   both --method batched --n 1000000 --t 1000 --precision "$precision" --output dense
 done
-# The seed model's size on the GPU (the JAX scan below runs the same cell).
+# 1e5 subjects dense on the GPU (the JAX scan below runs the same cell).
 both --method batched --n 100000 --t 1000 --output dense
 # Compute-bound: results that stay small (final state, 50 output times).
 both --method batched --n 1000000 --t 1000 --output final

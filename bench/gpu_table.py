@@ -5,8 +5,8 @@ Usage: bench/gpu_table.py RESULTS.json [DOC.md]
 
 RESULTS.json holds one JSON object per line, as bench/gpu.sh writes it: the ctest summary, then
 pkscan-bench cells, each `--device cuda` cell followed by the same cell on the CPU, then the
-JAX seed scan if it ran. Prints the table and, given DOC.md, replaces the text between
-<!-- gpu-table:begin --> and <!-- gpu-table:end --> with it.
+plain-JAX scan (`jax_seed_scan`) if it ran. Prints the table and, given DOC.md, replaces the text
+between <!-- gpu-table:begin --> and <!-- gpu-table:end --> with it.
 """
 import json
 import os
@@ -82,7 +82,7 @@ def table(lines, source):
         head += f" compute-sanitizer memcheck on a subset: {memcheck}."
     text = [head, "", *rows, ""]
     if isinstance(jax, dict):
-        text.append(f"The seed's JAX scan on {jax['device']} (N={num(jax['n'])}, T={num(jax['t'])}, "
+        text.append(f"The plain-JAX scan on {jax['device']} (N={num(jax['n'])}, T={num(jax['t'])}, "
                     f"float64): {jax['best_s'] * 1e3:.4g} ms with the trajectories left on the "
                     f"GPU, {jax['best_to_host_s'] * 1e3:.4g} ms with them on the host.")
         text.append("")

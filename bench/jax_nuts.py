@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""NUTS on a population model: the seed's plain-JAX `lax.scan` model against pkscan.jax (issue 13).
+"""NUTS on a population model: a plain-JAX `lax.scan` model against pkscan.jax.
 
 Same data, same model, same priors, same NUTS settings and seed; only the log-likelihood differs:
 
-  scan    the seed's formulation in plain JAX: per-subject K stacked [N, 2, 2], lax.scan of
+  scan    the formulation in plain JAX: per-subject K stacked [N, 2, 2], lax.scan of
           x_t = K x_{t-1} + b_t over the T steps of the grid (einsum), amounts divided by the
           central volume at the end, Gaussian log-likelihood of the observations on grid points.
-          --discretization euler (default, the issue's formulation): K = I + A dt;
+          --discretization euler (default, the plain-JAX formulation): K = I + A dt;
           --discretization exact: K = expm(A dt) (same posterior as pkscan).
   pkscan  pkscan.jax.log_likelihood on the same observations as a NONMEM dataset (XLA FFI;
           exact solution, whatever --discretization says).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Population-run figures of docs/performance.md (issue 5), measured in one run:
+# Population-run figures of docs/performance.md, measured in one run:
 #  1. 1e6 subjects x 1000 steps, summaries only: peak resident memory and time per subject-step
 #     (best of three runs), against pkscan-bench (batched CPU, float64, best of 3) in the same
 #     run.

@@ -451,7 +451,7 @@ class DeviceBackend final : public Backend {
         static_cast<std::int64_t>(rt_->target_chunk_bytes() /
                                   std::max<std::size_t>(1, p.out_per_subject)));
     // One chunk whose buffers the first slot already holds: no need to ask the device for its
-    // free memory (a few microseconds, much of a small call).
+    // free memory (much of a small call: docs/performance.md, "Thresholds").
     const std::size_t us = static_cast<std::size_t>(b.subjects);
     const Slot& s0 = slot_[0];
     if (b.subjects <= target && s0.in.bytes() >= p.in_per_subject * us &&

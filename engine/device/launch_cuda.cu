@@ -1,7 +1,7 @@
 // The kernels on CUDA (nvcc): subject_kernels.hpp's functors over a chunk, one thread per
 // subject, enqueued on the slot's stream without synchronising. A plain kernel launch rather
-// than thrust::for_each: Thrust's launch cost 5.3 us of host time per call on an H200 host,
-// much of a small call (docs/performance.md, "Where the GPU pays").
+// than thrust::for_each, whose host time per launch is much of a small call (docs/performance.md,
+// "Thresholds" and "Where the GPU pays").
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -393,7 +393,8 @@ class Solver final : public EventSolver {
     void stop(const Event& d, double rate) { sv.stop_jump(d.seq, d.cmt, rate, false); }
   };
 
-  // Inlined into simulate() (once per event; a call cost about 4% of a dataset run, measured).
+  // Inlined into simulate() (once per event; a call costs a few percent of a dataset run:
+  // docs/performance.md, "Thresholds").
   template <bool G>
   __attribute__((always_inline)) inline void advance_to(double t, Mat<N>& k, Mat<N>& g) {
     while (x_time_ < t) {

@@ -363,8 +363,8 @@ PKSCAN_INLINE void block_rows(const PreparedBatch& b, std::int64_t first, std::i
   };
   if (b.out_steps.size() == static_cast<std::size_t>(b.schedule.steps + 1)) {
     // Dense: one lane group at a time. Its recurrence, the line emission and their registers
-    // fit in the machine's, and the stores, not the recurrence's latency, bound a group (1
-    // thread, float64, 1e5 x 1e3: 0.14-0.15 s against 0.16-0.17 s with both groups).
+    // fit in the machine's, and the stores, not the recurrence's latency, bound a group (both
+    // groups are slower: docs/performance.md, "Thresholds").
     for (int g = 0; g * W < active; ++g) stream(std::integral_constant<int, 1>{}, g);
   } else {
     // Sparse: the recurrence bounds the block, and two groups overlap their latencies.
@@ -499,8 +499,8 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
     const std::int64_t items = (b.subjects + unit - 1) / unit;
     auto count = [&](std::int64_t i) { return std::min(unit, b.subjects - i * unit); };
     if (b.threads <= 1 || items == 1) {
-      // One thread: no parallel region (its start costs about a microsecond, much of a call of
-      // a few subjects), and the thread's scratch is reused from call to call.
+      // One thread: no parallel region (its start costs much of a call of a few subjects:
+      // docs/performance.md, "Thresholds"), and the thread's scratch is reused from call to call.
       Scratch<N, Real>& w = scratch<N, Real>();
       for (std::int64_t i = 0; i < items; ++i)
         run_block(b, i * unit, count(i), out.amounts, out.status, w.tr, *w.block);

@@ -2,12 +2,13 @@
 // Parallel compression of the HDF5 sink's large datasets (private to pkscan::output).
 //
 // The trajectories of a run are most of an HDF5 result, and HDF5's own filter pipeline compresses
-// them on one thread (37 MB/s of a 250-360 MB/s disk, docs/performance.md). ChunkWriter assembles
-// whole chunks of a dataset created with HDF5's shuffle and deflate filters, runs the same two
-// filters itself on all threads (the shuffle's byte transposition, then a zlib stream made by
-// libdeflate at the dataset's level: the format HDF5's deflate filter writes, which every HDF5
-// reader decodes without plugins) and writes each compressed chunk in file order with
-// H5Dwrite_chunk (HDF5's direct chunk write). Values read back are the values written.
+// them on one thread, far below a disk's write speed (docs/performance.md, "Thresholds").
+// ChunkWriter assembles whole chunks of a dataset created with HDF5's shuffle and deflate
+// filters, runs the same two filters itself on all threads (the shuffle's byte transposition,
+// then a zlib stream made by libdeflate at the dataset's level: the format HDF5's deflate filter
+// writes, which every HDF5 reader decodes without plugins) and writes each compressed chunk in
+// file order with H5Dwrite_chunk (HDF5's direct chunk write). Values read back are the values
+// written.
 #include <hdf5.h>
 
 #include <cstddef>

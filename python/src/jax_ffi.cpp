@@ -150,9 +150,10 @@ template <class Body>
 std::string for_each_pair(const Predictor& p, std::int64_t batch, Body body) {
   const std::int64_t S = p.subjects();
   const std::int64_t pairs = batch * S;
-  // A few microseconds per subject: small calls (the common case inside a sampler) run on the
-  // calling thread; a parallel region there costs more than it saves, and far more on a loaded
-  // machine, where a descheduled team member holds up the barrier for a whole time slice.
+  // A few microseconds per subject (docs/performance.md, "Thresholds"): small calls (the common
+  // case inside a sampler) run on the calling thread; a parallel region there costs more than it
+  // saves, and far more on a loaded machine, where a descheduled team member holds up the
+  // barrier for a whole time slice.
   const int threads = static_cast<int>(
       std::max<std::int64_t>(1, std::min<std::int64_t>(default_threads(), pairs / 16)));
   std::vector<std::unique_ptr<Predictor::Workspace>> ws(static_cast<std::size_t>(threads));

@@ -310,7 +310,7 @@ def test_concurrent_predict_all_from_threads_agree():
 def test_gil_is_released_while_evaluating(call):
     # Calls long enough (2000 observations a subject, about a millisecond) that a thread woken
     # by the OS can take the GIL while one runs: with the module's 3-observation subjects a call
-    # lasts a few microseconds, shorter than the OS's wake-up latency, and the check was flaky.
+    # lasts a few microseconds, shorter than the OS's wake-up latency, too short for the check.
     lines = ["ID,TIME,AMT,CMT,EVID,II,ADDL,DV"]
     for s in range(1, 3):
         lines.append(f"{s},0,100,1,1,24,100,.")

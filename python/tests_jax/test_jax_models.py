@@ -1,4 +1,4 @@
-"""pkscan.jax in models: the seed's plain-JAX formulation (lax.scan of x_t = K x_{t-1} over
+"""pkscan.jax in models: the plain-JAX formulation (lax.scan of x_t = K x_{t-1} over
 stacked per-subject K) gives the same log-density and gradient, and NumPyro's NUTS samples a
 population model to the end and recovers the true typical values."""
 import time
@@ -32,7 +32,7 @@ def write_dataset(path, dv):
 
 
 def seed_concentrations(theta):
-    """The seed's model in plain JAX: per-subject K = expm(A dt) stacked [S, 2, 2] (exact
+    """The model in plain JAX: per-subject K = expm(A dt) stacked [S, 2, 2] (exact
     propagation, as pkscan's Predictor on datasets), lax.scan of x_t = K x_{t-1} + b_t over the
     grid, amounts divided by the central volume at the end. theta [S, 3] = log(ka, ke, v)."""
     ka, ke, v = jnp.exp(theta[:, 0]), jnp.exp(theta[:, 1]), jnp.exp(theta[:, 2])
@@ -159,7 +159,7 @@ def test_nuts_vectorized_chains_and_out_of_domain_proposals(population):
 
 
 def seed_concentrations_euler(theta):
-    """The seed's formulation as written: per-subject K = I + A dt (euler) stacked [S, 2, 2],
+    """The plain-JAX formulation with euler steps: per-subject K = I + A dt stacked [S, 2, 2],
     lax.scan of x_t = K x_{t-1} + b_t over the grid, amounts divided by the central volume at
     the end."""
     ka, ke, v = jnp.exp(theta[:, 0]), jnp.exp(theta[:, 1]), jnp.exp(theta[:, 2])
@@ -179,8 +179,8 @@ def seed_concentrations_euler(theta):
 
 
 def test_seed_euler_formulation_gives_the_same_log_density_and_gradient():
-    """The issue's comparison as stated: the seed's euler lax.scan against pkscan.jax's euler
-    Simulator on the same grid, the same Gaussian log-likelihood around both."""
+    """The plain-JAX euler lax.scan against pkscan.jax's euler Simulator on the same grid, the
+    same Gaussian log-likelihood around both."""
     S = 6
     rng = np.random.default_rng(12)
     theta = np.log([1.0, 0.15, 12.0]) + 0.25 * rng.standard_normal((S, 3))

@@ -793,7 +793,7 @@ const std::vector<BadInput>& cases() {
        "3:10",
        {"too large"}},
       // Streamed (summaries only): no result is held, but the parameter table of every subject
-      // is (found by tests/fuzz: it was a std::bad_alloc).
+      // is: refused as too large, not a failed allocation (a case tests/fuzz reached).
       {"StreamedRunParametersTooLargeToHoldInMemory",
        L1_TIME L2_SUBJECTS "  count: 100000000000\n" L3_PARAMS L4_DOSES L5_DOSE
                            "output: {path: @DIR@/out.csv, trajectories: false}\n",

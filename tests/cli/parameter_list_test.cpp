@@ -176,7 +176,8 @@ TEST_P(ParameterLists, EachSubjectEqualsItsOneSubjectRun) {
   }
 }
 
-// The issue's own example, against the closed form: depot amount 100 exp(-ka t) of each subject.
+// Per-subject lists beside a shared value, against the closed form: depot amount 100 exp(-ka t)
+// of each subject.
 TEST(ParameterLists, IssueExampleDepotAmountsAreEachSubjectsOwn) {
   TempDir dir;
   const std::string path = dir.file("lists.yaml");

@@ -136,7 +136,7 @@ TEST(Parameterization, MixingMicroConstantsAndClearancesIsAnError) {
 namespace pkscan {
 namespace {
 
-// The same table through `linear` models declared flow by flow (the second route).
+// The same table through `linear` models declared flow by flow (the other way to state a model).
 std::shared_ptr<const ModelInfo> linear_disposition(int peripherals) {
   std::vector<std::string> comps = {"depot", "central"};
   std::vector<FlowSpec> flows = {{"depot", "central", "ka"}, {"central", "", "ke"}};
