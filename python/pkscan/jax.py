@@ -34,8 +34,8 @@ __all__ = ["log_likelihood", "predict", "parameters", "Simulator"]
 if not hasattr(_core, "_xla_ffi_targets"):
     raise ImportError(
         "pkscan.jax: this pkscan was built without the XLA FFI handlers (no jaxlib found when "
-        "configuring); install it with pip, or run scripts/setup-venv.sh, then configure and "
-        "build again")
+        "configuring); install it with pip's build isolation (pip install .), or run "
+        "scripts/setup-venv.sh, then configure and build again")
 
 
 def _xla_ffi_api_version():
