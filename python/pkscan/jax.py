@@ -16,7 +16,14 @@ gradients (jax.custom_jvp: forward and reverse mode).
 See docs/python.md.
 """
 
-import jax
+try:
+    import jax
+except ModuleNotFoundError:
+    raise ImportError("pkscan.jax needs jax and jaxlib: pip install 'pkscan[jax]' (or pip install "
+                      "jax; docs/python.md lists the versions that work)") from None
+import os
+import re
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -26,11 +33,49 @@ __all__ = ["log_likelihood", "predict", "parameters", "Simulator"]
 
 if not hasattr(_core, "_xla_ffi_targets"):
     raise ImportError(
-        "pkscan.jax: this pkscan was built without the XLA FFI handlers (no jax found when "
-        "configuring); run scripts/setup-venv.sh, then configure and build again")
+        "pkscan.jax: this pkscan was built without the XLA FFI handlers (no jaxlib found when "
+        "configuring); install it with pip's build isolation (pip install .), or run "
+        "scripts/setup-venv.sh, then configure and build again")
 
-for _name, _capsule in _core._xla_ffi_targets().items():
-    jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+
+def _xla_ffi_api_version():
+    """The XLA FFI API version of the installed jaxlib (from its own headers), or None."""
+    try:
+        with open(os.path.join(jax.ffi.include_dir(), "xla", "ffi", "api", "c_api.h")) as f:
+            text = f.read()
+        return tuple(int(re.search(rf"#define XLA_FFI_API_{part}\s+(\d+)", text).group(1))
+                     for part in ("MAJOR", "MINOR"))
+    except (OSError, AttributeError):
+        return None
+
+
+def _register_handlers():
+    # XLA accepts handlers built with its own XLA FFI API version or an older one that it still
+    # supports. JAX registers a handler with XLA only when it starts its CPU backend, and a
+    # handler XLA refuses then stops that backend (every JAX computation fails): so a jaxlib
+    # whose API version is older than the handlers' is refused here, before registering.
+    import jaxlib
+
+    def refuse(reason):
+        raise ImportError(
+            f"pkscan.jax: jax {jax.__version__} with jaxlib {jaxlib.__version__} cannot run "
+            f"pkscan's XLA FFI handlers, built with the XLA FFI API {built} of jaxlib "
+            f"{_core._xla_ffi_jaxlib} ({reason}); install jax and jaxlib {_core._xla_ffi_jaxlib} "
+            f"or another version docs/python.md lists, or rebuild pkscan against this jaxlib "
+            f"(pip install --no-build-isolation)") from None
+
+    built = ".".join(map(str, _core._xla_ffi_api_version))
+    installed = _xla_ffi_api_version()
+    if installed is not None and installed < tuple(_core._xla_ffi_api_version):
+        refuse(f"its XLA has the older XLA FFI API {'.'.join(map(str, installed))}")
+    try:
+        for name, capsule in _core._xla_ffi_targets().items():
+            jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+    except Exception as e:  # noqa: BLE001  (a refusal by XLA, or a jax without jax.ffi)
+        refuse((str(e).strip().splitlines() or [type(e).__name__])[0])
+
+
+_register_handlers()
 
 _ERRORS = {"additive": (0, 1), "proportional": (1, 1), "combined": (2, 2)}
 _alive = {}  # Predictor address -> (Predictor, {key: function})

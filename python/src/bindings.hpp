@@ -107,8 +107,8 @@ void bind_population(py::module_& m);
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);
 
-/// Adds `_xla_ffi_targets()`, the XLA FFI handlers of pkscan.jax (jax_ffi.cpp; only in builds
-/// with PKSCAN_WITH_XLA_FFI).
+/// Adds `_xla_ffi_targets()`, the XLA FFI handlers of pkscan.jax, and the XLA FFI API version
+/// they were built with (jax_ffi.cpp; only in builds with PKSCAN_WITH_XLA_FFI).
 void bind_jax_ffi(py::module_& m);
 
 }  // namespace pkscan::python

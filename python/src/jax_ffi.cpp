@@ -1,8 +1,10 @@
 // XLA FFI handlers of pkscan.jax (python/pkscan/jax.py): the Predictor called directly from a
 // compiled JAX program, no Python in between. Compiled into the pkscan extension module only when
-// the headers of jax.ffi.include_dir() were found (PKSCAN_WITH_XLA_FFI); the module then exposes
-// the handlers as PyCapsules (`_xla_ffi_targets()`), which pkscan.jax registers with
-// jax.ffi.register_ffi_target.
+// the headers of jaxlib/include (jax.ffi.include_dir()) were found (PKSCAN_WITH_XLA_FFI); the
+// module then exposes the handlers as PyCapsules (`_xla_ffi_targets()`), which pkscan.jax registers
+// with jax.ffi.register_ffi_target, and the XLA FFI API version of those headers with the jaxlib
+// they came from (`_xla_ffi_api_version`, `_xla_ffi_jaxlib`; PKSCAN_XLA_FFI_JAXLIB), which its
+// message names when an installed jaxlib does not accept the handlers.
 //
 // Both handlers take a leading batch (any number of leading dimensions, flattened: the
 // vmap_method="broadcast_all" layout) and evaluate every (batch element, subject) pair in one
@@ -369,6 +371,8 @@ void bind_jax_ffi(py::module_& m) {
         return d;
       },
       "XLA FFI handlers of pkscan.jax (name: PyCapsule), for jax.ffi.register_ffi_target.");
+  m.attr("_xla_ffi_api_version") = py::make_tuple(XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);
+  m.attr("_xla_ffi_jaxlib") = PKSCAN_XLA_FFI_JAXLIB;
 }
 
 }  // namespace pkscan::python
