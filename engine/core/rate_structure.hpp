@@ -3,7 +3,7 @@
 // Predictor's sensitivities and GridGradient's): A = sum_m kappa_m B_m over the micro constants
 // m, with kappa_m = p[m] when given and p[clearance] / p[volume of the flow's source compartment]
 // otherwise. B_m = A(e_m) (rate matrices are linear in the micro constants).
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <vector>
 
 namespace pkscan::detail {

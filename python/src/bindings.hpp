@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <pkscan/dataset.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/types.hpp>
 #include <string>

@@ -15,7 +15,7 @@
 #include <pkscan/dataset.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/types.hpp>
 #include <string>
 #include <utility>

@@ -43,8 +43,8 @@ TEST(Api, DefaultsAndAliases) {
   EXPECT_EQ(parameter_index(m, "u"), parameter_index(m, "ke"));
   EXPECT_EQ(parameter_index(m, "nope"), -1);
   const ParameterBatch b(ModelKind::ThreeCompartment, 1);
-  EXPECT_EQ(b.get(0, kThreeCptVDepot), 1.0);  // v_depot defaults to 1
-  EXPECT_TRUE(std::isnan(b.get(0, kThreeCptVCentral)));
+  EXPECT_EQ(b.get(0, parameter_index(m, "v_depot")), 1.0);  // v_depot defaults to 1
+  EXPECT_TRUE(std::isnan(b.get(0, parameter_index(m, "v_central"))));
   EXPECT_EQ(model_from_string("three_compartment"), ModelKind::ThreeCompartment);
   EXPECT_THROW(model_from_string("four"), InvalidArgument);
 }

@@ -12,7 +12,7 @@
 #include <ostream>
 #include <pkscan/dataset.hpp>
 #include <pkscan/error.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <random>
 #include <string>
 #include <utility>

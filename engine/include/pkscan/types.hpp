@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <string>
 #include <vector>
 
