@@ -281,7 +281,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       c.file = "bench";
       bo.method = method_from_string(b_method);
       bo.device = device_from_string(b_device);
-      bo.precision = b_precision == "float32" ? Precision::Float32 : Precision::Float64;
+      bo.precision = precision_from_string(b_precision);
       run_bench(bo, out);
       return kExitOk;
     }

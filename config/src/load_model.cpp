@@ -96,23 +96,21 @@ YAML::Mark parse_options(const Loader& L, const Loader::Entries& top, RunSpec& s
   Problem& p = spec.problem;
   if (auto it = top.find("discretization"); it != top.end()) {
     const std::string d = L.scalar_string(it->second.value, "discretization", "exact or euler");
-    if (d == "exact")
-      p.discretization = Discretization::Exact;
-    else if (d == "euler")
-      p.discretization = Discretization::Euler;
-    else
-      L.fail(it->second.value, "discretization is \"" + d + "\", but must be exact or euler");
+    try {
+      p.discretization = discretization_from_string(d);
+    } catch (const InvalidArgument& e) {
+      L.fail(it->second.value, e.what());
+    }
   }
 
   // precision and engine (the size check reads them)
   if (auto it = top.find("precision"); it != top.end()) {
     const std::string s = L.scalar_string(it->second.value, "precision", "float64 or float32");
-    if (s == "float64")
-      spec.options.precision = Precision::Float64;
-    else if (s == "float32")
-      spec.options.precision = Precision::Float32;
-    else
-      L.fail(it->second.value, "precision is \"" + s + "\", but must be float64 or float32");
+    try {
+      spec.options.precision = precision_from_string(s);
+    } catch (const InvalidArgument& e) {
+      L.fail(it->second.value, e.what());
+    }
   }
   // Where an unavailable method/device is reported. A position, not a YAML::Node: a Node
   // variable would be assigned below, which rewrites the document (yaml_reader.hpp).

@@ -77,9 +77,6 @@ void store_parameters(const std::vector<ParameterValue>& values, ParameterBatch&
 ModelPtr linear_model(const std::vector<std::string>& compartments, py::handle flows,
                       py::handle eliminations, const std::string& observe);
 
-/// Discretization from its name: "exact" or "euler".
-Discretization discretization_from_string(const std::string& s);
-
 /// Simulation options from their names (as the Python functions take them); concentrations on.
 SimulateOptions make_options(const std::string& method, const std::string& device,
                              const std::string& precision, int threads);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <pkscan/models/model.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pkscan {
@@ -23,6 +24,17 @@ enum class Discretization {
 
 /// Floating-point type of the scan. Transition matrices are always built in double.
 enum class Precision { Float64, Float32 };
+
+/// Run-file name of a discretization ("exact", "euler").
+std::string to_string(Discretization discretization);
+/// Parses a discretization name. @throws InvalidArgument naming the accepted values
+/// ("discretization is \"rk4\", but must be exact or euler").
+Discretization discretization_from_string(std::string_view name);
+/// Run-file name of a precision ("float64", "float32").
+std::string to_string(Precision precision);
+/// Parses a precision name. @throws InvalidArgument naming the accepted values
+/// ("precision is \"float16\", but must be float64 or float32").
+Precision precision_from_string(std::string_view name);
 
 /// Uniform time grid t_i = i * dt, i = 0..steps.
 struct TimeGrid {
