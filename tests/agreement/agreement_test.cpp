@@ -364,7 +364,7 @@ struct ScenarioDataset {
 ScenarioDataset scenario_dataset(const Scenario& sc) {
   ScenarioDataset d{build(sc), {}, {}};
   d.ref = simulate(d.p, opts(Method::Scan, Device::Cpu, Precision::Float64));
-  d.data = parse_dataset(dataset_csv(d.p, d.ref), "agreement.csv", {}, d.ref.compartments());
+  d.data = parse_dataset(dataset_csv(d.p, d.ref), "agreement.csv", d.p.parameters.info());
   return d;
 }
 

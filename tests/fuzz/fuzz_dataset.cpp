@@ -23,17 +23,6 @@
 
 namespace {
 
-using Names = std::vector<std::pair<std::string, std::string>>;
-
-Names names_of(const pkscan::ModelInfo& model) {
-  Names names;
-  for (const pkscan::ParameterInfo& p : model.parameters) {
-    names.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) names.emplace_back(p.alias, p.name);
-  }
-  return names;
-}
-
 [[noreturn]] void broken(const char* what, std::int64_t line) {
   std::fprintf(stderr, "fuzz_dataset: invariant broken: %s (record line %lld)\n", what,
                static_cast<long long>(line));
@@ -89,8 +78,7 @@ void run_model(const std::string& text, pkscan::ModelKind kind) {
   const pkscan::ModelInfo& model = pkscan::model_info(kind);
   const int compartments = static_cast<int>(model.compartments.size());
   try {
-    const pkscan::Dataset d =
-        pkscan::parse_dataset(text, "fuzz.csv", names_of(model), compartments);
+    const pkscan::Dataset d = pkscan::parse_dataset(text, "fuzz.csv", model);
     check_invariants(d, compartments);
     // Fall-back parameters: the defaults, 1 for required ones (micro constants, not clearances).
     pkscan::ParameterBatch batch(kind, static_cast<std::int64_t>(d.subjects.size()));

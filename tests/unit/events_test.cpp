@@ -372,14 +372,12 @@ TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
 namespace pkscan {
 namespace {
 
-using test::parameter_names;
-
 // Review finding: a lagged dose record must still end its parameter interval at its own time.
 TEST(Conventions, ALaggedDoseRecordEndsItsParameterInterval) {
   const ModelInfo& m = model_info(ModelKind::TwoCompartment);
   const Dataset d = parse_dataset(
       "ID,TIME,AMT,EVID,CMT,KE,LAG_CENTRAL\n1,0,100,1,2,0,0\n1,5,50,1,2,0.5,1\n1,10,.,0,2,0,0\n",
-      "lag.csv", parameter_names(m), 2);
+      "lag.csv", m);
   ParameterBatch b(ModelKind::TwoCompartment, 1);
   b.set_all("ka", 1.0);
   b.set_all("v_central", 1.0);
@@ -399,7 +397,7 @@ TEST(SteadyState, WithoutEliminationTheSubjectIsNonFinite) {
   for (const char* rec : {"1,0,100,.,1,1,12,1", "1,0,0,10,1,2,0,1"}) {
     const Dataset d = parse_dataset(
         std::string("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n") + rec + "\n1,1,.,.,0,2,.,.\n", "ss.csv",
-        parameter_names(m), 2);
+        m);
     const DatasetResult r = simulate_dataset(d, ModelKind::TwoCompartment, b);
     EXPECT_EQ(r.status[0], SubjectStatus::NonFinite) << rec;
     EXPECT_EQ(r.summary.non_finite_subjects, 1) << rec;
@@ -410,9 +408,8 @@ TEST(SteadyState, WithoutEliminationTheSubjectIsNonFinite) {
 TEST(LinearDataset, UpperCaseRateNamesMatchDatasetColumns) {
   const auto m =
       make_linear_model({"gut", "Central"}, {{"gut", "Central", "KA"}, {"Central", "", "ke"}});
-  const Dataset d =
-      parse_dataset("ID,TIME,AMT,EVID,CMT,ka,V_CENTRAL\n1,0,100,1,1,1.5,2\n1,2,.,0,2,1.5,2\n",
-                    "lin.csv", parameter_names(*m), 2);
+  const Dataset d = parse_dataset(
+      "ID,TIME,AMT,EVID,CMT,ka,V_CENTRAL\n1,0,100,1,1,1.5,2\n1,2,.,0,2,1.5,2\n", "lin.csv", *m);
   ASSERT_EQ(d.parameter_columns, (std::vector<std::string>{"KA", "v_Central"}));
   ParameterBatch b(m, 1);
   b.set_all("ke", 0.0);
@@ -434,8 +431,6 @@ namespace {
 // cancelled"; a reset event (EVID 3/4) resets the whole system the same way.
 TEST(Conventions, ResetAndSs1CancelPendingAdditionalDoses) {
   const ModelInfo& m = model_info(ModelKind::TwoCompartment);
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const ParameterInfo& p : m.parameters) names.emplace_back(p.name, p.name);
   ParameterBatch b(ModelKind::TwoCompartment, 1);
   b.set_all("ka", 1.0);
   b.set_all("ke", 0.0);  // amounts only move by doses: easy to count
@@ -444,7 +439,7 @@ TEST(Conventions, ResetAndSs1CancelPendingAdditionalDoses) {
   const Dataset reset = parse_dataset(
       "ID,TIME,AMT,EVID,CMT,II,ADDL\n1,0,100,1,2,6,3\n1,8,.,3,.,.,.\n1,13,.,0,2,.,.\n1,19,.,0,2,.,."
       "\n",
-      "r.csv", names, 2);
+      "r.csv", m);
   const DatasetResult r = simulate_dataset(reset, ModelKind::TwoCompartment, b);
   EXPECT_EQ(r.amounts[1], 0.0);  // the doses at 12 and 18 were cancelled by the reset
   EXPECT_EQ(r.amounts[3], 0.0);
@@ -452,7 +447,7 @@ TEST(Conventions, ResetAndSs1CancelPendingAdditionalDoses) {
   const Dataset reset_dose = parse_dataset(
       "ID,TIME,AMT,EVID,CMT,II,ADDL\n1,0,100,1,2,6,3\n1,8,10,4,2,5,1\n1,13,.,0,2,.,.\n1,19,.,0,2,.,"
       ".\n",
-      "r4.csv", names, 2);
+      "r4.csv", m);
   const DatasetResult r4 = simulate_dataset(reset_dose, ModelKind::TwoCompartment, b);
   EXPECT_EQ(r4.amounts[1], 20.0);  // 10 at 8 and 10 at 13 (its own ADDL), none of the 100s
   EXPECT_EQ(r4.amounts[3], 20.0);

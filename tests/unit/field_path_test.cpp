@@ -240,10 +240,9 @@ TEST(FieldPath, PopulationRun) {
 }
 
 TEST(FieldPath, DatasetValuesFromTheBatchNameTheirField) {
-  const std::vector<std::pair<std::string, std::string>> names = {{"KE", "ke"}};
-  const Dataset data =
-      parse_dataset("ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,0.2\n1,2,.,2,0,0.2\n2,0,100,1,1,-1\n",
-                    "d.csv", names, 2);
+  const ModelInfo& m = model_info(ModelKind::TwoCompartment);
+  const Dataset data = parse_dataset(
+      "ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,0.2\n1,2,.,2,0,0.2\n2,0,100,1,1,-1\n", "d.csv", m);
   ParameterBatch b(ModelKind::TwoCompartment, 2);
   b.set_all("ka", 1.0);
   b.set_all("ke", 0.2);  // replaced by the dataset's KE column
@@ -254,7 +253,7 @@ TEST(FieldPath, DatasetValuesFromTheBatchNameTheirField) {
   EXPECT_NE(c.what.find("d.csv:4"), std::string::npos) << c.what;
 
   const Dataset plain =
-      parse_dataset("ID,TIME,AMT,CMT,EVID\n1,0,100,1,1\n2,0,100,1,1\n", "d.csv", {}, 2);
+      parse_dataset("ID,TIME,AMT,CMT,EVID\n1,0,100,1,1\n2,0,100,1,1\n", "d.csv", m);
   b.set("v_central", 1, -4.0);
   c = caught([&] { check_dataset(plain, ModelKind::TwoCompartment, b); });
   EXPECT_EQ(c.field, "parameters[1].v_central") << c.what;
