@@ -145,7 +145,7 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
   // Per-record parameter checks, the library's: a value from the dataset is reported at the
   // dataset's line, one from the run file (Error::field() "parameters[s].NAME") at its node.
   try {
-    check_dataset(*data, p.model, p.parameters, spec.options);
+    check_dataset(*data, p.parameters, spec.options);
   } catch (const DomainError& e) {
     const Locate run_file = [&](const std::string& field) -> std::optional<Located> {
       std::size_t s = 0;

@@ -10,9 +10,8 @@
 
 namespace pkscan::config::detail {
 
-std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entries& top,
-                                             Problem& p) {
-  std::shared_ptr<const ModelInfo> model_ptr = ParameterBatch(p.model, 0).info_ptr();
+std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entries& top) {
+  std::shared_ptr<const ModelInfo> model_ptr = ParameterBatch().info_ptr();
   if (auto it = top.find("model"); it != top.end()) {
     const YAML::Node& mv = it->second.value;
     if (mv.IsMap()) {
@@ -72,7 +71,6 @@ std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entr
         if (msg.rfind("linear model: ", 0) == 0) msg = msg.substr(14);
         L.fail(lin, "model.linear: " + msg);
       }
-      p.model = ModelKind::Linear;
     } else {
       const std::string name =
           L.scalar_string(mv, "model", "one of " + model_names() + ", or {linear: ...}");
@@ -81,12 +79,11 @@ std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entr
                "model linear needs its compartments and flows: model: {linear: {compartments: "
                "[...], flows: [...], eliminations: [...]}}");
       try {
-        p.model = model_from_string(name);
+        model_ptr = ParameterBatch(model_from_string(name), 0).info_ptr();
       } catch (const InvalidArgument&) {
         L.fail(mv, "model is \"" + name + "\", but must be one of " + model_names() +
                        ", or {linear: ...}");
       }
-      model_ptr = ParameterBatch(p.model, 0).info_ptr();
     }
   }
   return model_ptr;

@@ -112,7 +112,7 @@ py::dict simulate_dataset_py(py::handle dataset, py::handle model, py::handle pa
   auto result = std::make_unique<pkscan::DatasetResult>();
   {
     py::gil_scoped_release nogil;
-    pkscan::simulate_dataset_into(*d.data, d.model->kind, batch, options, *result);
+    pkscan::simulate_dataset_into(*d.data, batch, options, *result);
   }
   const pkscan::DatasetResult& r = *result;
   const auto rows = static_cast<py::ssize_t>(r.rows());

@@ -27,7 +27,6 @@ pkscan::Problem make_problem(py::handle model, py::handle parameters, py::handle
                              const std::string& discretization) {
   const ModelPtr info = resolve_model(model);
   pkscan::Problem p;
-  p.model = info->kind;
   p.discretization = pkscan::discretization_from_string(discretization);
   p.grid.dt = dt;
   p.grid.steps = steps;

@@ -93,7 +93,7 @@ std::vector<double> predictions(const std::string& text, const std::vector<Truth
   SimulateOptions options;
   options.method = Method::Scan;  // one subject after another, no thread team per call
   options.threads = 1;
-  const DatasetResult r = simulate_dataset(data, ModelKind::ThreeCompartment, batch, options);
+  const DatasetResult r = simulate_dataset(data, batch, options);
   return r.prediction;
 }
 

@@ -88,7 +88,7 @@ void run_model(const std::string& text, pkscan::ModelKind kind) {
     for (std::size_t i = 0; i < model.parameters.size(); ++i)
       if (std::isnan(model.parameters[i].default_value) && !clearance[i])
         batch.set_all(model.parameters[i].name, 1.0);
-    pkscan::check_dataset(d, kind, batch);
+    pkscan::check_dataset(d, batch);
   } catch (const pkscan::Error&) {
     // Bad input (or parameter values the engine rejects), reported as documented.
   }

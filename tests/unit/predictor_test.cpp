@@ -10,7 +10,7 @@ namespace {
 
 void expect_same_as_simulate(const Dataset& d, const std::shared_ptr<const ModelInfo>& m,
                              const ParameterBatch& b, const std::string& what) {
-  const DatasetResult ref = simulate_dataset(d, m->kind, b);
+  const DatasetResult ref = simulate_dataset(d, b);
   const Predictor pr(d, m);
   ASSERT_EQ(pr.observations(), ref.rows()) << what;
   auto ws = pr.make_workspace();

@@ -223,7 +223,7 @@ TEST(ReferenceScan, MassBalanceForRandomParametersAndRegimens) {
         make_problem(ka * scale, k12 * scale, k21 * scale, ke * scale, dt, 120, doses, disc);
 
     detail::Mat<3> a3;
-    rate_matrix(p.model, p.parameters.row(0), a3.data());
+    rate_matrix(p.parameters.info(), p.parameters.row(0), a3.data());
     detail::Mat<4> a = detail::Mat<4>::Zero();
     a.topLeftCorner<3, 3>() = a3;
     a(3, 1) = p.parameters.get(

@@ -125,13 +125,12 @@ class ParameterBatch {
   std::vector<double> values_;
 };
 
-/// A whole simulation problem: model, parameters per subject, doses (applied to every subject),
-/// time grid, discretization and output times.
+/// A whole simulation problem: parameters per subject (and with them the model), doses (applied
+/// to every subject), time grid, discretization and output times.
 struct Problem {
-  ModelKind model = ModelKind::ThreeCompartment;          ///< the model
   Discretization discretization = Discretization::Exact;  ///< how steps are computed
   TimeGrid grid;                                          ///< uniform time grid
-  ParameterBatch parameters;                              ///< per-subject parameters
+  ParameterBatch parameters;                              ///< the model and per-subject parameters
   std::vector<DoseEvent> doses;                           ///< regimen given to every subject
   OutputTimes output;                                     ///< reported grid points
 };
