@@ -135,7 +135,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   }
   if (spec.dataset) {
     const DatasetResult result =
-        simulate_dataset(*spec.dataset, spec.problem.model, spec.problem.parameters, spec.options);
+        simulate_dataset(*spec.dataset, spec.problem.parameters, spec.options);
     RunSummary summary = result.summary;
     summary.non_finite_subjects = output::write_dataset_csv(
         result, *spec.dataset, spec.problem.parameters.info(), path, output::csv_companions(path));

@@ -433,12 +433,7 @@ int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
     if (p.size() < 4 || p.compare(p.size() - 4, 4, ".csv") != 0)
       throw InvalidArgument("--output: output path is \"" + p + "\", but must end in .csv");
   }
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const ParameterInfo& pi : m.parameters) {
-    names.emplace_back(pi.name, pi.name);
-    if (!pi.alias.empty()) names.emplace_back(pi.alias, pi.name);
-  }
-  Dataset data = read_dataset(o.dataset, names, static_cast<int>(m.compartments.size()));
+  Dataset data = read_dataset(o.dataset, m);
   const FitSetup setup = make_setup(o, m, data);
   std::unique_ptr<output::AtomicFile> file;
   if (!o.output.empty()) {

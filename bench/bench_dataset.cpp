@@ -91,8 +91,7 @@ void run_dataset_bench(const BenchOptions& o, std::ostream& out) {
     ParameterBatch params;
     const Dataset d = bench_dataset(o, o.dataset == "irregular", params);
     DatasetResult r;  // reused across calls, as the grid workload reuses its result
-    t = time_calls(o.repeat,
-                   [&] { simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r); });
+    t = time_calls(o.repeat, [&] { simulate_dataset_into(d, params, so, r); });
     sum = r.summary;
     rows = r.rows();
   } else {

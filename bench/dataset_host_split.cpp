@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       SimulateOptions so;
       so.device = dev == 0 ? Device::Cpu : Device::Cuda;
       const auto t0 = std::chrono::steady_clock::now();
-      simulate_dataset_into(d, ModelKind::ThreeCompartment, params, so, r);
+      simulate_dataset_into(d, params, so, r);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (k > 0 && s < best[dev].s) best[dev] = {s, r.summary};
     }

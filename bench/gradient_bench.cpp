@@ -88,15 +88,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<std::pair<std::string, std::string>> names_of(const pkscan::ModelInfo& m) {
-  std::vector<std::pair<std::string, std::string>> v;
-  for (const pkscan::ParameterInfo& p : m.parameters) {
-    v.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) v.emplace_back(p.alias, p.name);
-  }
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,7 +127,7 @@ int main(int argc, char** argv) {
       csv += id + "," + buf + ",.,0,2,.,.,1\n";
     }
   }
-  pkscan::Dataset data = pkscan::parse_dataset(csv, "bench.csv", names_of(m), 3);
+  pkscan::Dataset data = pkscan::parse_dataset(csv, "bench.csv", m);
   {
     // DV = prediction * (1 + 0.15 eps) (+ a small floor), so the likelihood is realistic.
     const pkscan::Predictor first(data, pkscan::ModelKind::ThreeCompartment);

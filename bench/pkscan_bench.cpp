@@ -77,7 +77,7 @@ int run(const std::vector<std::string>& args) {
   try {
     bo.method = method_from_string(b_method);
     bo.device = device_from_string(b_device);
-    bo.precision = b_precision == "float32" ? Precision::Float32 : Precision::Float64;
+    bo.precision = precision_from_string(b_precision);
     bench::run_bench(bo, std::cout);
     return kExitOk;
   } catch (const BackendUnavailable& e) {

@@ -54,7 +54,6 @@ pkscan::PopulationSampler make_sampler(std::int64_t count) {
 
 pkscan::Problem make_problem(std::int64_t steps) {
   pkscan::Problem p;
-  p.model = pkscan::ModelKind::ThreeCompartment;
   p.discretization = pkscan::Discretization::Exact;
   p.grid = {1.0, steps};
   pkscan::DoseEvent d;

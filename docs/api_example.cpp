@@ -7,7 +7,6 @@
 int main() {
   // Three subjects of the three-compartment model (depot -> central <-> peripheral).
   pkscan::Problem problem;
-  problem.model = pkscan::ModelKind::ThreeCompartment;
   problem.grid = {0.25, 96};  // dt = 0.25 h, 96 steps: t = 0 .. 24 h
   problem.parameters = pkscan::ParameterBatch(pkscan::ModelKind::ThreeCompartment, 3);
   const double ka[] = {1.2, 1.0, 0.8};

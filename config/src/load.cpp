@@ -53,7 +53,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
                                         {"model", "discretization", "time", "subjects", "doses",
                                          "output", "engine", "precision", "sweep"});
   Problem& p = spec.problem;
-  const std::shared_ptr<const ModelInfo> model_ptr = parse_model(L, top, p);
+  const std::shared_ptr<const ModelInfo> model_ptr = parse_model(L, top);
   const YAML::Mark engine_mark = parse_options(L, top, spec);
 
   // subjects.dataset: a NONMEM dataset replaces the grid, the doses and the output times.

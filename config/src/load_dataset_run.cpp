@@ -64,13 +64,7 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
   const std::string dpath =
       L.scalar_string(dnode, "subjects.dataset", "the path of a NONMEM-format CSV file");
   const std::string resolved = L.resolve(dpath);  // relative to the run file's folder
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const ParameterInfo& pi : model.parameters) {
-    names.emplace_back(pi.name, pi.name);
-    if (!pi.alias.empty()) names.emplace_back(pi.alias, pi.name);
-  }
-  auto data = std::make_shared<Dataset>(
-      read_dataset(resolved, names, static_cast<int>(model.compartments.size())));
+  auto data = std::make_shared<Dataset>(read_dataset(resolved, model));
   spec.inputs.push_back(output::InputFile{"subjects.dataset", resolved});
   try {
     output::check_dataset_columns(*data,
@@ -151,7 +145,7 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
   // Per-record parameter checks, the library's: a value from the dataset is reported at the
   // dataset's line, one from the run file (Error::field() "parameters[s].NAME") at its node.
   try {
-    check_dataset(*data, p.model, p.parameters, spec.options);
+    check_dataset(*data, p.parameters, spec.options);
   } catch (const DomainError& e) {
     const Locate run_file = [&](const std::string& field) -> std::optional<Located> {
       std::size_t s = 0;

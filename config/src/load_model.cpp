@@ -10,9 +10,8 @@
 
 namespace pkscan::config::detail {
 
-std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entries& top,
-                                             Problem& p) {
-  std::shared_ptr<const ModelInfo> model_ptr = ParameterBatch(p.model, 0).info_ptr();
+std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entries& top) {
+  std::shared_ptr<const ModelInfo> model_ptr = ParameterBatch().info_ptr();
   if (auto it = top.find("model"); it != top.end()) {
     const YAML::Node& mv = it->second.value;
     if (mv.IsMap()) {
@@ -72,7 +71,6 @@ std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entr
         if (msg.rfind("linear model: ", 0) == 0) msg = msg.substr(14);
         L.fail(lin, "model.linear: " + msg);
       }
-      p.model = ModelKind::Linear;
     } else {
       const std::string name =
           L.scalar_string(mv, "model", "one of " + model_names() + ", or {linear: ...}");
@@ -81,12 +79,11 @@ std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entr
                "model linear needs its compartments and flows: model: {linear: {compartments: "
                "[...], flows: [...], eliminations: [...]}}");
       try {
-        p.model = model_from_string(name);
+        model_ptr = ParameterBatch(model_from_string(name), 0).info_ptr();
       } catch (const InvalidArgument&) {
         L.fail(mv, "model is \"" + name + "\", but must be one of " + model_names() +
                        ", or {linear: ...}");
       }
-      model_ptr = ParameterBatch(p.model, 0).info_ptr();
     }
   }
   return model_ptr;
@@ -96,23 +93,21 @@ YAML::Mark parse_options(const Loader& L, const Loader::Entries& top, RunSpec& s
   Problem& p = spec.problem;
   if (auto it = top.find("discretization"); it != top.end()) {
     const std::string d = L.scalar_string(it->second.value, "discretization", "exact or euler");
-    if (d == "exact")
-      p.discretization = Discretization::Exact;
-    else if (d == "euler")
-      p.discretization = Discretization::Euler;
-    else
-      L.fail(it->second.value, "discretization is \"" + d + "\", but must be exact or euler");
+    try {
+      p.discretization = discretization_from_string(d);
+    } catch (const InvalidArgument& e) {
+      L.fail(it->second.value, e.what());
+    }
   }
 
   // precision and engine (the size check reads them)
   if (auto it = top.find("precision"); it != top.end()) {
     const std::string s = L.scalar_string(it->second.value, "precision", "float64 or float32");
-    if (s == "float64")
-      spec.options.precision = Precision::Float64;
-    else if (s == "float32")
-      spec.options.precision = Precision::Float32;
-    else
-      L.fail(it->second.value, "precision is \"" + s + "\", but must be float64 or float32");
+    try {
+      spec.options.precision = precision_from_string(s);
+    } catch (const InvalidArgument& e) {
+      L.fail(it->second.value, e.what());
+    }
   }
   // Where an unavailable method/device is reported. A position, not a YAML::Node: a Node
   // variable would be assigned below, which rewrites the document (yaml_reader.hpp).

@@ -28,10 +28,9 @@ int named_parameter(const Loader& L, const ModelInfo& model, const YAML::Node& k
 
 // ---- Model and options (load_model.cpp) ----------------------------------------------------
 
-// `model`: a built-in name or {linear: {...}}; sets p.model and returns the description (the
-// default model's when the key is absent).
-std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entries& top,
-                                             Problem& p);
+// `model`: a built-in name or {linear: {...}}; returns its description (the default model's,
+// three_compartment, when the key is absent).
+std::shared_ptr<const ModelInfo> parse_model(const Loader& L, const Loader::Entries& top);
 
 // `discretization`, `precision` and `engine`. Returns where an unavailable method or device is
 // reported (a null mark when `engine` is absent).

@@ -145,7 +145,6 @@ void check_run_size(const Loader& L, const RunSpec& spec, const GridSubjects& su
   // Size check before allocating anything per subject (streamed runs hold one chunk at a time).
   if (!spec.streaming()) {
     Problem sizing;
-    sizing.model = p.model;
     sizing.grid = p.grid;
     sizing.output = p.output;
     SimulateOptions so = spec.options;

@@ -13,7 +13,6 @@ namespace detail {
 
 PopulationRun population_parts(const RunSpec& spec) {
   PopulationRun run;
-  run.problem.model = spec.problem.model;
   run.problem.parameters = ParameterBatch(spec.problem.parameters.info_ptr(), 1);
   run.options = spec.options;
   run.population = spec.population;

@@ -4,6 +4,7 @@
 #include <pkscan/backend.hpp>
 #include <pkscan/build_config.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/types.hpp>
 
 #include "core/names.hpp"
 #include "device/device.hpp"
@@ -18,6 +19,10 @@ constexpr detail::Named<Method> kMethods[] = {{Method::Auto, "auto"},
                                               {Method::Power, "power"}};
 constexpr detail::Named<Device> kDevices[] = {
     {Device::Auto, "auto"}, {Device::Cpu, "cpu"}, {Device::Cuda, "cuda"}};
+constexpr detail::Named<Precision> kPrecisions[] = {{Precision::Float64, "float64"},
+                                                    {Precision::Float32, "float32"}};
+constexpr detail::Named<Discretization> kDiscretizations[] = {{Discretization::Exact, "exact"},
+                                                              {Discretization::Euler, "euler"}};
 }  // namespace
 
 std::string to_string(Method method) { return detail::name_of(kMethods, method); }
@@ -27,6 +32,16 @@ Method method_from_string(std::string_view name) {
 }
 Device device_from_string(std::string_view name) {
   return detail::value_named(kDevices, name, "device");
+}
+std::string to_string(Precision precision) { return detail::name_of(kPrecisions, precision); }
+Precision precision_from_string(std::string_view name) {
+  return detail::value_named(kPrecisions, name, "precision");
+}
+std::string to_string(Discretization discretization) {
+  return detail::name_of(kDiscretizations, discretization);
+}
+Discretization discretization_from_string(std::string_view name) {
+  return detail::value_named(kDiscretizations, name, "discretization");
 }
 
 #if PKSCAN_HAS_CUDA

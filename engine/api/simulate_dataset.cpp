@@ -25,15 +25,14 @@ namespace pkscan {
 namespace {
 
 // The setup of a call, after the checks that need no subject.
-detail::DatasetSetup make_setup(const Dataset& data, ModelKind model,
-                                const ParameterBatch& parameters, const SimulateOptions& options) {
+detail::DatasetSetup make_setup(const Dataset& data, const ParameterBatch& parameters,
+                                const SimulateOptions& options) {
   const ModelInfo& m = parameters.info();
   const std::int64_t subjects = static_cast<std::int64_t>(data.subjects.size());
-  if (parameters.model() != model || parameters.subjects() != subjects)
-    throw InvalidArgument(
-        "simulate_dataset: the parameter batch has " + std::to_string(parameters.subjects()) +
-        " subjects of model " + to_string(parameters.model()) + ", but must have " +
-        std::to_string(subjects) + " (one per dataset subject) of model " + m.name);
+  if (parameters.subjects() != subjects)
+    throw InvalidArgument("simulate_dataset: the parameter batch has " +
+                          std::to_string(parameters.subjects()) + " subjects, but must have " +
+                          std::to_string(subjects) + " (one per dataset subject)");
   std::string why;
   if (options.device == Device::Cuda && !is_backend_available(options.method, Device::Cuda, &why))
     throw BackendUnavailable("simulate_dataset: " + why);
@@ -46,9 +45,9 @@ detail::DatasetSetup make_setup(const Dataset& data, ModelKind model,
 
 }  // namespace
 
-void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+void check_dataset(const Dataset& data, const ParameterBatch& parameters,
                    const SimulateOptions& options) {
-  const detail::DatasetSetup setup = make_setup(data, model, parameters, options);
+  const detail::DatasetSetup setup = make_setup(data, parameters, options);
   // Subjects are checked in parallel (on one thread for a small dataset); the error of the
   // first failing subject is thrown.
   struct Scratch {
@@ -65,17 +64,17 @@ void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& p
       });
 }
 
-DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
-                               const ParameterBatch& parameters, const SimulateOptions& options) {
+DatasetResult simulate_dataset(const Dataset& data, const ParameterBatch& parameters,
+                               const SimulateOptions& options) {
   DatasetResult res;
-  simulate_dataset_into(data, model, parameters, options, res);
+  simulate_dataset_into(data, parameters, options, res);
   return res;
 }
 
-void simulate_dataset_into(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+void simulate_dataset_into(const Dataset& data, const ParameterBatch& parameters,
                            const SimulateOptions& options, DatasetResult& res) {
   const auto t0 = std::chrono::steady_clock::now();
-  const detail::DatasetSetup setup = make_setup(data, model, parameters, options);
+  const detail::DatasetSetup setup = make_setup(data, parameters, options);
   const int n = setup.n;
   const std::int64_t subjects = static_cast<std::int64_t>(data.subjects.size());
   res.compartments = n;

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <limits>
 #include <pkscan/error.hpp>
 #include <string>
 #include <utility>
@@ -11,75 +10,37 @@
 
 namespace pkscan::detail {
 
-namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-}  // namespace
-
 RateStructure analyse_rates(const ModelInfo& m) {
   RateStructure rs;
   const std::size_t np = m.parameters.size();
-  const int n = static_cast<int>(m.compartments.size());
+  const std::size_t n = m.compartments.size();
   rs.is_clearance.assign(np, 0);
   rs.is_source_volume.assign(np, 0);
-  for (const ParameterAlternative& alt : m.alternatives)
-    for (int c : alt.clearance) rs.is_clearance[static_cast<std::size_t>(c)] = 1;
-  for (std::size_t c = 0; c < np; ++c)
-    if (m.parameters[c].role == ParameterRole::Rate && !rs.is_clearance[c])
-      rs.micro.push_back(static_cast<int>(c));
-  std::vector<double> p(np, 1.0);
-  for (int c : rs.micro) p[static_cast<std::size_t>(c)] = 0.0;
-  for (std::size_t c = 0; c < np; ++c)
-    if (rs.is_clearance[c]) p[c] = kNaN;
-  for (int mc : rs.micro) {
-    std::vector<double> b(static_cast<std::size_t>(n * n));
-    p[static_cast<std::size_t>(mc)] = 1.0;
-    rate_matrix(m, p.data(), b.data());
-    p[static_cast<std::size_t>(mc)] = 0.0;
+  for (const Flow& f : m.flows)
+    if (f.clearance >= 0) rs.is_clearance[static_cast<std::size_t>(f.clearance)] = 1;
+  for (std::size_t c = 0; c < np; ++c) {
+    if (m.parameters[c].role != ParameterRole::Rate || rs.is_clearance[c]) continue;
+    // B_m: every flow of m moves amount out of its source (and into its destination) at rate 1.
+    std::vector<double> b(n * n, 0.0);
     int clearance = -1, volume = -1;
-    for (const ParameterAlternative& alt : m.alternatives)
-      for (std::size_t i = 0; i < alt.micro.size(); ++i) {
-        if (alt.micro[i] != mc) continue;
-        if (alt.clearance.size() == 1)
-          clearance = alt.clearance[0];
-        else if (alt.clearance.size() == alt.micro.size())
-          clearance = alt.clearance[i];
-        else
-          throw Error("model " + m.name +
-                      " pairs micro constants and clearances in a way pkscan cannot differentiate");
-        int source = -1;
-        for (int r = 0; r < n; ++r)
-          if (b[static_cast<std::size_t>(r) * static_cast<std::size_t>(n + 1)] < 0.0)
-            source = source < 0 ? r : -2;
-        if (source < 0)
-          throw Error("model " + m.name + ": micro constant " +
-                      m.parameters[static_cast<std::size_t>(mc)].name +
-                      " has no single source compartment");
-        volume = m.volume_parameter[static_cast<std::size_t>(source)];
-        rs.is_source_volume[static_cast<std::size_t>(volume)] = 1;
-      }
+    for (const Flow& f : m.flows) {
+      if (f.parameter != static_cast<int>(c)) continue;
+      const std::size_t from = static_cast<std::size_t>(f.from);
+      b[from * n + from] -= 1.0;
+      if (f.to >= 0) b[static_cast<std::size_t>(f.to) * n + from] += 1.0;
+      if (f.clearance < 0) continue;
+      const int v = m.volume_parameter[from];
+      if (clearance >= 0 && (clearance != f.clearance || volume != v))
+        throw Error("model " + m.name + ": rate constant " + m.parameters[c].name +
+                    " has flows with different clearances or sources (cannot differentiate it)");
+      clearance = f.clearance;
+      volume = v;
+      rs.is_source_volume[static_cast<std::size_t>(v)] = 1;
+    }
+    rs.micro.push_back(static_cast<int>(c));
     rs.b.push_back(std::move(b));
     rs.clearance.push_back(clearance);
     rs.volume.push_back(volume);
-  }
-  // Self-check of the representation with clearances given: the derivatives rest on it.
-  if (!m.alternatives.empty()) {
-    std::vector<double> q(np, 1.0);
-    for (std::size_t c = 0; c < np; ++c) q[c] = 0.7 + 0.13 * static_cast<double>(c);
-    for (const ParameterAlternative& alt : m.alternatives)
-      for (int c : alt.micro) q[static_cast<std::size_t>(c)] = kNaN;
-    std::vector<double> a(static_cast<std::size_t>(n * n)), s(static_cast<std::size_t>(n * n), 0.0);
-    rate_matrix(m, q.data(), a.data());
-    for (std::size_t i = 0; i < rs.micro.size(); ++i) {
-      const double v = q[static_cast<std::size_t>(rs.micro[i])];
-      const double kappa = std::isnan(v) ? q[static_cast<std::size_t>(rs.clearance[i])] /
-                                               q[static_cast<std::size_t>(rs.volume[i])]
-                                         : v;
-      for (std::size_t j = 0; j < a.size(); ++j) s[j] += kappa * rs.b[i][j];
-    }
-    for (std::size_t j = 0; j < a.size(); ++j)
-      if (!(std::fabs(a[j] - s[j]) <= 1e-12 * (1.0 + std::fabs(a[j]))))
-        throw Error("the rate matrix of model " + m.name +
-                    " is not the sum of its micro constants (cannot differentiate it)");
   }
   return rs;
 }

@@ -2,8 +2,9 @@
 // How a model's rate matrix A depends on its parameter columns, for exact derivatives (the
 // Predictor's sensitivities and GridGradient's): A = sum_m kappa_m B_m over the micro constants
 // m, with kappa_m = p[m] when given and p[clearance] / p[volume of the flow's source compartment]
-// otherwise. B_m = A(e_m) (rate matrices are linear in the micro constants).
-#include <pkscan/models/model_kind.hpp>
+// otherwise. B_m is read from the model's declared flows (ModelInfo::flows), as rate_matrix()
+// builds A from them.
+#include <pkscan/models/model.hpp>
 #include <vector>
 
 namespace pkscan::detail {
@@ -17,7 +18,8 @@ struct RateStructure {
   std::vector<char> is_source_volume;  // per column: the volume of some clearance conversion
 };
 
-// @throws Error when the model's rate matrix is not of that form (pkscan cannot differentiate it)
+// @throws Error when the flows of one micro constant name different clearances or sources (then A
+// is not of that form, and pkscan cannot differentiate it)
 RateStructure analyse_rates(const ModelInfo& m);
 
 // Adds dA/dp_c (n x n, row-major) at the parameter row `p` to da[c * n * n ...] for every

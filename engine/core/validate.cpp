@@ -71,9 +71,6 @@ void check_percentiles(const std::string& where, const std::vector<double>& perc
 }
 
 void validate_problem(const Problem& p, bool parameters) {
-  if (p.parameters.model() != p.model)
-    throw_invalid(kWhere, "the parameter batch's model", to_string(p.parameters.model()),
-                  "the problem's model " + to_string(p.model));
   if (p.parameters.subjects() < 1)
     throw_domain(At{"parameters"}, kWhere, "the number of subjects",
                  std::to_string(p.parameters.subjects()), ">= 1");

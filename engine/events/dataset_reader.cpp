@@ -13,8 +13,9 @@
 // - Header names are compared ignoring case and may come in any order. Required: ID, TIME.
 //   Optional: AMT, RATE, EVID, CMT, II, ADDL, SS, DV, MDV.
 // - A column whose name is a model parameter's name or alias (ignoring case, e.g. KA or K01)
-//   is a parameter column: its values are that parameter per record, stored under the
-//   canonical lower-case name. The standard names above win over parameter names.
+//   is a parameter column: its values are that parameter per record, stored under the name
+//   the model gives it (ModelInfo::parameters). The standard names above win over parameter
+//   names.
 // - Every other column is a covariate: carried as text (quotes and surrounding spaces removed)
 //   to the output, under the name as written.
 // - Two columns with the same name ignoring case, two columns naming the same parameter
@@ -238,12 +239,12 @@ int split_fields(std::string_view line, std::vector<Field>& fields, std::string&
 
 class DatasetParser {
  public:
-  DatasetParser(const std::string& file,
-                const std::vector<std::pair<std::string, std::string>>& parameter_names,
-                int compartments)
-      : file_(file), compartments_(compartments) {
-    for (const auto& [name, canonical] : parameter_names)
-      if (!name.empty()) parameters_.emplace(lower(name), canonical);  // canonical as spelled
+  DatasetParser(const std::string& file, const ModelInfo& model)
+      : file_(file), compartments_(static_cast<int>(model.compartments.size())) {
+    for (const ParameterInfo& p : model.parameters) {  // stored as the model spells it
+      parameters_.emplace(lower(p.name), p.name);
+      if (!p.alias.empty()) parameters_.emplace(lower(p.alias), p.name);
+    }
   }
 
   Dataset parse(const std::string& text) {
@@ -613,10 +614,11 @@ class DatasetParser {
   int cmt_col_ = -1, ii_col_ = -1, addl_col_ = -1, ss_col_ = -1, mdv_col_ = -1;
 };
 
-void check_compartments(const char* where, int compartments) {
-  if (compartments < 1)
-    throw InvalidArgument(std::string(where) + ": compartments is " + std::to_string(compartments) +
-                          ", but must be >= 1");
+void check_model(const char* where, const ModelInfo& model) {
+  if (model.compartments.empty())
+    throw InvalidArgument(std::string(where) + ": model " + model.name +
+                          " has no compartments, but must have at least 1 (a linear model comes "
+                          "from make_linear_model)");
 }
 
 std::string size_text(std::int64_t bytes) {
@@ -626,21 +628,17 @@ std::string size_text(std::int64_t bytes) {
 
 }  // namespace
 
-Dataset parse_dataset(const std::string& text, const std::string& file,
-                      const std::vector<std::pair<std::string, std::string>>& parameter_names,
-                      int compartments) {
-  check_compartments("parse_dataset", compartments);
+Dataset parse_dataset(const std::string& text, const std::string& file, const ModelInfo& model) {
+  check_model("parse_dataset", model);
   if (text.size() > static_cast<std::size_t>(kMaxDatasetBytes))
     fail(file, 0, 0, "the dataset is " + size_text(static_cast<std::int64_t>(text.size())));
-  DatasetParser parser(file, parameter_names, compartments);
+  DatasetParser parser(file, model);
   return parser.parse(text);
 }
 
-Dataset read_dataset(const std::string& path,
-                     const std::vector<std::pair<std::string, std::string>>& parameter_names,
-                     int compartments) {
+Dataset read_dataset(const std::string& path, const ModelInfo& model) {
   namespace fs = std::filesystem;
-  check_compartments("read_dataset", compartments);
+  check_model("read_dataset", model);
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (st.type() == fs::file_type::not_found)
@@ -670,7 +668,7 @@ Dataset read_dataset(const std::string& path,
     text.append(chunk.data(), static_cast<std::size_t>(got));
   }
   if (in.bad()) fail(path, 0, 0, "cannot read the dataset: read error");
-  DatasetParser parser(path, parameter_names, compartments);
+  DatasetParser parser(path, model);
   return parser.parse(text);
 }
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <memory>
 #include <pkscan/dataset.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
 #include <string>
 #include <utility>

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <pkscan/backend.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/summary.hpp>
 #include <pkscan/types.hpp>

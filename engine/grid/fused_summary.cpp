@@ -21,7 +21,7 @@
 #include <cstring>
 #include <new>
 #include <pkscan/error.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/summary.hpp>
 
 #include "core/block.hpp"

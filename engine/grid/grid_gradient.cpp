@@ -9,7 +9,7 @@
 #include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/grid_gradient.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <string>
 #include <utility>
 #include <vector>

@@ -169,8 +169,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   std::int64_t chunk = options.chunk_rows;
   if (chunk <= 0) {
     Problem one = base;
-    one.model = model.kind;  // the run's model decides (a population's, not problem.model)
-    one.parameters = ParameterBatch(model_ptr, 1);
+    one.parameters = ParameterBatch(model_ptr, 1);  // the run's model (a population's)
     const std::uint64_t per_row = std::max<std::uint64_t>(1, result_bytes(one, sim));
     chunk = static_cast<std::int64_t>(kChunkBytes / per_row);
     // Summaries only on the batched CPU path: the engine summarises as it simulates and keeps
@@ -217,7 +216,6 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   Engine engine;
   SimulationResult result;
   Problem problem = base;
-  problem.model = model.kind;
   std::vector<std::int64_t> ids;
   std::vector<double> extra;
   std::vector<double> metrics;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <pkscan/error.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,7 +72,7 @@ const std::vector<BuiltinModel>& builtin_models() {
        {{"depot", 1.0}, {"central", kRequired}},
        {{"ka", "k01", "depot", "central", ""}, {"ke", "u", "central", "", "cl"}},
        {"cl"}},
-      {ModelKind::ThreeCompartment,  // ADVAN4; column order of the first seven: three_cpt.hpp
+      {ModelKind::ThreeCompartment,  // NONMEM ADVAN4
        "three_compartment",
        {{"depot", 1.0}, {"central", kRequired}, {"peripheral", kRequired}},
        {{"ka", "k01", "depot", "central", ""},

@@ -1,6 +1,6 @@
 #include <charconv>
 #include <cmath>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/output/output.hpp>
 #include <string>
 

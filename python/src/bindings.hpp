@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <pkscan/dataset.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/types.hpp>
 #include <string>
@@ -76,9 +76,6 @@ void store_parameters(const std::vector<ParameterValue>& values, ParameterBatch&
 /// rate) tuples) and `eliminations` ({"from", "rate"} or (from, rate)); None gives none.
 ModelPtr linear_model(const std::vector<std::string>& compartments, py::handle flows,
                       py::handle eliminations, const std::string& observe);
-
-/// Discretization from its name: "exact" or "euler".
-Discretization discretization_from_string(const std::string& s);
 
 /// Simulation options from their names (as the Python functions take them); concentrations on.
 SimulateOptions make_options(const std::string& method, const std::string& device,

@@ -39,12 +39,6 @@ double number_of(py::handle h, const std::string& what) {
   }
 }
 
-pkscan::Precision precision_from_string(const std::string& s) {
-  if (s == "float64") return pkscan::Precision::Float64;
-  if (s == "float32") return pkscan::Precision::Float32;
-  throw InvalidArgument("precision is '" + s + "', but must be one of: float64, float32");
-}
-
 }  // namespace
 
 // ---- Models -----------------------------------------------------------------------------------
@@ -213,18 +207,12 @@ void store_parameters(const std::vector<ParameterValue>& values, pkscan::Paramet
 
 // ---- Options ----------------------------------------------------------------------------------
 
-pkscan::Discretization discretization_from_string(const std::string& s) {
-  if (s == "exact") return pkscan::Discretization::Exact;
-  if (s == "euler") return pkscan::Discretization::Euler;
-  throw InvalidArgument("discretization is '" + s + "', but must be one of: exact, euler");
-}
-
 pkscan::SimulateOptions make_options(const std::string& method, const std::string& device,
                                      const std::string& precision, int threads) {
   pkscan::SimulateOptions o;
   o.method = pkscan::method_from_string(method);
   o.device = pkscan::device_from_string(device);
-  o.precision = precision_from_string(precision);
+  o.precision = pkscan::precision_from_string(precision);
   if (threads < 0)
     throw InvalidArgument(
         "threads is " + std::to_string(threads) +

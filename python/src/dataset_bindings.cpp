@@ -19,32 +19,19 @@ namespace pkscan::python {
 
 namespace {
 
-std::vector<std::pair<std::string, std::string>> dataset_names(const ModelInfo& model) {
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const pkscan::ParameterInfo& pi : model.parameters) {
-    names.emplace_back(pi.name, pi.name);
-    if (!pi.alias.empty()) names.emplace_back(pi.alias, pi.name);
-  }
-  return names;
-}
-
 PyDataset read_dataset_py(const std::string& path, py::handle model) {
   PyDataset d;
   d.model = resolve_model(model);
-  const auto names = dataset_names(*d.model);
-  const int n = static_cast<int>(d.model->compartments.size());
   py::gil_scoped_release nogil;
-  d.data = std::make_shared<const pkscan::Dataset>(pkscan::read_dataset(path, names, n));
+  d.data = std::make_shared<const pkscan::Dataset>(pkscan::read_dataset(path, *d.model));
   return d;
 }
 
 PyDataset parse_dataset_py(const std::string& text, py::handle model, const std::string& file) {
   PyDataset d;
   d.model = resolve_model(model);
-  const auto names = dataset_names(*d.model);
-  const int n = static_cast<int>(d.model->compartments.size());
   py::gil_scoped_release nogil;
-  d.data = std::make_shared<const pkscan::Dataset>(pkscan::parse_dataset(text, file, names, n));
+  d.data = std::make_shared<const pkscan::Dataset>(pkscan::parse_dataset(text, file, *d.model));
   return d;
 }
 
@@ -125,7 +112,7 @@ py::dict simulate_dataset_py(py::handle dataset, py::handle model, py::handle pa
   auto result = std::make_unique<pkscan::DatasetResult>();
   {
     py::gil_scoped_release nogil;
-    pkscan::simulate_dataset_into(*d.data, d.model->kind, batch, options, *result);
+    pkscan::simulate_dataset_into(*d.data, batch, options, *result);
   }
   const pkscan::DatasetResult& r = *result;
   const auto rows = static_cast<py::ssize_t>(r.rows());

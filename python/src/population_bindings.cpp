@@ -195,8 +195,7 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
                                 const std::string& discretization, int threads) {
   const ModelPtr info = resolve_model(model);
   PopulationRun run;
-  run.problem.model = info->kind;
-  run.problem.discretization = discretization_from_string(discretization);
+  run.problem.discretization = pkscan::discretization_from_string(discretization);
   run.problem.grid = {dt, steps};
   check_time_grid(run.problem.grid);  // an invalid grid is a ValueError, whatever its size
   run.problem.doses = read_doses(*info, doses);

@@ -27,8 +27,7 @@ pkscan::Problem make_problem(py::handle model, py::handle parameters, py::handle
                              const std::string& discretization) {
   const ModelPtr info = resolve_model(model);
   pkscan::Problem p;
-  p.model = info->kind;
-  p.discretization = discretization_from_string(discretization);
+  p.discretization = pkscan::discretization_from_string(discretization);
   p.grid.dt = dt;
   p.grid.steps = steps;
   pkscan::check_time_grid(p.grid);  // an invalid grid is a ValueError, whatever its size

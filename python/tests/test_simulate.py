@@ -248,6 +248,7 @@ def test_gil_is_released_while_simulating():
         (dict(dt=-1.0), "dt"),
         (dict(method="fastest"), "fastest"),
         (dict(precision="float16"), "float16"),
+        (dict(discretization="rk4"), 'discretization is "rk4", but must be exact or euler'),
         (dict(model="five_compartment"), "five_compartment"),
     ],
 )

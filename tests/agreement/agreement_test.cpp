@@ -89,7 +89,6 @@ std::uint32_t seed() {
 
 Problem build(const Scenario& sc) {
   Problem p;
-  p.model = sc.model;
   p.discretization = sc.disc;
   p.grid = {sc.dt, sc.steps};
   if (sc.model == ModelKind::Linear) {
@@ -365,7 +364,7 @@ struct ScenarioDataset {
 ScenarioDataset scenario_dataset(const Scenario& sc) {
   ScenarioDataset d{build(sc), {}, {}};
   d.ref = simulate(d.p, opts(Method::Scan, Device::Cpu, Precision::Float64));
-  d.data = parse_dataset(dataset_csv(d.p, d.ref), "agreement.csv", {}, d.ref.compartments());
+  d.data = parse_dataset(dataset_csv(d.p, d.ref), "agreement.csv", d.p.parameters.info());
   return d;
 }
 
@@ -403,7 +402,7 @@ TEST_P(EngineAgreement, DatasetsAndThePredictorMatchTheExactGrid) {
   const Dataset& data = sd.data;
   SimulateOptions o;
   o.method = Method::Scan;
-  const DatasetResult events = simulate_dataset(data, sc.model, p.parameters, o);
+  const DatasetResult events = simulate_dataset(data, p.parameters, o);
   ASSERT_EQ(events.rows(), ref.subjects() * ref.times());
   const double worst = expect_events_match_grid(ref, events);
   std::ostringstream w;
@@ -412,7 +411,7 @@ TEST_P(EngineAgreement, DatasetsAndThePredictorMatchTheExactGrid) {
   // Every CPU method of the event engine gives the same bits.
   for (Method m : {Method::Batched, Method::Power}) {
     o.method = m;
-    const DatasetResult other = simulate_dataset(data, sc.model, p.parameters, o);
+    const DatasetResult other = simulate_dataset(data, p.parameters, o);
     EXPECT_EQ(std::memcmp(other.amounts.data(), events.amounts.data(),
                           events.amounts.size() * sizeof(double)),
               0)
@@ -521,7 +520,6 @@ class OverflowStatus : public ::testing::TestWithParam<Path> {
 TEST_P(OverflowStatus, MarksExactlyTheSubjectsWhoseAmountsLeaveTheRange) {
   const Path& path = GetParam();
   Problem p;
-  p.model = ModelKind::ThreeCompartment;
   p.discretization = Discretization::Exact;
   p.grid = {1.0, 50};
   const std::int64_t n = 37;
@@ -957,13 +955,13 @@ constexpr double kDeviceEvents = 1e-10;  // relative, floor 1e-3 of the subject'
 
 // simulate_dataset on device 'cuda' against device 'cpu': the same index columns and statuses;
 // amounts, concentrations and predictions within kDeviceEvents (the same bits when it is 0).
-void expect_device_rows_like_cpu(const Dataset& d, ModelKind kind, const ParameterBatch& b,
+void expect_device_rows_like_cpu(const Dataset& d, const ParameterBatch& b,
                                  const std::string& what) {
   SimulateOptions o;
   o.method = Method::Batched;
-  const DatasetResult cpu = simulate_dataset(d, kind, b, o);
+  const DatasetResult cpu = simulate_dataset(d, b, o);
   o.device = Device::Cuda;
-  const DatasetResult dev = simulate_dataset(d, kind, b, o);
+  const DatasetResult dev = simulate_dataset(d, b, o);
   EXPECT_EQ(dev.summary.device, Device::Cuda) << what;
   ASSERT_EQ(dev.rows(), cpu.rows()) << what;
   EXPECT_EQ(dev.subject, cpu.subject) << what;
@@ -1030,10 +1028,10 @@ TEST_P(DeviceDatasets, MatchTheExactGridAndTheCpu) {
   const ScenarioDataset sd = scenario_dataset(sc);
   SimulateOptions o;
   o.device = Device::Cuda;
-  const DatasetResult dev = simulate_dataset(sd.data, sc.model, sd.p.parameters, o);
+  const DatasetResult dev = simulate_dataset(sd.data, sd.p.parameters, o);
   ASSERT_EQ(dev.rows(), sd.ref.subjects() * sd.ref.times());
   expect_events_match_grid(sd.ref, dev);
-  expect_device_rows_like_cpu(sd.data, sc.model, sd.p.parameters, sc.name);
+  expect_device_rows_like_cpu(sd.data, sd.p.parameters, sc.name);
 }
 
 // Models of 1 to 6 compartments for the event walk (compiled for each count).
@@ -1128,12 +1126,10 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
     const Dataset d = parse_for(*em.model, random_csv(rng, n, round == 0 ? 300 : 20, has_ka));
     ParameterBatch b(em.model, static_cast<std::int64_t>(d.subjects.size()));
     for (std::int64_t s = 0; s < b.subjects(); ++s) set_row(b, s, random_event_row(em, rng));
-    expect_device_rows_like_cpu(d, em.model->kind, b,
-                                em.name + " random round " + std::to_string(round));
+    expect_device_rows_like_cpu(d, b, em.name + " random round " + std::to_string(round));
     SimulateOptions o;
     o.device = Device::Cuda;
-    EXPECT_LE(simulate_dataset(d, em.model->kind, b, o).summary.device_host_subjects,
-              b.subjects() / 10)
+    EXPECT_LE(simulate_dataset(d, b, o).summary.device_host_subjects, b.subjects() / 10)
         << "most subjects on the device";
   }
   if (!em.declared) {
@@ -1141,7 +1137,7 @@ TEST_P(DeviceEventModels, GiveTheCpusRowsOnRandomDatasets) {
     ParameterBatch b(em.model, static_cast<std::int64_t>(d.subjects.size()));
     const std::vector<double> row = typical_row(*em.model, em.clearances);
     for (std::int64_t s = 0; s < b.subjects(); ++s) set_row(b, s, row);
-    expect_device_rows_like_cpu(d, em.model->kind, b, em.name + " rich dataset");
+    expect_device_rows_like_cpu(d, b, em.name + " rich dataset");
   }
 }
 
@@ -1185,10 +1181,10 @@ TEST_P(DeviceEventModels, GiveTheCpusFallbacksVolumesStatusesAndErrors) {
   b.set("ka", 4, 0.7);
   b.set("ka", 5, 0.7);
   b.set("ka", 6, 0.7);
-  expect_device_rows_like_cpu(d, m.kind, b, "fallbacks and volumes");
+  expect_device_rows_like_cpu(d, b, "fallbacks and volumes");
   SimulateOptions o;
   o.device = Device::Cuda;
-  const DatasetResult batched = simulate_dataset(d, m.kind, b, o);
+  const DatasetResult batched = simulate_dataset(d, b, o);
   // On the host's solver: IDs 1, 3 and 4 (equal eigenvalues) and 6 (at 61 h, 61 infusions of
   // 100 h running: more than the walk's lists hold). ID 7's events, far from the order its
   // records make them in, are sorted on the device (the walk's heapsort).
@@ -1202,7 +1198,7 @@ TEST_P(DeviceEventModels, GiveTheCpusFallbacksVolumesStatusesAndErrors) {
   EXPECT_GT(batched.amounts[2 * 8 + 1], 0.0);
   for (Method method : {Method::Power, Method::Auto}) {
     o.method = method;
-    const DatasetResult other = simulate_dataset(d, m.kind, b, o);
+    const DatasetResult other = simulate_dataset(d, b, o);
     EXPECT_EQ(std::memcmp(other.amounts.data(), batched.amounts.data(),
                           batched.amounts.size() * sizeof(double)),
               0)
@@ -1212,19 +1208,19 @@ TEST_P(DeviceEventModels, GiveTheCpusFallbacksVolumesStatusesAndErrors) {
   b.set("ke", 2, -1.0);
   std::string cpu_message, device_message;
   try {
-    simulate_dataset(d, m.kind, b);
+    simulate_dataset(d, b);
   } catch (const DomainError& e) {
     cpu_message = e.what();
   }
   try {
-    simulate_dataset(d, m.kind, b, o);
+    simulate_dataset(d, b, o);
   } catch (const DomainError& e) {
     device_message = e.what();
   }
   EXPECT_FALSE(cpu_message.empty());
   EXPECT_EQ(device_message, cpu_message);
   o.method = Method::Scan;
-  EXPECT_THROW(simulate_dataset(d, m.kind, b, o), BackendUnavailable);
+  EXPECT_THROW(simulate_dataset(d, b, o), BackendUnavailable);
 }
 
 // ---- The Predictor on the device (Predictor::set_device(Device::Cuda): the event walk). ----

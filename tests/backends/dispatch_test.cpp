@@ -163,7 +163,6 @@ TEST(BatchedStreaming, LargeOutputsMatchTheReferenceBitForBit) {
           // block of last_block.
           const std::int64_t per = rows * c.compartments * (prec == Precision::Float64 ? 8 : 4);
           const std::int64_t n = ((64 << 20) / per / (2 * lanes) + 1) * 2 * lanes + last_block;
-          p.model = c.model;
           p.parameters = ParameterBatch(c.model, n);
           for (std::int64_t s = 0; s < n; ++s) {
             const double f = 0.7 + 0.6 * static_cast<double>(s % 97) / 97.0;

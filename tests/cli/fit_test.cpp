@@ -56,15 +56,6 @@ const std::vector<std::string> kNames = {"ka", "cl", "v_central", "q", "v_periph
 const std::vector<double> kTimes = {0.25, 0.5,   0.75, 1,  1.5, 2,  3,  4,  6,  8,
                                     10,   12.25, 12.5, 13, 14,  16, 24, 36, 48, 72};
 
-std::vector<std::pair<std::string, std::string>> parameter_names() {
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const ParameterInfo& p : model_info(ModelKind::ThreeCompartment).parameters) {
-    names.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) names.emplace_back(p.alias, p.name);
-  }
-  return names;
-}
-
 std::string fmt(double v) {
   std::ostringstream s;
   s.precision(17);
@@ -95,14 +86,14 @@ std::string dataset_text(std::size_t subjects, const std::vector<double>& dv) {
 // Concentrations at every observation record of `text` with per-subject parameters `truth`,
 // by pkscan::simulate_dataset (the event engine).
 std::vector<double> predictions(const std::string& text, const std::vector<Truth>& truth) {
-  const Dataset data = parse_dataset(text, "sim.csv", parameter_names(), 3);
+  const Dataset data = parse_dataset(text, "sim.csv", model_info(ModelKind::ThreeCompartment));
   ParameterBatch batch(ModelKind::ThreeCompartment, static_cast<std::int64_t>(truth.size()));
   for (std::size_t s = 0; s < truth.size(); ++s)
     for (const std::string& n : kNames) batch.set(n, static_cast<std::int64_t>(s), truth[s].get(n));
   SimulateOptions options;
   options.method = Method::Scan;  // one subject after another, no thread team per call
   options.threads = 1;
-  const DatasetResult r = simulate_dataset(data, ModelKind::ThreeCompartment, batch, options);
+  const DatasetResult r = simulate_dataset(data, batch, options);
   return r.prediction;
 }
 
@@ -206,7 +197,7 @@ double rel(double got, double want) { return std::fabs(got - want) / std::fabs(w
 
 // Observed DV values of every subject of `text`, in order.
 std::vector<double> dv_of(const std::string& text) {
-  const Dataset data = parse_dataset(text, "sim.csv", parameter_names(), 3);
+  const Dataset data = parse_dataset(text, "sim.csv", model_info(ModelKind::ThreeCompartment));
   std::vector<double> dv;
   for (const DatasetSubject& s : data.subjects)
     for (const DatasetRecord& r : s.records)

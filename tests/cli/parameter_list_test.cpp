@@ -9,7 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <string>
 #include <vector>
 

@@ -17,8 +17,8 @@ namespace {
 void run_one(const char* file) {
   const pkscan::config::RunSpec spec = pkscan::config::load_run_file(file);
   if (spec.dataset) {
-    const pkscan::DatasetResult r = pkscan::simulate_dataset(*spec.dataset, spec.problem.model,
-                                                             spec.problem.parameters, spec.options);
+    const pkscan::DatasetResult r =
+        pkscan::simulate_dataset(*spec.dataset, spec.problem.parameters, spec.options);
     std::printf("dataset %s %lld %d\n", file, static_cast<long long>(r.rows()), r.compartments);
     for (const double a : r.amounts) std::printf("%.17g\n", a);
     return;

@@ -15,24 +15,13 @@
 #include <pkscan/dataset.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/types.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace {
-
-using Names = std::vector<std::pair<std::string, std::string>>;
-
-Names names_of(const pkscan::ModelInfo& model) {
-  Names names;
-  for (const pkscan::ParameterInfo& p : model.parameters) {
-    names.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) names.emplace_back(p.alias, p.name);
-  }
-  return names;
-}
 
 [[noreturn]] void broken(const char* what, std::int64_t line) {
   std::fprintf(stderr, "fuzz_dataset: invariant broken: %s (record line %lld)\n", what,
@@ -89,8 +78,7 @@ void run_model(const std::string& text, pkscan::ModelKind kind) {
   const pkscan::ModelInfo& model = pkscan::model_info(kind);
   const int compartments = static_cast<int>(model.compartments.size());
   try {
-    const pkscan::Dataset d =
-        pkscan::parse_dataset(text, "fuzz.csv", names_of(model), compartments);
+    const pkscan::Dataset d = pkscan::parse_dataset(text, "fuzz.csv", model);
     check_invariants(d, compartments);
     // Fall-back parameters: the defaults, 1 for required ones (micro constants, not clearances).
     pkscan::ParameterBatch batch(kind, static_cast<std::int64_t>(d.subjects.size()));
@@ -100,7 +88,7 @@ void run_model(const std::string& text, pkscan::ModelKind kind) {
     for (std::size_t i = 0; i < model.parameters.size(); ++i)
       if (std::isnan(model.parameters[i].default_value) && !clearance[i])
         batch.set_all(model.parameters[i].name, 1.0);
-    pkscan::check_dataset(d, kind, batch);
+    pkscan::check_dataset(d, batch);
   } catch (const pkscan::Error&) {
     // Bad input (or parameter values the engine rejects), reported as documented.
   }

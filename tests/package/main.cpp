@@ -12,9 +12,9 @@ int main() {
   const double v_central = 12.5;
 
   pkscan::Problem problem;
-  problem.model = pkscan::ModelKind::TwoCompartment;  // depot -> central (NONMEM ADVAN2)
-  problem.grid = {0.5, 48};                           // t = 0, 0.5, ..., 24
-  problem.parameters = pkscan::ParameterBatch(problem.model, 2);
+  problem.grid = {0.5, 48};  // t = 0, 0.5, ..., 24
+  problem.parameters = pkscan::ParameterBatch(pkscan::ModelKind::TwoCompartment,
+                                              2);  // depot -> central (NONMEM ADVAN2)
   problem.parameters.set_all("ka", ka);
   problem.parameters.set_all("ke", ke);
   problem.parameters.set_all("v_central", v_central);

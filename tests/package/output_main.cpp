@@ -18,9 +18,8 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   pkscan::Problem p;
-  p.model = pkscan::ModelKind::TwoCompartment;
   p.grid = {0.5, 24};
-  p.parameters = pkscan::ParameterBatch(p.model, 2);
+  p.parameters = pkscan::ParameterBatch(pkscan::ModelKind::TwoCompartment, 2);
   p.parameters.set_all("ka", 1.1);
   p.parameters.set_all("ke", 0.2);
   p.parameters.set_all("v_central", 8.0);

@@ -43,8 +43,8 @@ TEST(Api, DefaultsAndAliases) {
   EXPECT_EQ(parameter_index(m, "u"), parameter_index(m, "ke"));
   EXPECT_EQ(parameter_index(m, "nope"), -1);
   const ParameterBatch b(ModelKind::ThreeCompartment, 1);
-  EXPECT_EQ(b.get(0, kThreeCptVDepot), 1.0);  // v_depot defaults to 1
-  EXPECT_TRUE(std::isnan(b.get(0, kThreeCptVCentral)));
+  EXPECT_EQ(b.get(0, parameter_index(m, "v_depot")), 1.0);  // v_depot defaults to 1
+  EXPECT_TRUE(std::isnan(b.get(0, parameter_index(m, "v_central"))));
   EXPECT_EQ(model_from_string("three_compartment"), ModelKind::ThreeCompartment);
   EXPECT_THROW(model_from_string("four"), InvalidArgument);
 }
@@ -167,6 +167,32 @@ TEST(Api, NamesRoundTrip) {
     EXPECT_EQ(device_from_string(to_string(d)), d);
   EXPECT_THROW(method_from_string("fast"), InvalidArgument);
   EXPECT_THROW(device_from_string("gpu"), InvalidArgument);
+  for (Precision p : {Precision::Float64, Precision::Float32})
+    EXPECT_EQ(precision_from_string(to_string(p)), p);
+  for (Discretization d : {Discretization::Exact, Discretization::Euler})
+    EXPECT_EQ(discretization_from_string(to_string(d)), d);
+  EXPECT_EQ(to_string(Precision::Float32), "float32");
+  EXPECT_EQ(to_string(Discretization::Euler), "euler");
+}
+
+// One message shape for every name: the value and the accepted names ("a or b" for two).
+TEST(Api, UnknownNamesSayWhatIsAccepted) {
+  auto message = [](auto parse, const char* name) {
+    try {
+      parse(name);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_EQ(message(precision_from_string, "float16"),
+            "precision is \"float16\", but must be float64 or float32");
+  EXPECT_EQ(message(discretization_from_string, "rk4"),
+            "discretization is \"rk4\", but must be exact or euler");
+  EXPECT_EQ(message(method_from_string, "fast"),
+            "method is \"fast\", but must be one of auto, scan, batched, power");
+  EXPECT_EQ(message(device_from_string, "gpu"),
+            "device is \"gpu\", but must be one of auto, cpu, cuda");
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <ostream>
 #include <pkscan/dataset.hpp>
 #include <pkscan/error.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <random>
 #include <string>
 #include <utility>
@@ -23,21 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using Names = std::vector<std::pair<std::string, std::string>>;
+// The three-compartment model: parameters ka/k01, k12, k21, ke/u, volumes; 3 compartments.
+const ModelInfo& three_cpt() { return model_info(ModelKind::ThreeCompartment); }
 
-// (name, canonical) pairs of the three-compartment model: ka/k01, k12, k21, ke/u, volumes.
-Names three_cpt_names() {
-  Names names;
-  for (const ParameterInfo& p : model_info(ModelKind::ThreeCompartment).parameters) {
-    names.emplace_back(p.name, p.name);
-    if (!p.alias.empty()) names.emplace_back(p.alias, p.name);
-  }
-  return names;
-}
-
-Dataset parse(const std::string& text, int compartments = 3) {
-  return parse_dataset(text, "test.csv", three_cpt_names(), compartments);
-}
+Dataset parse(const std::string& text) { return parse_dataset(text, "test.csv", three_cpt()); }
 
 // A fresh directory under the system temporary directory, removed with its contents.
 class TempDir {
@@ -229,17 +218,19 @@ TEST(DatasetGood, ParameterValuesAreNotRangeChecked) {
 }
 
 // Columns match names ignoring case; the stored name is the model's own spelling (a linear
-// model's rate "KA" must be found again by parameter_index).
+// model's rate "CL" must be found again by parameter_index), for an alias too ("K01" is "ka").
 TEST(DatasetGood, CanonicalNamesKeepTheModelsSpelling) {
-  const Dataset d =
-      parse_dataset("ID,TIME,cl\n1,0,5\n", "x.csv", {{"CL", "CL"}, {"clearance", "CL"}}, 1);
+  const auto m = make_linear_model({"central"}, {{"central", "", "CL"}});
+  const Dataset d = parse_dataset("ID,TIME,cl\n1,0,5\n", "x.csv", *m);
   EXPECT_EQ(d.parameter_columns, (std::vector<std::string>{"CL"}));
   EXPECT_EQ(d.subjects[0].records[0].parameters, (std::vector<double>{5.0}));
+  const Dataset alias = parse("ID,TIME,K01,U\n1,0,5,6\n");
+  EXPECT_EQ(alias.parameter_columns, (std::vector<std::string>{"ka", "ke"}));
 }
 
 TEST(DatasetGood, ReadsTheExampleFile) {
   const std::string path = std::string(PKSCAN_SOURCE_DIR) + "/tests/data/datasets/two_subjects.csv";
-  const Dataset d = read_dataset(path, three_cpt_names(), 3);
+  const Dataset d = read_dataset(path, three_cpt());
   EXPECT_EQ(d.file, path);
   EXPECT_EQ(d.parameter_columns, (std::vector<std::string>{"ka"}));
   EXPECT_EQ(d.covariate_columns, (std::vector<std::string>{"WT", "SEX"}));
@@ -271,8 +262,8 @@ TEST(DatasetGood, ReadDatasetMatchesParseDataset) {
   TempDir dir;
   const std::string path = dir.file("good.csv");
   write_text(path, kGood);
-  const Dataset from_file = read_dataset(path, three_cpt_names(), 3);
-  const Dataset from_text = parse_dataset(kGood, path, three_cpt_names(), 3);
+  const Dataset from_file = read_dataset(path, three_cpt());
+  const Dataset from_text = parse_dataset(kGood, path, three_cpt());
   EXPECT_EQ(from_file.file, path);
   ASSERT_EQ(from_file.subjects.size(), from_text.subjects.size());
   for (std::size_t s = 0; s < from_file.subjects.size(); ++s) {
@@ -304,17 +295,17 @@ ConfigError config_error_of(F&& f) {
 TEST(DatasetFile, MissingFileDirectoryAndBadRowInFile) {
   TempDir dir;
   const ConfigError missing =
-      config_error_of([&] { read_dataset(dir.file("none.csv"), three_cpt_names(), 3); });
+      config_error_of([&] { read_dataset(dir.file("none.csv"), three_cpt()); });
   EXPECT_EQ(missing.file(), dir.file("none.csv"));
   EXPECT_EQ(missing.line(), 0);
   EXPECT_NE(missing.message().find("no such file"), std::string::npos) << missing.what();
 
-  const ConfigError directory = config_error_of([&] { read_dataset(dir.file(""), {}, 3); });
+  const ConfigError directory = config_error_of([&] { read_dataset(dir.file(""), three_cpt()); });
   EXPECT_NE(directory.message().find("directory"), std::string::npos) << directory.what();
 
   const std::string bad = dir.file("bad.csv");
   write_text(bad, "ID,TIME\r\n1,0\r\n1,-2\r\n");
-  const ConfigError e = config_error_of([&] { read_dataset(bad, {}, 3); });
+  const ConfigError e = config_error_of([&] { read_dataset(bad, three_cpt()); });
   EXPECT_EQ(e.file(), bad);
   EXPECT_EQ(e.line(), 3);
   EXPECT_EQ(e.column(), 2);
@@ -329,16 +320,18 @@ TEST(DatasetFile, TooLargeIsRejectedBeforeReading) {
   std::error_code ec;
   fs::resize_file(path, static_cast<std::uintmax_t>(kMaxDatasetBytes) + 1, ec);  // sparse
   if (ec) GTEST_SKIP() << "cannot make a sparse file: " << ec.message();
-  const ConfigError e = config_error_of([&] { read_dataset(path, {}, 3); });
+  const ConfigError e = config_error_of([&] { read_dataset(path, three_cpt()); });
   EXPECT_EQ(e.line(), 0);
   EXPECT_EQ(e.column(), 0);
   EXPECT_NE(e.message().find("1073741825 bytes"), std::string::npos) << e.what();
   EXPECT_NE(e.message().find("1 GiB"), std::string::npos) << e.what();
 }
 
-TEST(DatasetFile, CompartmentsMustBePositive) {
-  EXPECT_THROW(parse_dataset("ID,TIME\n1,0\n", "x", {}, 0), InvalidArgument);
-  EXPECT_THROW(read_dataset("/nonexistent", {}, -1), InvalidArgument);
+// model_info(ModelKind::Linear) is the empty description: no dataset can be read for it.
+TEST(DatasetFile, TheModelMustHaveCompartments) {
+  const ModelInfo& empty = model_info(ModelKind::Linear);
+  EXPECT_THROW(parse_dataset("ID,TIME\n1,0\n", "x", empty), InvalidArgument);
+  EXPECT_THROW(read_dataset("/nonexistent", empty), InvalidArgument);
 }
 
 // ---- bad input: one table, exact line and column ------------------------------------------------

@@ -75,30 +75,28 @@ double check_table(const DatasetResult& r, const Table& tb, double rtol) {
 TEST(DatasetReference, Torsten1aBolusIntoDepot) {
   const Table tb = read_table("torsten_1a_bolus_depot.csv");
   const DatasetResult r = simulate_dataset(data_of(dataset_for(tb, "1,0,1000,.,1,1,.,.,.,.")),
-                                           ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+                                           torsten(5, 8, 20, 70, 1.2));
   std::printf("torsten 1a (dataset): worst relative error %.3g\n", check_table(r, tb, 1e-6));
 }
 
 TEST(DatasetReference, Torsten1bInfusionIntoCentral) {
   const Table tb = read_table("torsten_1b_infusion_central.csv");
-  const DatasetResult r =
-      simulate_dataset(data_of(dataset_for(tb, "1,0,1200,700,1,2,.,.,.,.")),
-                       ModelKind::ThreeCompartment, torsten(5, 8, 35, 105, 1.2));
+  const DatasetResult r = simulate_dataset(data_of(dataset_for(tb, "1,0,1200,700,1,2,.,.,.,.")),
+                                           torsten(5, 8, 35, 105, 1.2));
   std::printf("torsten 1b (dataset): worst relative error %.3g\n", check_table(r, tb, 1e-6));
 }
 
 TEST(DatasetReference, Torsten1cInfusionIntoDepot) {
   const Table tb = read_table("torsten_1c_infusion_depot.csv");
-  const DatasetResult r =
-      simulate_dataset(data_of(dataset_for(tb, "1,0,1200,1200,1,1,.,.,.,.")),
-                       ModelKind::ThreeCompartment, torsten(5, 8, 35, 105, 1.2));
+  const DatasetResult r = simulate_dataset(data_of(dataset_for(tb, "1,0,1200,1200,1,1,.,.,.,.")),
+                                           torsten(5, 8, 35, 105, 1.2));
   std::printf("torsten 1c (dataset): worst relative error %.3g\n", check_table(r, tb, 1e-6));
 }
 
 TEST(DatasetReference, Torsten2SteadyStateBolus) {
   const Table tb = read_table("torsten_2_ss_bolus.csv");
   const DatasetResult r = simulate_dataset(data_of(dataset_for(tb, "1,0,1200,.,1,1,12,10,1,.")),
-                                           ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+                                           torsten(5, 8, 20, 70, 1.2));
   std::printf("torsten 2 (dataset, SS=1): worst relative error %.3g\n", check_table(r, tb, 1e-6));
 }
 
@@ -156,7 +154,7 @@ TEST(DatasetExact, IrregularScheduleMatchesOdeIntegration) {
   b.set_all("v_peripheral", 30);
   b.set_all("f_depot", 0.7);
   b.set_all("lag_depot", 0.37);
-  const DatasetResult r = simulate_dataset(data_of(csv), ModelKind::ThreeCompartment, b);
+  const DatasetResult r = simulate_dataset(data_of(csv), b);
 
   // The same schedule integrated independently: arrival times and infusion windows by hand.
   struct Bolus {
@@ -211,8 +209,7 @@ void expect_periodic(const std::string& dose, const char* what) {
   const std::string csv = "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n" + dose +
                           "\n1,0,.,.,0,2,.,.,.\n1,3,.,.,0,2,.,.,.\n1,12,.,.,0,2,.,.,.\n"
                           "1,15,.,.,0,2,.,.,.\n1,24,.,.,0,2,.,.,.\n";
-  const DatasetResult r =
-      simulate_dataset(data_of(csv), ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+  const DatasetResult r = simulate_dataset(data_of(csv), torsten(5, 8, 20, 70, 1.2));
   ASSERT_EQ(r.rows(), 5);
   for (int c = 0; c < 3; ++c) {
     const double a0 = r.amounts[0 * 3 + static_cast<std::size_t>(c)];
@@ -243,20 +240,19 @@ TEST(SteadyState, ConstantInfusionIsTheEquilibrium) {
   // central = R / ke (the infusion ends there: steady_state_test.cpp).
   const DatasetResult r = simulate_dataset(
       data_of("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n1,50,0,10,1,2,0,1\n1,50,.,.,0,2,.,.\n"),
-      ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+      torsten(5, 8, 20, 70, 1.2));
   EXPECT_NEAR(r.amounts[1], 10.0 / (5.0 / 20.0), 1e-9 * 40.0);
 }
 
 TEST(SteadyState, Ss2AddsToTheCurrentState) {
   const std::string base = "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n1,0,500,.,1,2,.,.,0\n";
-  const DatasetResult a = simulate_dataset(data_of(base + "1,5,.,.,0,2,.,.,.\n"),
-                                           ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+  const DatasetResult a =
+      simulate_dataset(data_of(base + "1,5,.,.,0,2,.,.,.\n"), torsten(5, 8, 20, 70, 1.2));
   const DatasetResult ss = simulate_dataset(
       data_of("ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n1,5,300,.,1,1,12,.,1\n1,5,.,.,0,2,.,.,.\n"),
-      ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
-  const DatasetResult both =
-      simulate_dataset(data_of(base + "1,5,300,.,1,1,12,.,2\n1,5,.,.,0,2,.,.,.\n"),
-                       ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+      torsten(5, 8, 20, 70, 1.2));
+  const DatasetResult both = simulate_dataset(
+      data_of(base + "1,5,300,.,1,1,12,.,2\n1,5,.,.,0,2,.,.,.\n"), torsten(5, 8, 20, 70, 1.2));
   for (int c = 0; c < 3; ++c)
     EXPECT_NEAR(both.amounts[static_cast<std::size_t>(c)],
                 a.amounts[static_cast<std::size_t>(c)] + ss.amounts[static_cast<std::size_t>(c)],
@@ -267,8 +263,8 @@ TEST(SteadyState, Ss2AddsToTheCurrentState) {
 TEST(Conventions, ObservationAtTheArrivalTimeOfALaggedDoseSeesIt) {
   ParameterBatch b = torsten(5, 8, 20, 70, 1.2);
   b.set_all("lag_depot", 1.5);
-  const DatasetResult r = simulate_dataset(
-      data_of("ID,TIME,AMT,EVID,CMT\n1,0,100,1,1\n1,1.5,.,0,1\n"), ModelKind::ThreeCompartment, b);
+  const DatasetResult r =
+      simulate_dataset(data_of("ID,TIME,AMT,EVID,CMT\n1,0,100,1,1\n1,1.5,.,0,1\n"), b);
   ASSERT_EQ(r.rows(), 1);
   EXPECT_DOUBLE_EQ(r.amounts[0], 100.0);
 }
@@ -276,7 +272,7 @@ TEST(Conventions, ObservationAtTheArrivalTimeOfALaggedDoseSeesIt) {
 TEST(Conventions, RecordsAtTheSameTimeAreProcessedInFileOrder) {
   const DatasetResult r =
       simulate_dataset(data_of("ID,TIME,AMT,EVID,CMT\n1,2,.,0,2\n1,2,50,1,2\n1,2,.,0,2\n"),
-                       ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+                       torsten(5, 8, 20, 70, 1.2));
   ASSERT_EQ(r.rows(), 2);
   EXPECT_EQ(r.amounts[1], 0.0);   // observation before the dose record
   EXPECT_EQ(r.amounts[4], 50.0);  // after it
@@ -292,7 +288,7 @@ TEST(Conventions, BioavailabilityWithFixedRateScalesTheDuration) {
   const DatasetResult r = simulate_dataset(
       data_of(
           "ID,TIME,AMT,RATE,EVID,CMT\n1,0,100,10,1,2\n1,2.5,.,.,0,2\n1,5,.,.,0,2\n1,9,.,.,0,2\n"),
-      ModelKind::ThreeCompartment, b);
+      b);
   EXPECT_NEAR(r.amounts[1], 25.0, 1e-12);
   EXPECT_NEAR(r.amounts[4], 50.0, 1e-12);
   EXPECT_NEAR(r.amounts[7], 50.0, 1e-12);
@@ -302,7 +298,7 @@ TEST(Conventions, ResetClearsStateAndInfusions) {
   const DatasetResult r =
       simulate_dataset(data_of("ID,TIME,AMT,RATE,EVID,CMT\n1,0,100,10,1,2\n1,2,.,.,3,.\n1,2,.,.,0,"
                                "2\n1,4,.,.,0,2\n1,4,30,.,4,2\n1,4,.,.,0,2\n"),
-                       ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2));
+                       torsten(5, 8, 20, 70, 1.2));
   ASSERT_EQ(r.rows(), 3);
   for (int c = 0; c < 3; ++c) EXPECT_EQ(r.amounts[static_cast<std::size_t>(c)], 0.0);
   for (int c = 0; c < 3; ++c)
@@ -312,14 +308,13 @@ TEST(Conventions, ResetClearsStateAndInfusions) {
 
 TEST(Conventions, InvalidRecordParametersNameTheIdAndLine) {
   try {
-    simulate_dataset(data_of("ID,TIME,AMT,EVID,CMT,KE\n7,0,100,1,1,0.1\n7,1,.,0,2,-0.2\n"),
-                     ModelKind::ThreeCompartment, [] {
-                       ParameterBatch b(ModelKind::ThreeCompartment, 1);
-                       for (const char* k : {"ka", "k12", "k21"}) b.set_all(k, 0.1);
-                       b.set_all("v_central", 1);
-                       b.set_all("v_peripheral", 1);
-                       return b;
-                     }());
+    simulate_dataset(data_of("ID,TIME,AMT,EVID,CMT,KE\n7,0,100,1,1,0.1\n7,1,.,0,2,-0.2\n"), [] {
+      ParameterBatch b(ModelKind::ThreeCompartment, 1);
+      for (const char* k : {"ka", "k12", "k21"}) b.set_all(k, 0.1);
+      b.set_all("v_central", 1);
+      b.set_all("v_peripheral", 1);
+      return b;
+    }());
     ADD_FAILURE() << "no exception";
   } catch (const DomainError& e) {
     const std::string m = e.what();
@@ -327,6 +322,21 @@ TEST(Conventions, InvalidRecordParametersNameTheIdAndLine) {
     EXPECT_NE(m.find("ID \"7\""), std::string::npos) << m;
     EXPECT_NE(m.find("ke is -0.2"), std::string::npos) << m;
   }
+}
+
+// The batch carries the model; simulate_dataset checks only that it has a row per subject.
+TEST(Conventions, TheBatchHasOneRowPerDatasetSubject) {
+  const Dataset one = data_of("ID,TIME,AMT,EVID,CMT\n1,0,100,1,1\n1,1,.,0,2\n");
+  try {
+    simulate_dataset(one, torsten(5, 8, 20, 70, 1.2, 2));
+    ADD_FAILURE() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "simulate_dataset: the parameter batch has 2 subjects, but must have 1 (one per "
+              "dataset subject)");
+  }
+  EXPECT_THROW(check_dataset(one, torsten(5, 8, 20, 70, 1.2, 2)), InvalidArgument);
+  EXPECT_EQ(simulate_dataset(one, torsten(5, 8, 20, 70, 1.2)).rows(), 1);
 }
 
 TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
@@ -343,11 +353,11 @@ TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
   const Dataset d = data_of(csv);
   SimulateOptions o;
   o.method = Method::Scan;
-  const DatasetResult ref = simulate_dataset(d, ModelKind::ThreeCompartment, b, o);
+  const DatasetResult ref = simulate_dataset(d, b, o);
   for (Method m : {Method::Batched, Method::Power, Method::Auto}) {
     o.method = m;
     o.threads = 2;
-    const DatasetResult r = simulate_dataset(d, ModelKind::ThreeCompartment, b, o);
+    const DatasetResult r = simulate_dataset(d, b, o);
     ASSERT_EQ(r.amounts.size(), ref.amounts.size());
     for (std::size_t i = 0; i < r.amounts.size(); ++i)
       ASSERT_EQ(r.amounts[i], ref.amounts[i]) << to_string(m);
@@ -361,9 +371,7 @@ TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
   const Dataset one = data_of(
       "ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n1,0,100,.,1,1,.,.,.\n"
       "1,2,.,.,0,2,.,.,.\n");
-  EXPECT_EQ(simulate_dataset(one, ModelKind::ThreeCompartment, torsten(5, 8, 20, 70, 1.2, 1), o)
-                .summary.threads,
-            1);
+  EXPECT_EQ(simulate_dataset(one, torsten(5, 8, 20, 70, 1.2, 1), o).summary.threads, 1);
 }
 
 }  // namespace
@@ -372,18 +380,16 @@ TEST(DatasetMethods, EveryCpuMethodGivesTheSameResult) {
 namespace pkscan {
 namespace {
 
-using test::parameter_names;
-
 // Review finding: a lagged dose record must still end its parameter interval at its own time.
 TEST(Conventions, ALaggedDoseRecordEndsItsParameterInterval) {
   const ModelInfo& m = model_info(ModelKind::TwoCompartment);
   const Dataset d = parse_dataset(
       "ID,TIME,AMT,EVID,CMT,KE,LAG_CENTRAL\n1,0,100,1,2,0,0\n1,5,50,1,2,0.5,1\n1,10,.,0,2,0,0\n",
-      "lag.csv", parameter_names(m), 2);
+      "lag.csv", m);
   ParameterBatch b(ModelKind::TwoCompartment, 1);
   b.set_all("ka", 1.0);
   b.set_all("v_central", 1.0);
-  const DatasetResult r = simulate_dataset(d, ModelKind::TwoCompartment, b);
+  const DatasetResult r = simulate_dataset(d, b);
   // KE 0.5 governs (0, 5] (record 2), KE 0 governs (5, 10]; the 50 arrives at t = 6.
   EXPECT_NEAR(r.amounts[1], 100.0 * std::exp(-2.5) + 50.0, 1e-12);
 }
@@ -399,8 +405,8 @@ TEST(SteadyState, WithoutEliminationTheSubjectIsNonFinite) {
   for (const char* rec : {"1,0,100,.,1,1,12,1", "1,0,0,10,1,2,0,1"}) {
     const Dataset d = parse_dataset(
         std::string("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n") + rec + "\n1,1,.,.,0,2,.,.\n", "ss.csv",
-        parameter_names(m), 2);
-    const DatasetResult r = simulate_dataset(d, ModelKind::TwoCompartment, b);
+        m);
+    const DatasetResult r = simulate_dataset(d, b);
     EXPECT_EQ(r.status[0], SubjectStatus::NonFinite) << rec;
     EXPECT_EQ(r.summary.non_finite_subjects, 1) << rec;
   }
@@ -410,13 +416,12 @@ TEST(SteadyState, WithoutEliminationTheSubjectIsNonFinite) {
 TEST(LinearDataset, UpperCaseRateNamesMatchDatasetColumns) {
   const auto m =
       make_linear_model({"gut", "Central"}, {{"gut", "Central", "KA"}, {"Central", "", "ke"}});
-  const Dataset d =
-      parse_dataset("ID,TIME,AMT,EVID,CMT,ka,V_CENTRAL\n1,0,100,1,1,1.5,2\n1,2,.,0,2,1.5,2\n",
-                    "lin.csv", parameter_names(*m), 2);
+  const Dataset d = parse_dataset(
+      "ID,TIME,AMT,EVID,CMT,ka,V_CENTRAL\n1,0,100,1,1,1.5,2\n1,2,.,0,2,1.5,2\n", "lin.csv", *m);
   ASSERT_EQ(d.parameter_columns, (std::vector<std::string>{"KA", "v_Central"}));
   ParameterBatch b(m, 1);
   b.set_all("ke", 0.0);
-  const DatasetResult r = simulate_dataset(d, ModelKind::Linear, b);
+  const DatasetResult r = simulate_dataset(d, b);
   EXPECT_NEAR(r.amounts[1], 100.0 * (1.0 - std::exp(-3.0)), 1e-10);
   EXPECT_NEAR(r.concentrations[1], r.amounts[1] / 2.0, 1e-12);
   EXPECT_THROW(make_linear_model({"a", "A"}, {}), InvalidArgument);
@@ -434,8 +439,6 @@ namespace {
 // cancelled"; a reset event (EVID 3/4) resets the whole system the same way.
 TEST(Conventions, ResetAndSs1CancelPendingAdditionalDoses) {
   const ModelInfo& m = model_info(ModelKind::TwoCompartment);
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const ParameterInfo& p : m.parameters) names.emplace_back(p.name, p.name);
   ParameterBatch b(ModelKind::TwoCompartment, 1);
   b.set_all("ka", 1.0);
   b.set_all("ke", 0.0);  // amounts only move by doses: easy to count
@@ -444,16 +447,16 @@ TEST(Conventions, ResetAndSs1CancelPendingAdditionalDoses) {
   const Dataset reset = parse_dataset(
       "ID,TIME,AMT,EVID,CMT,II,ADDL\n1,0,100,1,2,6,3\n1,8,.,3,.,.,.\n1,13,.,0,2,.,.\n1,19,.,0,2,.,."
       "\n",
-      "r.csv", names, 2);
-  const DatasetResult r = simulate_dataset(reset, ModelKind::TwoCompartment, b);
+      "r.csv", m);
+  const DatasetResult r = simulate_dataset(reset, b);
   EXPECT_EQ(r.amounts[1], 0.0);  // the doses at 12 and 18 were cancelled by the reset
   EXPECT_EQ(r.amounts[3], 0.0);
   // A later dose record's own additional doses are not cancelled: EVID 4 at 8 with ADDL.
   const Dataset reset_dose = parse_dataset(
       "ID,TIME,AMT,EVID,CMT,II,ADDL\n1,0,100,1,2,6,3\n1,8,10,4,2,5,1\n1,13,.,0,2,.,.\n1,19,.,0,2,.,"
       ".\n",
-      "r4.csv", names, 2);
-  const DatasetResult r4 = simulate_dataset(reset_dose, ModelKind::TwoCompartment, b);
+      "r4.csv", m);
+  const DatasetResult r4 = simulate_dataset(reset_dose, b);
   EXPECT_EQ(r4.amounts[1], 20.0);  // 10 at 8 and 10 at 13 (its own ADDL), none of the 100s
   EXPECT_EQ(r4.amounts[3], 20.0);
 }

@@ -18,7 +18,6 @@ namespace {
 
 Problem two_subjects() {
   Problem p;
-  p.model = ModelKind::TwoCompartment;
   p.grid = {0.5, 8};
   p.parameters = ParameterBatch(ModelKind::TwoCompartment, 2);
   p.parameters.set_all("ka", 1.0);
@@ -240,23 +239,22 @@ TEST(FieldPath, PopulationRun) {
 }
 
 TEST(FieldPath, DatasetValuesFromTheBatchNameTheirField) {
-  const std::vector<std::pair<std::string, std::string>> names = {{"KE", "ke"}};
-  const Dataset data =
-      parse_dataset("ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,0.2\n1,2,.,2,0,0.2\n2,0,100,1,1,-1\n",
-                    "d.csv", names, 2);
+  const ModelInfo& m = model_info(ModelKind::TwoCompartment);
+  const Dataset data = parse_dataset(
+      "ID,TIME,AMT,CMT,EVID,KE\n1,0,100,1,1,0.2\n1,2,.,2,0,0.2\n2,0,100,1,1,-1\n", "d.csv", m);
   ParameterBatch b(ModelKind::TwoCompartment, 2);
   b.set_all("ka", 1.0);
   b.set_all("ke", 0.2);  // replaced by the dataset's KE column
   b.set_all("v_central", 10.0);
-  Caught c = caught([&] { check_dataset(data, ModelKind::TwoCompartment, b); });
+  Caught c = caught([&] { check_dataset(data, b); });
   EXPECT_EQ(c.kind, "domain");
   EXPECT_EQ(c.field, "") << c.what;  // from the dataset: its line is in the message
   EXPECT_NE(c.what.find("d.csv:4"), std::string::npos) << c.what;
 
   const Dataset plain =
-      parse_dataset("ID,TIME,AMT,CMT,EVID\n1,0,100,1,1\n2,0,100,1,1\n", "d.csv", {}, 2);
+      parse_dataset("ID,TIME,AMT,CMT,EVID\n1,0,100,1,1\n2,0,100,1,1\n", "d.csv", m);
   b.set("v_central", 1, -4.0);
-  c = caught([&] { check_dataset(plain, ModelKind::TwoCompartment, b); });
+  c = caught([&] { check_dataset(plain, b); });
   EXPECT_EQ(c.field, "parameters[1].v_central") << c.what;
   EXPECT_EQ(c.value, "-4");
   EXPECT_EQ(c.rule, "finite and > 0");

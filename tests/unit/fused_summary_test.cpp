@@ -99,7 +99,6 @@ void expect_same(const Outcome& got, const Outcome& want, const std::string& wha
 }
 
 void check_all_splits(Problem p, const ParameterBatch& all, Precision precision, int mc) {
-  p.model = all.info().kind;
   const std::int64_t n = all.subjects();
   const Outcome want = run(p, all, n, 1, false, precision, mc);
   ASSERT_GT(want.table.count, 0);

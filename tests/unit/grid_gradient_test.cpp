@@ -56,7 +56,6 @@ std::vector<Case> cases() {
 
 Problem make(const Case& c, OutputTimes out) {
   Problem p;
-  p.model = c.model;
   p.discretization = Discretization::Euler;
   p.grid = {0.25, 120};
   p.parameters = ParameterBatch(c.model, 1);
@@ -134,7 +133,6 @@ TEST(GridGradient, OneCompartmentEulerClosedForm) {
   // A bolus D into the central compartment, no depot input: x_t = D (1 - ke dt)^t, so
   // conc = D (1 - ke dt)^t / V, d/d ke = -D t dt (1 - ke dt)^(t-1) / V, d/d V = -conc / V.
   Problem p;
-  p.model = ModelKind::TwoCompartment;
   p.discretization = Discretization::Euler;
   p.grid = {0.1, 200};
   p.parameters = ParameterBatch(ModelKind::TwoCompartment, 1);

@@ -17,7 +17,6 @@ enum Route { kOral, kBolus, kInfusion };
 
 double central_conc_at_23(ModelKind model, Route route) {
   Problem p;
-  p.model = model;
   p.grid = {0.5, 46};  // t = 23 is the last grid point
   p.parameters = ParameterBatch(model, 1);
   p.parameters.set_all("ka", 0.5);
@@ -155,7 +154,6 @@ std::shared_ptr<const ModelInfo> linear_disposition(int peripherals) {
 
 double linear_conc_at_23(int peripherals, Route route) {
   Problem p;
-  p.model = ModelKind::Linear;
   p.grid = {0.5, 46};
   p.parameters = ParameterBatch(linear_disposition(peripherals), 1);
   p.parameters.set_all("ka", 0.5);
@@ -203,7 +201,6 @@ TEST(LinearModel, TransitChainsMatchTheErlangClosedForm) {
     for (int j = 0; j + 1 < n; ++j) flows.push_back({comps[j], comps[j + 1], "k"});
     flows.push_back({comps[static_cast<std::size_t>(n - 1)], "", "k"});
     Problem p;
-    p.model = ModelKind::Linear;
     p.grid = {0.1, 200};
     p.parameters = ParameterBatch(make_linear_model(comps, flows), 3);
     p.parameters.set_all("k", 0.7);

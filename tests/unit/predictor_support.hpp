@@ -22,7 +22,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-using test::parameter_names;
 using test::parse_for;
 
 inline std::shared_ptr<const ModelInfo> builtin(ModelKind k) {

@@ -10,7 +10,7 @@ namespace {
 
 void expect_same_as_simulate(const Dataset& d, const std::shared_ptr<const ModelInfo>& m,
                              const ParameterBatch& b, const std::string& what) {
-  const DatasetResult ref = simulate_dataset(d, m->kind, b);
+  const DatasetResult ref = simulate_dataset(d, b);
   const Predictor pr(d, m);
   ASSERT_EQ(pr.observations(), ref.rows()) << what;
   auto ws = pr.make_workspace();
@@ -27,9 +27,8 @@ TEST(PredictorPredictions, EqualSimulateDatasetOnTheExamples) {
   const ModelInfo& m3 = model_info(ModelKind::ThreeCompartment);
   {
     // config/examples/datasets/population.yaml
-    const Dataset d =
-        read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/config/examples/datasets/population.csv",
-                     parameter_names(m3), 3);
+    const Dataset d = read_dataset(
+        std::string(PKSCAN_SOURCE_DIR) + "/config/examples/datasets/population.csv", m3);
     ParameterBatch b(ModelKind::ThreeCompartment, 3);
     b.set_all("ka", 0.9);
     b.set_all("k12", 0.4);
@@ -43,9 +42,8 @@ TEST(PredictorPredictions, EqualSimulateDatasetOnTheExamples) {
   }
   {
     // config/examples/datasets/torsten_2_ss.yaml
-    const Dataset d =
-        read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/config/examples/datasets/torsten_2_ss.csv",
-                     parameter_names(m3), 3);
+    const Dataset d = read_dataset(
+        std::string(PKSCAN_SOURCE_DIR) + "/config/examples/datasets/torsten_2_ss.csv", m3);
     ParameterBatch b(ModelKind::ThreeCompartment, 1);
     b.set_all("cl", 5);
     b.set_all("q", 8);
@@ -56,8 +54,7 @@ TEST(PredictorPredictions, EqualSimulateDatasetOnTheExamples) {
   }
   {
     const Dataset d =
-        read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/tests/data/datasets/two_subjects.csv",
-                     parameter_names(m3), 3);
+        read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/tests/data/datasets/two_subjects.csv", m3);
     ParameterBatch b(ModelKind::ThreeCompartment, 2);
     b.set_all("cl", 5);
     b.set_all("q", 8);

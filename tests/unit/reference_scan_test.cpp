@@ -223,10 +223,11 @@ TEST(ReferenceScan, MassBalanceForRandomParametersAndRegimens) {
         make_problem(ka * scale, k12 * scale, k21 * scale, ke * scale, dt, 120, doses, disc);
 
     detail::Mat<3> a3;
-    rate_matrix(p.model, p.parameters.row(0), a3.data());
+    rate_matrix(p.parameters.info(), p.parameters.row(0), a3.data());
     detail::Mat<4> a = detail::Mat<4>::Zero();
     a.topLeftCorner<3, 3>() = a3;
-    a(3, 1) = p.parameters.get(0, kThreeCptKe);  // the sink receives ke * central
+    a(3, 1) = p.parameters.get(
+        0, parameter_index(p.parameters.info(), "ke"));  // the sink receives ke * central
     const detail::Schedule s = detail::compile_schedule(p.doses, p.grid, 4);
     const std::vector<std::int64_t> out = detail::output_steps(p.output, p.grid);
     std::vector<double> x(out.size() * 4);

@@ -88,8 +88,7 @@ class SteadyStateExplicit : public ::testing::TestWithParam<SsCase> {};
 TEST_P(SteadyStateExplicit, EqualsTheRegimenGivenExplicitly) {
   const SsCase& c = GetParam();
   const ParameterBatch b = params(c);
-  const DatasetResult want =
-      simulate_dataset(data_of(explicit_dataset(c)), ModelKind::ThreeCompartment, b);
+  const DatasetResult want = simulate_dataset(data_of(explicit_dataset(c)), b);
   const Dataset ss = data_of(ss_dataset(c));
   ASSERT_EQ(want.rows(), static_cast<std::int64_t>(obs_times().size()));
   double peak = 0.0;
@@ -100,7 +99,7 @@ TEST_P(SteadyStateExplicit, EqualsTheRegimenGivenExplicitly) {
   for (Method method : {Method::Scan, Method::Batched, Method::Power}) {
     SimulateOptions o;
     o.method = method;
-    const DatasetResult got = simulate_dataset(ss, ModelKind::ThreeCompartment, b, o);
+    const DatasetResult got = simulate_dataset(ss, b, o);
     ASSERT_EQ(got.rows(), want.rows());
     for (std::size_t i = 0; i < got.amounts.size(); ++i) {
       const double err = std::fabs(got.amounts[i] - want.amounts[i]) / peak;
@@ -117,7 +116,7 @@ TEST_P(SteadyStateExplicit, EqualsTheRegimenGivenExplicitly) {
   const Predictor pr(ss, ModelKind::ThreeCompartment);
   std::vector<double> pred(static_cast<std::size_t>(pr.observations()));
   pr.predict_all(b.row(0), pred.data(), 1);
-  const DatasetResult ref = simulate_dataset(ss, ModelKind::ThreeCompartment, b);
+  const DatasetResult ref = simulate_dataset(ss, b);
   for (std::size_t i = 0; i < pred.size(); ++i)
     EXPECT_NEAR(pred[i], ref.prediction[i], 1e-12 * std::fabs(ref.prediction[i]) + 1e-300)
         << "Predictor row " << i;
@@ -169,11 +168,11 @@ TEST(SteadyState, LagOfAnIntervalOrMoreGivesThePostDoseState) {
     const DatasetResult want = simulate_dataset(
         data_of("ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n1,0,100,.,1,1,12,300,.\n1," + num(kT0) +
                 ",.,.,0,2,.,.,.\n"),
-        ModelKind::ThreeCompartment, b0);
+        b0);
     const DatasetResult got = simulate_dataset(
         data_of("ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n1," + num(kT0) + ",100,.,1,1,12,.,1\n1," +
                 num(kT0) + ",.,.,0,2,.,.,.\n1," + num(kT0 + lag + 0.5) + ",.,.,0,2,.,.,.\n"),
-        ModelKind::ThreeCompartment, b);
+        b);
     ASSERT_EQ(got.rows(), 2);
     for (int i = 0; i < 3; ++i)
       EXPECT_NEAR(got.amounts[static_cast<std::size_t>(i)],
@@ -182,7 +181,7 @@ TEST(SteadyState, LagOfAnIntervalOrMoreGivesThePostDoseState) {
     const DatasetResult decay = simulate_dataset(
         data_of("ID,TIME,AMT,RATE,EVID,CMT,II,ADDL,SS\n1," + num(kT0) + ",100,.,1,1,12,.,1\n1," +
                 num(kT0 + lag - 0.01) + ",.,.,0,1,.,.,.\n1," + num(kT0 + lag) + ",.,.,0,1,.,.,.\n"),
-        ModelKind::ThreeCompartment, b);
+        b);
     ASSERT_EQ(decay.rows(), 2);
     EXPECT_NEAR(decay.amounts[3] - decay.amounts[0] * std::exp(-1.2 * 0.01), 100.0, 1e-8);
   }
@@ -201,11 +200,11 @@ TEST(SteadyState, ConstantInfusionEndsAtTheRecordTime) {
   const DatasetResult got =
       simulate_dataset(data_of("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n1," + num(kT0) + ",0," +
                                num(rate) + ",1,2,0,1\n" + obs),
-                       ModelKind::ThreeCompartment, b);
+                       b);
   const DatasetResult want =
       simulate_dataset(data_of("ID,TIME,AMT,RATE,EVID,CMT,II,SS\n1,0," + num(rate * kT0) + "," +
                                num(rate) + ",1,2,.,.\n" + obs),
-                       ModelKind::ThreeCompartment, b);
+                       b);
   ASSERT_EQ(got.rows(), 5);
   // The equilibrium: central = R / ke = 10 / (5 / 20) = 40.
   EXPECT_NEAR(got.amounts[1], 40.0, 1e-9 * 40.0);
@@ -231,11 +230,10 @@ TEST(SteadyState, UsesTheSsRecordsOwnParameterValues) {
   const DatasetResult got = simulate_dataset(
       data_of(head + "1,0,50,.,1,2,.,.,.,0.1\n1," + num(kT0) + ",.,.,0,2,.,.,.,0.1\n1," + num(kT0) +
               ",100,.,1,1,12,1,1,0.4\n" + after),
-      ModelKind::ThreeCompartment, b);
+      b);
   // Every record with KE 0.4 (SS=1 replaces whatever came before).
   const DatasetResult want =
-      simulate_dataset(data_of(head + "1," + num(kT0) + ",100,.,1,1,12,1,1,0.4\n" + after),
-                       ModelKind::ThreeCompartment, b);
+      simulate_dataset(data_of(head + "1," + num(kT0) + ",100,.,1,1,12,1,1,0.4\n" + after), b);
   ASSERT_EQ(got.rows(), 4);
   ASSERT_EQ(want.rows(), 3);
   for (std::size_t i = 0; i < want.amounts.size(); ++i)

@@ -363,7 +363,6 @@ TEST(TimeSummary, OtherCompartmentCounts) {
     SCOPED_TRACE(all.info().name + " with " + std::to_string(all.info().compartments.size()) +
                  " compartments");
     Problem base = base_problem(0.5, 45);
-    base.model = all.model();
     std::vector<SimulationResult> chunks;
     chunks.push_back(simulate_range(base, all, 0, 130, false));
     chunks.push_back(simulate_range(base, all, 130, 170, true));
@@ -494,7 +493,6 @@ TEST(Metrics, ClosedFormsTiesAndZeros) {
   // Two-compartment model: an IV bolus of 100 into the central compartment (V = 10, ke = 0.3)
   // and nothing absorbed (ka = 0): the depot holds its dose of 50 for ever, a constant.
   Problem p;
-  p.model = ModelKind::TwoCompartment;
   p.grid = {0.5, 40};  // t = 0 .. 20
   DoseEvent iv, oral;
   iv.compartment = 1;
@@ -541,7 +539,6 @@ TEST(Metrics, LogDownPiecesByHand) {
   // One-step pieces checked by hand on a fast decline, a slow decline (the series regime) and
   // an increase: central of a two-compartment model sampled at two times.
   Problem p;
-  p.model = ModelKind::TwoCompartment;
   DoseEvent iv;
   iv.compartment = 1;
   iv.amount = 100.0;

@@ -76,7 +76,6 @@ TEST(Threads, TheLowestFailingIndexDecidesTheError) {
 TEST(Threads, AGridCallUsesThreadsByItsWork) {
   auto threads_of = [](std::int64_t subjects, std::int64_t steps, bool dense = true) {
     Problem p;
-    p.model = ModelKind::TwoCompartment;
     p.grid = {0.5, steps};
     p.parameters = ParameterBatch(ModelKind::TwoCompartment, subjects);
     p.parameters.set_all("ka", 1.0);
@@ -93,12 +92,12 @@ TEST(Threads, AGridCallUsesThreadsByItsWork) {
     return simulate(p, o).summary().threads;
   };
   // Two compartments: dense output writes 2 values per subject-step.
-  EXPECT_EQ(threads_of(10, 1000), 1);          // 10 x (1000 steps + 2002 values) = 30020
-  EXPECT_EQ(threads_of(11, 1000), 2);          // 33022: two threads' worth
-  EXPECT_EQ(threads_of(11, 1000, false), 1);   // 11022: the final state only
-  EXPECT_EQ(threads_of(16, 2045, false), 1);   // 16 x (2045 + 2) = 32752: just under two
-  EXPECT_EQ(threads_of(16, 2046, false), 2);   // 32768
-  EXPECT_EQ(threads_of(64, 2048, false), 2);   // eight threads' worth, two given
+  EXPECT_EQ(threads_of(10, 1000), 1);         // 10 x (1000 steps + 2002 values) = 30020
+  EXPECT_EQ(threads_of(11, 1000), 2);         // 33022: two threads' worth
+  EXPECT_EQ(threads_of(11, 1000, false), 1);  // 11022: the final state only
+  EXPECT_EQ(threads_of(16, 2045, false), 1);  // 16 x (2045 + 2) = 32752: just under two
+  EXPECT_EQ(threads_of(16, 2046, false), 2);  // 32768
+  EXPECT_EQ(threads_of(64, 2048, false), 2);  // eight threads' worth, two given
 }
 
 TEST(Threads, NothingToDoAndBadArguments) {

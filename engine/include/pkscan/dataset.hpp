@@ -4,15 +4,15 @@
 /// per-record model parameters and covariates that travel with them.
 ///
 /// The reader checks the format and the NONMEM record rules (see the conventions block at the
-/// top of engine/events/dataset_reader.cpp) and reports every problem as a ConfigError carrying the file,
-/// the 1-based line and the 1-based column (field index) of the offending value. It does not
+/// top of engine/events/dataset_reader.cpp) and reports every problem as a ConfigError carrying the
+/// file, the 1-based line and the 1-based column (field index) of the offending value. It does not
 /// check parameter values (negative rates, zero volumes): the engine validates those. Values
 /// keep the dataset's units; pkscan is unit-agnostic (see types.hpp).
 
 #include <cstdint>
 #include <limits>
+#include <pkscan/models/model.hpp>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace pkscan {
@@ -50,8 +50,8 @@ struct DatasetSubject {
 struct Dataset {
   std::string file;                            ///< path, for messages
   std::vector<std::string> columns;            ///< every header name as written, in file order
-  std::vector<std::string> parameter_columns;  ///< canonical model parameter names found as
-                                               ///< columns (lower case), in file order
+  std::vector<std::string> parameter_columns;  ///< the model's names (ModelInfo::parameters) of
+                                               ///< the parameters found as columns, in file order
   std::vector<std::string> covariate_columns;  ///< other columns, carried to the output,
                                                ///< original spelling, in file order
   std::vector<DatasetSubject> subjects;        ///< in file order, at least one
@@ -64,34 +64,29 @@ struct Dataset {
 /// Largest dataset read_dataset and parse_dataset accept, in bytes (1 GiB).
 inline constexpr std::int64_t kMaxDatasetBytes = std::int64_t{1} << 30;
 
-/// Reads a NONMEM-format CSV dataset from a file.
+/// Reads a NONMEM-format CSV dataset from a file, for a model.
 ///
 /// @param path file to read; its size is checked (at most kMaxDatasetBytes) before reading
-/// @param parameter_names (name, canonical) pairs: the names and aliases of the model's
-///        parameters that may appear as columns, matched case-insensitively against the header,
-///        and the canonical name each maps to (e.g. {"ka","ka"}, {"k01","ka"})
-/// @param compartments number of compartments of the model (CMT must lie in 1..compartments)
+/// @param model the model simulated on it: the names and aliases of its parameters
+///        (ModelInfo::parameters: "ka" or "k01") may appear as columns, matched ignoring case and
+///        stored under the parameter's name; CMT must lie in 1..model.compartments.size()
 /// @return the dataset, subjects and records in file order
 /// @throws ConfigError(file, line, column, message) for a file that cannot be read, is too
 ///         large, or holds bad input; the message names the column (its header name), the value
 ///         and what is accepted, and column is the 1-based field index (0 when no single field
 ///         is at fault)
-/// @throws InvalidArgument when compartments < 1
+/// @throws InvalidArgument when the model has no compartments (model_info(ModelKind::Linear);
+///         a linear model comes from make_linear_model)
 /// Thread-safety: reentrant; no shared state.
-Dataset read_dataset(const std::string& path,
-                     const std::vector<std::pair<std::string, std::string>>& parameter_names,
-                     int compartments);
+Dataset read_dataset(const std::string& path, const ModelInfo& model);
 
 /// Parses a NONMEM-format CSV dataset held in memory; the same rules as read_dataset.
 ///
 /// @param text the whole file's content (at most kMaxDatasetBytes)
 /// @param file name used in messages and stored in Dataset::file
-/// @param parameter_names (name, canonical) pairs, as for read_dataset
-/// @param compartments number of compartments of the model, >= 1
+/// @param model the model, as for read_dataset
 /// @throws ConfigError for bad input, as read_dataset
-/// @throws InvalidArgument when compartments < 1
-Dataset parse_dataset(const std::string& text, const std::string& file,
-                      const std::vector<std::pair<std::string, std::string>>& parameter_names,
-                      int compartments);
+/// @throws InvalidArgument when the model has no compartments
+Dataset parse_dataset(const std::string& text, const std::string& file, const ModelInfo& model);
 
 }  // namespace pkscan

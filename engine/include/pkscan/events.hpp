@@ -12,7 +12,7 @@
 
 #include <cstdint>
 #include <pkscan/dataset.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/types.hpp>
@@ -38,10 +38,11 @@ struct DatasetResult {
 
 /// Checks what simulate_dataset() would reject (batch shape, every record's parameters,
 /// compartments, device) without simulating. @throws as simulate_dataset.
-void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+void check_dataset(const Dataset& data, const ParameterBatch& parameters,
                    const SimulateOptions& options = {});
 
-/// Simulates every subject of `data` with exact event times (expm(A delta) per interval).
+/// Simulates every subject of `data` with exact event times (expm(A delta) per interval), for
+/// the model of `parameters` (the model `data` was read for).
 /// @param parameters one row per dataset subject (in dataset order): values of the parameters
 ///        that are not dataset columns, or fall-backs for missing ('.') dataset cells. Dataset
 ///        columns named like parameters override per record.
@@ -56,18 +57,17 @@ void check_dataset(const Dataset& data, ModelKind model, const ParameterBatch& p
 ///        GPU). Subjects the walk cannot take (a row without a fast eigendecomposition, more than
 ///        32 infusions at once) run on the CPU in the same call
 ///        (RunSummary::device_host_subjects). Device auto runs datasets on the CPU.
-/// @throws InvalidArgument when the batch does not match the dataset or model, or a record's
-///         CMT is not a compartment of the model (naming the record)
+/// @throws InvalidArgument when the batch does not have one row per dataset subject, or a
+///         record's CMT is not a compartment of the model (naming the record)
 /// @throws DomainError naming the subject ID and record line for invalid parameter values
 /// @throws BackendUnavailable for device cuda without a usable CUDA device, or with method scan
 /// @throws DeviceError when the CUDA runtime fails
-DatasetResult simulate_dataset(const Dataset& data, ModelKind model,
-                               const ParameterBatch& parameters,
+DatasetResult simulate_dataset(const Dataset& data, const ParameterBatch& parameters,
                                const SimulateOptions& options = {});
 
 /// Same as simulate_dataset(), writing into `result` and reusing its storage (repeated calls on
 /// datasets of the same size allocate nothing for the result).
-void simulate_dataset_into(const Dataset& data, ModelKind model, const ParameterBatch& parameters,
+void simulate_dataset_into(const Dataset& data, const ParameterBatch& parameters,
                            const SimulateOptions& options, DatasetResult& result);
 
 }  // namespace pkscan

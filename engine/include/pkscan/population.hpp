@@ -24,7 +24,7 @@
 #include <Eigen/Core>
 #include <cstdint>
 #include <memory>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <string>
 #include <vector>
 

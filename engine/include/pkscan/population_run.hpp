@@ -17,7 +17,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/population.hpp>
 #include <pkscan/result.hpp>

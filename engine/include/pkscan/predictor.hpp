@@ -43,7 +43,7 @@
 #include <memory>
 #include <pkscan/backend.hpp>
 #include <pkscan/dataset.hpp>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -9,8 +9,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pkscan {
@@ -23,6 +24,17 @@ enum class Discretization {
 
 /// Floating-point type of the scan. Transition matrices are always built in double.
 enum class Precision { Float64, Float32 };
+
+/// Run-file name of a discretization ("exact", "euler").
+std::string to_string(Discretization discretization);
+/// Parses a discretization name. @throws InvalidArgument naming the accepted values
+/// ("discretization is \"rk4\", but must be exact or euler").
+Discretization discretization_from_string(std::string_view name);
+/// Run-file name of a precision ("float64", "float32").
+std::string to_string(Precision precision);
+/// Parses a precision name. @throws InvalidArgument naming the accepted values
+/// ("precision is \"float16\", but must be float64 or float32").
+Precision precision_from_string(std::string_view name);
 
 /// Uniform time grid t_i = i * dt, i = 0..steps.
 struct TimeGrid {
@@ -113,13 +125,12 @@ class ParameterBatch {
   std::vector<double> values_;
 };
 
-/// A whole simulation problem: model, parameters per subject, doses (applied to every subject),
-/// time grid, discretization and output times.
+/// A whole simulation problem: parameters per subject (and with them the model), doses (applied
+/// to every subject), time grid, discretization and output times.
 struct Problem {
-  ModelKind model = ModelKind::ThreeCompartment;          ///< the model
   Discretization discretization = Discretization::Exact;  ///< how steps are computed
   TimeGrid grid;                                          ///< uniform time grid
-  ParameterBatch parameters;                              ///< per-subject parameters
+  ParameterBatch parameters;                              ///< the model and per-subject parameters
   std::vector<DoseEvent> doses;                           ///< regimen given to every subject
   OutputTimes output;                                     ///< reported grid points
 };

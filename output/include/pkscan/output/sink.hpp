@@ -14,7 +14,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <pkscan/models/model_kind.hpp>
+#include <pkscan/models/model.hpp>
 #include <pkscan/population_run.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/summary.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-/// @file model_kind.hpp
+/// @file model.hpp
 /// Built-in linear compartment models: their compartments, parameters and rate matrices.
 ///
 /// Every model is linear with constant coefficients: x' = A x + r(t) for the vector x of
