@@ -2,7 +2,7 @@
 // The SIMD lane recurrence of the grid engine: W subjects side by side (structure of arrays, one
 // subject per lane), K, the state and the breakpoint inputs held per lane, stepped through the
 // schedule with x <- K x + b. The one implementation shared by the batched CPU backend
-// (batched_cpu.cpp: rows written into the result) and the fused summary (fused_summary.cpp:
+// (batched_block.hpp: rows written into the result) and the fused summary (fused_summary.cpp:
 // rows fed to the per-time sums, the sketch and the metrics); each passes a row sink.
 //
 // Numeric contract: per step and lane, the reference scan's arithmetic (detail::affine_step):
