@@ -1,8 +1,9 @@
 #pragma once
 // Runs a kernel of subject_kernels.hpp over every subject of a chunk on the system of the
-// execution policy given: a CudaStream in launch_cuda.cu (nvcc), thrust::omp::par in
-// runtime_host.cpp (g++, THRUST_DEVICE_SYSTEM_OMP). The one place a
-// functor meets an algorithm; included by exactly those two files.
+// execution policy given: a CudaStream in launch_cuda.cu (nvcc; the event walks' launches are
+// compiled in launch_walk_cuda_<n>.cu), thrust::omp::par in runtime_host.cpp (g++,
+// THRUST_DEVICE_SYSTEM_OMP). The one place a functor meets an algorithm; included by exactly
+// those two files.
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
@@ -16,8 +17,9 @@
 namespace pkscan::device {
 
 // Calls f(j) for every index j in [0, n) (subjects, or rows of a summary) on the policy's system:
-// thrust::for_each. The CUDA file overloads it for its own policy with a plain kernel launch,
-// whose host cost is a fraction of a Thrust launch's (docs/performance.md, "Thresholds").
+// thrust::for_each. The CUDA files overload it for their own policy with a plain kernel launch
+// (launch_cuda.cuh), whose host cost is a fraction of a Thrust launch's (docs/performance.md,
+// "Thresholds").
 template <class Policy, class F>
 void for_each_subject(const Policy& policy, std::int64_t n, const F& f) {
   const thrust::counting_iterator<std::int64_t> first(0), last(n);

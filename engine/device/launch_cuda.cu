@@ -1,45 +1,27 @@
-// The kernels on CUDA (nvcc): subject_kernels.hpp's functors over a chunk, one thread per
-// subject, enqueued on the slot's stream without synchronising. A plain kernel launch rather
-// than thrust::for_each, whose host time per launch is much of a small call (docs/performance.md,
-// "Thresholds" and "Where the GPU pays").
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <pkscan/error.hpp>
-#include <string>
-
-#include "device/subject_kernels.hpp"
-#include "device/summary_job.hpp"
+// The kernels on CUDA (nvcc): subject_kernels.hpp's, summary_kernels.hpp's and walk_kernels.hpp's
+// functors over a chunk, launched by launch_cuda.cuh on the slot's stream.
+#include "device/launch_cuda.cuh"
+#include "device/walk_kernels.hpp"
 
 namespace pkscan::device {
 
-struct CudaStream {
-  cudaStream_t stream;
-};
-
-template <class F>
-__global__ void subjects_kernel(F f, std::int64_t n) {
-  const std::int64_t j =
-      static_cast<std::int64_t>(blockIdx.x) * static_cast<std::int64_t>(blockDim.x) +
-      static_cast<std::int64_t>(threadIdx.x);
-  if (j < n) f(j);
-}
-
-// launch.hpp's for_each_subject on CUDA (more specialised than its Thrust template).
-template <class F>
-void for_each_subject(const CudaStream& policy, std::int64_t n, const F& f) {
-  constexpr int kThreads = 256;
-  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
-  subjects_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, policy.stream>>>(f, n);
-  // Launch errors; execution errors surface at the stream's next synchronisation.
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess)
-    throw DeviceError(std::string("simulate: CUDA launch: ") + cudaGetErrorName(err) + ": " +
-                      cudaGetErrorString(err));
-}
+// The event walks are compiled in files of their own, one per compartment count (CMakeLists.txt
+// generates launch_walk_cuda_<n>.cu): they are most of the device code's compile time, and so
+// they compile in parallel.
+#define PKSCAN_WALK_ELSEWHERE(N) \
+  extern template void for_each_subject(const CudaStream&, std::int64_t, const EventWalk<N>&);
+PKSCAN_WALK_ELSEWHERE(1)
+PKSCAN_WALK_ELSEWHERE(2)
+PKSCAN_WALK_ELSEWHERE(3)
+PKSCAN_WALK_ELSEWHERE(4)
+PKSCAN_WALK_ELSEWHERE(5)
+PKSCAN_WALK_ELSEWHERE(6)
+#undef PKSCAN_WALK_ELSEWHERE
 
 }  // namespace pkscan::device
 
 #include "device/launch.hpp"
+#include "device/summary_job.hpp"
 
 namespace pkscan::device {
 
