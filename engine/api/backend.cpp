@@ -46,7 +46,7 @@ Discretization discretization_from_string(std::string_view name) {
 
 #if PKSCAN_HAS_CUDA
 namespace device {
-int cuda_device_count(std::string* why) noexcept;  // engine/device/runtime_cuda.cpp
+int cuda_device_count(std::string* why) noexcept;  // cuda/runtime_cuda.cpp
 std::unique_ptr<Runtime> make_cuda_runtime();
 }  // namespace device
 #endif

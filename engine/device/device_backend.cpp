@@ -6,7 +6,7 @@
 // other path) and uploaded in double; the kernels (subject_kernels.hpp) round K to Real and take
 // every number from kernels/grid.hpp. The results are the CPU paths' bits on both systems
 // (batched: the reference scan's; power: the CPU power path's, within 1e-10 relative of the
-// reference: products reordered by repeated squaring): launch_cuda.cu is built with
+// reference: products reordered by repeated squaring): cuda/launch_cuda.cu is built with
 // --fmad=false, as the CPU paths are with -ffp-contract=off. Deterministic run to run and
 // independent of the chunking: one call computes one subject from start to end.
 //

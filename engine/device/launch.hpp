@@ -1,6 +1,6 @@
 #pragma once
 // Runs a kernel of subject_kernels.hpp over every subject of a chunk on the system of the
-// execution policy given: a CudaStream in launch_cuda.cu (nvcc; the event walks' launches are
+// execution policy given: a CudaStream in cuda/launch_cuda.cu (nvcc; the event walks' launches are
 // compiled in launch_walk_cuda_<n>.cu), thrust::omp::par in runtime_host.cpp (g++,
 // THRUST_DEVICE_SYSTEM_OMP). The one place a functor meets an algorithm; included by exactly
 // those two files.
@@ -18,7 +18,7 @@ namespace pkscan::device {
 
 // Calls f(j) for every index j in [0, n) (subjects, or rows of a summary) on the policy's system:
 // thrust::for_each. The CUDA files overload it for their own policy with a plain kernel launch
-// (launch_cuda.cuh), whose host cost is a fraction of a Thrust launch's (docs/performance.md,
+// (cuda/launch_cuda.cuh), whose host cost is a fraction of a Thrust launch's (docs/performance.md,
 // "Thresholds").
 template <class Policy, class F>
 void for_each_subject(const Policy& policy, std::int64_t n, const F& f) {

@@ -1,8 +1,9 @@
 #pragma once
 // What the device backend (device_backend.cpp) needs from a system: memory, copies, streams and
 // a kernel launch. Two implementations:
-//   - runtime_cuda.cpp + launch_cuda.cu: the CUDA runtime (cudaMalloc, pinned staging,
-//     asynchronous copies on streams, events) and the kernels' launch: the only CUDA-only code;
+//   - cuda/runtime_cuda.cpp + cuda/launch_cuda.cu (the top-level cuda/ folder): the CUDA runtime
+//     (cudaMalloc, pinned staging, asynchronous copies on streams, events) and the kernels'
+//     launch: the only CUDA-only code;
 //   - runtime_host.cpp: Thrust's OpenMP system on the host (memory is host memory, copies are
 //     memcpy, streams and events are no-ops): the test vehicle that runs every line of the
 //     device backend and its kernels in CI, on machines without a GPU. It is not a user-facing

@@ -1,5 +1,5 @@
 // The host system (device/runtime_host.hpp): Thrust's OpenMP system runs the kernels of
-// subject_kernels.hpp, the same source that nvcc builds for CUDA (launch_cuda.cu), and memory,
+// subject_kernels.hpp, the same source that nvcc builds for CUDA (cuda/launch_cuda.cu), and memory,
 // copies, streams and events are their host equivalents (copies synchronous, streams and
 // events no-ops). Compiled by g++ with THRUST_DEVICE_SYSTEM_OMP and the Thrust headers of the
 // CUDA Toolkit (CMakeLists.txt: pkscan_device_host).

@@ -1,10 +1,10 @@
 #pragma once
 // The device paths of methods `batched` and `power`, one subject per call: PKSCAN_HD functors
 // that Thrust runs over a chunk's subjects (thrust::for_each on a counting iterator), on whatever
-// system it is built for: CUDA with nvcc (launch_cuda.cu) or OpenMP with g++ (runtime_host.cpp).
-// Every number comes from kernels/grid.hpp, the functions the CPU paths call, so the host
-// system's results are the CPU's bits (batched: the reference scan's; power: the CPU power
-// path's), and so are the CUDA build's (launch_cuda.cu is built with --fmad=false).
+// system it is built for: CUDA with nvcc (cuda/launch_cuda.cu) or OpenMP with g++
+// (runtime_host.cpp). Every number comes from kernels/grid.hpp, the functions the CPU paths call,
+// so the host system's results are the CPU's bits (batched: the reference scan's; power: the CPU
+// power path's), and so are the CUDA build's (cuda/launch_cuda.cu is built with --fmad=false).
 //
 // Layouts (every pointer is in the system's memory; a chunk holds `subjects` subjects):
 //   k[e * subjects + j], g[e * subjects + j]    K(r, c) and G(r, c) of chunk subject j,

@@ -9,7 +9,7 @@
 //    so one subject here gets the lane's bits).
 // No standard-library maths: every operation is an IEEE basic operation or a fused
 // multiply-add, correctly rounded on the CPU and on CUDA, so with no contraction (the CPU files
-// build with -ffp-contract=off, launch_cuda.cu with --fmad=false) both give the same bits.
+// build with -ffp-contract=off, cuda/launch_cuda.cu with --fmad=false) both give the same bits.
 #include <cstdint>
 #include <cstring>
 #include <vector>

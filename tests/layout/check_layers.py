@@ -3,7 +3,8 @@
 
   layers  the engine's folders include each other one way only: a file in engine/<folder>/ may
           include (by "folder/file" path) files of its own folder and of the folders below it in
-          LAYERS, never of a folder above it (README.md, Layout).
+          LAYERS, never of a folder above it (README.md, Layout); and none includes the CUDA-only
+          files of the top-level cuda/ folder, which sit above the engine (built only with nvcc).
   sizes   no C++ or Python source or test file of the project is over MAX_LINES lines.
 
 Usage: check_layers.py [--root DIR] [layers] [sizes]  (both when none is named). Prints every
@@ -23,11 +24,14 @@ MAX_LINES = 700
 SOURCE_DIRS = ["engine", "models", "config", "output", "apps", "python", "bench", "tests", "cuda"]
 SOURCE_EXT = (".cpp", ".hpp", ".cu", ".cuh", ".h", ".py")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/[^"]+"')
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def layer_violations(root):
     engine = os.path.join(root, "engine")
     rank = {name: i for i, name in enumerate(LAYERS)}
+    cuda = os.path.join(root, "cuda")
+    cuda_files = set(os.listdir(cuda)) if os.path.isdir(cuda) else set()
     found = []
     for name in sorted(os.listdir(engine)):
         folder = os.path.join(engine, name)
@@ -41,6 +45,12 @@ def layer_violations(root):
                 path = os.path.join(dirpath, f)
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     for line_no, line in enumerate(fh, 1):
+                        any_m = ANY_INCLUDE.match(line)
+                        if any_m and (any_m.group(1).startswith("cuda/") or
+                                      os.path.basename(any_m.group(1)) in cuda_files):
+                            rel = os.path.relpath(path, root)
+                            found.append(f"{rel}:{line_no}: {name}/ includes the CUDA-only "
+                                         f"{any_m.group(1)} (cuda/ sits above the engine)")
                         m = INCLUDE.match(line)
                         if m and m.group(1) in rank and rank[m.group(1)] > rank[name]:
                             rel = os.path.relpath(path, root)

@@ -46,3 +46,14 @@ def test_oversized_file_fails(tmp_path):
     r = run(root, "sizes")
     assert r.returncode == 1
     assert "apps/big.cpp: 701 lines" in r.stdout and "ok.cpp" not in r.stdout
+
+
+def test_engine_including_the_cuda_folder_fails(tmp_path):
+    root = make_tree(tmp_path, {"cuda/launch_cuda.cuh": "#pragma once\n",
+                                "cuda/launch_cuda.cu": '#include "launch_cuda.cuh"\n#include "device/a.hpp"\n',
+                                "engine/device/a.hpp": "#pragma once\n",
+                                "engine/device/b.cpp": '#include "device/a.hpp"\n#include "launch_cuda.cuh"\n'})
+    r = run(root, "layers")
+    assert r.returncode == 1
+    assert "engine/device/b.cpp:2: device/ includes the CUDA-only launch_cuda.cuh" in r.stdout
+    assert "cuda/launch_cuda.cu" not in r.stdout

@@ -1,7 +1,7 @@
 // The kernels on CUDA (nvcc): subject_kernels.hpp's, summary_kernels.hpp's and walk_kernels.hpp's
 // functors over a chunk, launched by launch_cuda.cuh on the slot's stream.
-#include "device/launch_cuda.cuh"
 #include "device/walk_kernels.hpp"
+#include "launch_cuda.cuh"
 
 namespace pkscan::device {
 

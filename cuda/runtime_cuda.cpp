@@ -1,13 +1,14 @@
-// The CUDA runtime behind device 'cuda' (device/runtime.hpp): device memory, pinned staging,
-// streams, events and asynchronous copies. With launch_cuda.cu (the kernels on Thrust's CUDA
-// system) this is all the CUDA-only code of pkscan; everything it runs is shared with the host
-// system and tested in CI there. Compiled by the host compiler against the CUDA runtime API.
+// The CUDA runtime behind device 'cuda' (engine/device/runtime.hpp): device memory, pinned
+// staging, streams, events and asynchronous copies. With launch_cuda.cu (the kernels' launches)
+// this folder is all the CUDA-only code of pkscan, built only when nvcc is found; everything it
+// runs is shared with the host system and tested in CI there. Compiled by the host compiler
+// against the CUDA runtime API.
 #include <cuda_runtime.h>
 
 #include <memory>
 #include <string>
 
-#include "device/cuda_check.hpp"
+#include "cuda_check.hpp"
 #include "device/runtime.hpp"
 
 namespace pkscan::device {
@@ -17,8 +18,8 @@ void launch_cuda(Kernel kernel, int n, const DeviceSchedule& s, const DeviceChun
                  void* stream);  // launch_cuda.cu
 template <class Real>
 void launch_summary_cuda(SummaryStage stage, const SummaryChunk<Real>& c,
-                         void* stream);                                // launch_cuda.cu
-void launch_walk_cuda(int n, const WalkChunk& c, void* stream);        // launch_cuda.cu
+                         void* stream);                          // launch_cuda.cu
+void launch_walk_cuda(int n, const WalkChunk& c, void* stream);  // launch_cuda.cu
 
 int cuda_device_count(std::string* why) noexcept {
   int count = 0;
