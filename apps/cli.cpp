@@ -6,9 +6,7 @@
 #include <new>
 #include <pkscan/build_config.hpp>
 #include <pkscan/config/load.hpp>
-#include <pkscan/config/population_run.hpp>
-#include <pkscan/output/output.hpp>
-#include <pkscan/output/sink.hpp>
+#include <pkscan/config/run.hpp>
 #include <pkscan/pkscan.hpp>
 #include <sstream>
 
@@ -28,11 +26,6 @@ constexpr const char* kExitHelp =
     "1 any other failure; 130 (SIGINT), 143 (SIGTERM), 128 + N (signal N): stopped by a signal,\n"
     "temporary files removed, earlier results left whole. Errors are one line on stderr:\n"
     "pkscan: error: FILE:LINE:COLUMN: ...";
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 struct Command {
   std::string file;
@@ -64,12 +57,12 @@ std::string describe(const config::RunSpec& spec) {
   throw InvalidArgument("--output: " + what);
 }
 
-// The output path's checks that need no file to be written: it replaces or removes no file the
-// run reads.
+// The output path's checks that need no file to be written (its suffix; it replaces or removes no
+// file the run reads), for `pkscan validate`.
 void check_output_inputs(const Command& c, const config::RunSpec& spec, const std::string& path) {
   try {
-    output::check_output_not_input(path, output::csv_companions(path), spec.inputs);
-  } catch (const InvalidArgument& e) {
+    config::check_output_path(spec, path);
+  } catch (const config::OutputPathError& e) {
     output_error(c, spec, e.what());
   }
 }
@@ -112,62 +105,41 @@ void report(const RunSummary& sum, const std::string& what, const std::string& p
         << " on " << to_string(sum.device) << ")\n";
 }
 
+// What a run wrote, for the success line: "12 subjects x 97 times", "340 observation rows",
+// "5000 subjects, with summaries".
+std::string rows_written(const config::RunReport& r) {
+  const std::string n = std::to_string(r.rows);
+  switch (r.kind) {
+    case config::RunKind::Dataset:
+      return n + " observation rows";
+    case config::RunKind::Streamed:
+      return n + (r.rows == 1 ? " subject" : " subjects") +
+             (r.summaries ? ", with summaries" : "") + (r.trajectories ? "" : ", no trajectories");
+    case config::RunKind::Grid:
+      break;
+  }
+  return n + (r.rows == 1 ? " subject x " : " subjects x ") + std::to_string(r.times) + " times";
+}
+
 int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   config::RunSpec spec = config::load_run_file(c.file);
   spec.options.threads = c.threads;
-  std::string path = c.output.empty() ? spec.output_path : c.output;
+  const std::string path = c.output.empty() ? spec.output_path : c.output;
   if (path.empty())
     throw ConfigError(c.file, spec.output_line, spec.output_column,
                       "output.path is missing; give output.path in the run file or --output PATH");
-  if (!output::is_result_path(path))
-    output_error(c, spec, "output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5");
-  if (spec.dataset && !ends_with(path, ".csv"))
-    output_error(
-        c, spec,
-        "output path is \"" + path + "\", but a dataset run writes CSV: it must end in .csv");
-  // Fail before simulating when the result would replace an input, or cannot be committed
-  // there (a directory, a name too long, a missing directory, no permission).
-  check_output_inputs(c, spec, path);
+  PopulationRunOptions options;
+  Progress progress(err, c.terminal, "subjects");
+  if (!c.quiet)
+    options.progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
+  config::RunReport rep;
   try {
-    output::check_output_unit(path, output::csv_companions(path));
-  } catch (const Error& e) {
+    rep = config::run(spec, path, options);
+  } catch (const config::OutputPathError& e) {
     output_error(c, spec, e.what());
   }
-  if (spec.dataset) {
-    const DatasetResult result =
-        simulate_dataset(*spec.dataset, spec.problem.parameters, spec.options);
-    RunSummary summary = result.summary;
-    summary.non_finite_subjects = output::write_dataset_csv(
-        result, *spec.dataset, spec.problem.parameters.info(), path, output::csv_companions(path));
-    report(summary, std::to_string(result.rows()) + " observation rows", path, c, out, err);
-    return kExitOk;
-  }
-  if (spec.streaming() || !ends_with(path, ".csv")) {
-    PopulationRunOptions so;
-    Progress progress(err, c.terminal, "subjects");
-    if (!c.quiet)
-      so.progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
-    const PopulationRunReport rep = config::run_streaming(spec, path, so);
-    progress.finish();
-    report(rep.summary,
-           std::to_string(rep.rows) + (rep.rows == 1 ? " subject" : " subjects") +
-               (spec.stream.summaries ? ", with summaries" : "") +
-               (spec.stream.trajectories ? "" : ", no trajectories"),
-           path, c, out, err);
-    return kExitOk;
-  }
-  SimulateOptions options = spec.options;
-  options.concentrations = false;  // the CSV writer divides by volumes as it writes
-  const SimulationResult result = simulate(spec.problem, options);
-  // No <stem>.summary.csv or <stem>.metrics.csv of an earlier run stays next to this one.
-  RunSummary summary = result.summary();
-  summary.non_finite_subjects =
-      output::write_csv(result, spec.problem.parameters.info(), path, output::csv_companions(path));
-  report(summary,
-         std::to_string(result.subjects()) +
-             (result.subjects() == 1 ? " subject x " : " subjects x ") +
-             std::to_string(result.times()) + " times",
-         path, c, out, err);
+  progress.finish();
+  report(rep.summary, rows_written(rep), path, c, out, err);
   return kExitOk;
 }
 

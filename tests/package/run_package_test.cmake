@@ -91,7 +91,7 @@ step("build the library-only consumer" ${CMAKE_COMMAND} --build ${lib_build} --t
 foreach(program consumer output_consumer config_consumer)
   find_program(exe ${program} PATHS ${consumer_build} ${consumer_build}/${CONFIG} NO_DEFAULT_PATH
                NO_CACHE REQUIRED)
-  if(program STREQUAL "output_consumer")
+  if(program MATCHES "^(output|config)_consumer$")
     step("run ${program}" ${exe} ${WORK_DIR})
   else()
     step("run ${program}" ${exe})
