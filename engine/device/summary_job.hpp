@@ -1,6 +1,6 @@
 #pragma once
 // What the device summary's kernels (summary_kernels.hpp) read and write: plain structs, so that
-// the device backend (device_backend.cpp) can fill them without seeing the kernels.
+// the device backend (device_summary.cpp) can fill them without seeing the kernels.
 #include <cstdint>
 
 namespace pkscan::device {
