@@ -48,7 +48,7 @@
 
 #include "device/copy_timing.hpp"
 #include "support/expect_close.hpp"
-#include "unit/predictor_support.hpp"
+#include "support/predictor_support.hpp"
 
 namespace pkscan {
 namespace {

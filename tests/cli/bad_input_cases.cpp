@@ -1,6 +1,6 @@
 // The table of bad inputs checked by bad_input_test.cpp (see its comment for the base run file
 // each case changes).
-#include "cli/bad_input_cases.hpp"
+#include "support/bad_input_cases.hpp"
 
 namespace pkscan::cli::test {
 
