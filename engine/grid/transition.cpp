@@ -16,7 +16,7 @@
 //    (c(2u)^T = c(u)^T (I + expm(A u)), started from the eliminations); a diagonal entry near 1
 //    is 1 - (loss + what moved out of the column), so the slow modes keep their digits (as
 //    expm1 keeps exp(x) - 1). Entrywise relative accuracy stays about s ulps for rate constants
-//    up to the largest double (tests/unit/transition_test.cpp: closed forms and mpmath,
+//    up to the largest double (tests/grid/transition_test.cpp: closed forms and mpmath,
 //    1e-300 .. 1e300). A matrix with a negative off-diagonal entry (none of the models') keeps
 //    the plain doublings.
 #include "grid/transition.hpp"

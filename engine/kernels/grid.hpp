@@ -17,7 +17,7 @@
 // numbers. Per function:
 //   - breakpoint_inputs: double, in the order of Eigen 3.4's fixed-size row-major matrix-vector
 //     product with SSE2 packets (dot_eigen_order; checked against Eigen for N = 1..6 by
-//     tests/unit/grid_math_test.cpp); mul_rn/add_rn are __dmul_rn/__dadd_rn on the device and
+//     tests/kernels/grid_math_test.cpp); mul_rn/add_rn are __dmul_rn/__dadd_rn on the device and
 //     plain operators on the host. Then rounded to Real once.
 //   - affine_step, affine_compose, jump: Real, fixed summation order (acc = a_0 b_0, then
 //     acc += a_j b_j for j = 1..N-1).

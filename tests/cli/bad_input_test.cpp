@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/bad_input_cases.hpp"
-#include "cli/cli_test_support.hpp"
+#include "support/bad_input_cases.hpp"
+#include "support/cli_test_support.hpp"
 
 namespace pkscan::cli::test {
 namespace {

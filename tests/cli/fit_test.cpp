@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_test_support.hpp"
+#include "support/cli_test_support.hpp"
 
 namespace pkscan::cli::test {
 namespace {

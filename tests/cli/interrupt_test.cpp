@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "cli/cli_test_support.hpp"
+#include "support/cli_test_support.hpp"
 
 extern char** environ;
 

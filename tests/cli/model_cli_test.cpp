@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_test_support.hpp"
+#include "support/cli_test_support.hpp"
 
 namespace pkscan::cli::test {
 namespace {

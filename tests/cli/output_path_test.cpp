@@ -2,7 +2,7 @@
 // directory while inputs are resolved against the run file's folder, it never replaces an input,
 // a path that failed the up-front checks works once its cause is gone, a commit left half done
 // is completed by the next run, and the file-name limit is applied at its boundary (the
-// one-line errors themselves: bad_input_cases.cpp).
+// one-line errors themselves: the bad_input_*cases.cpp tables).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_test_support.hpp"
+#include "support/cli_test_support.hpp"
 
 namespace pkscan::cli::test {
 namespace {

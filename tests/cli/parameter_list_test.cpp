@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_test_support.hpp"
+#include "support/cli_test_support.hpp"
 
 namespace pkscan::cli::test {
 namespace {

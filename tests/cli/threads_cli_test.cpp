@@ -9,7 +9,7 @@
 #include <array>
 #include <string>
 
-#include "cli_test_support.hpp"
+#include "support/cli_test_support.hpp"
 
 namespace pkscan::cli::test {
 namespace {

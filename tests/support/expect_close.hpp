@@ -1,10 +1,13 @@
 #pragma once
 // expect_close: relative error with an absolute floor near zero; NaN equals NaN; infinities
 // must match. The failure message names the context (subject, time, compartment) and both values.
+// same_bits: the same bits, value for value (NaN payloads and the sign of zero included).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace pkscan::test {
 
@@ -22,6 +25,12 @@ inline ::testing::AssertionResult close_to(double expected, double actual, doubl
          << "expected " << ::testing::PrintToString(expected) << ", got "
          << ::testing::PrintToString(actual) << " (abs err " << err << ", rel err "
          << err / std::max(std::fabs(expected), 1e-300) << ", tol " << tol << ")";
+}
+
+inline bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+inline bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 }  // namespace pkscan::test

@@ -1,5 +1,7 @@
 #pragma once
-// A fresh directory for a test's files, removed with its contents at the end of the scope.
+// A fresh, empty directory for a test's files under the system temporary directory, unique per
+// object (tests may run in parallel), removed with its contents at the end of the scope (with the
+// permissions a test removed given back first).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -25,7 +27,11 @@ class ScratchDir {
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
   ~ScratchDir() {
+    if (path_.empty()) return;
     std::error_code ec;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path_, ec))
+      std::filesystem::permissions(e.path(), std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::add, ec);
     std::filesystem::remove_all(path_, ec);
   }
   const std::filesystem::path& path() const noexcept { return path_; }

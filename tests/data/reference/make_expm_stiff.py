@@ -2,7 +2,7 @@
 matrices of linear compartment models (flows from j to i >= 0, eliminations >= 0, rates
 log-uniform in [1e-3, 1e6]), computed with mpmath at 80+ significant digits as the exponential of
 the augmented matrix [[A, I], [0, 0]] h (Taylor series after scaling, then squaring, with the
-working precision raised by the digits the squarings cost). tests/unit/transition_test.cpp
+working precision raised by the digits the squarings cost). tests/grid/transition_test.cpp
 reads the file. Run by hand (needs mpmath): python3 make_expm_stiff.py > expm_stiff.txt
 
 Each case is one line: N h, then A, K and G row by row (N*N values each), as shortest

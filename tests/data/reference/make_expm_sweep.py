@@ -4,7 +4,7 @@ others at typical values, computed with mpmath (80 significant digits plus what 
 cost). three_compartment (depot, central, peripheral: ka, k12, k21, ke) and four_compartment
 (depot, central, peripheral1, peripheral2: ka, k12, k21, k13, k31, ke), h = 0.5. The diagonal
 of A is -(sum of the column's outflows) rounded to double, as the engine forms it, and mpmath
-takes A's doubles as exact. tests/unit/transition_test.cpp reads the file. Run by hand (needs
+takes A's doubles as exact. tests/grid/transition_test.cpp reads the file. Run by hand (needs
 mpmath): python3 make_expm_sweep.py > expm_sweep.txt
 
 Each line: N h, then A, K and G row by row (N*N values each), as shortest round-trip doubles."""

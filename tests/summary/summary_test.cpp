@@ -20,7 +20,7 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Parameters of n subjects: an oral three-compartment population with log-normal ka, cl,
-// v_central (the sampler is tested on its own in population_test.cpp).
+// v_central (the sampler is tested on its own in tests/population/population_test.cpp).
 ParameterBatch population(std::int64_t n, std::uint64_t seed = 11) {
   PopulationSpec s(ModelKind::ThreeCompartment, n, seed);
   s.set_typical("ka", 0.8);

@@ -1,6 +1,6 @@
 #pragma once
-// Helpers shared by the command-line tests: run the CLI in-process, scratch directories, CSV
-// reading. Every helper that checks something does so with a gtest assertion.
+// Helpers shared by the command-line tests (tests/cli): run the CLI in-process, scratch
+// directories, CSV reading. Every helper that checks something does so with a gtest assertion.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -13,6 +13,9 @@
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include "support/files.hpp"
+#include "support/scratch_dir.hpp"
 
 namespace pkscan::cli::test {
 
@@ -41,53 +44,10 @@ inline std::string describe(const CliResult& r) {
          "\n--- stderr ---\n" + r.err + "\n--------------";
 }
 
-/// A fresh, empty directory under the system temporary directory, removed with its contents
-/// when the object goes out of scope. Unique per object, so tests may run in parallel.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pkscan_cli_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed for " << tmpl;
-      return;
-    }
-    path_ = tmpl;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    // Restore permissions a test may have removed, so the directory can be deleted.
-    for (const auto& e : fs::recursive_directory_iterator(path_, ec))
-      fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  /// The directory.
-  const fs::path& path() const noexcept { return path_; }
-  /// `name` inside the directory, as a string.
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-/// Writes `text` to `path` (creating or truncating it); asserts that it worked.
-inline void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  ASSERT_TRUE(f.good()) << "cannot create " << path;
-  f << text;
-  f.close();
-  ASSERT_TRUE(f.good()) << "cannot write " << path;
-}
-
-/// The whole file as a string ("" when it cannot be read; callers check existence first).
-inline std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+/// A scratch directory (support/scratch_dir.hpp), whole files as strings (support/files.hpp).
+using TempDir = ::pkscan::test::ScratchDir;
+using ::pkscan::test::read_text;
+using ::pkscan::test::write_text;
 
 /// Lines of `text` without their '\n' (a final '\n' does not start an extra empty line).
 inline std::vector<std::string> split_lines(const std::string& text) {

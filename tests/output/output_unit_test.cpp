@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "support/files.hpp"
 #include "support/scratch_dir.hpp"
 
 namespace pkscan::output {
@@ -27,18 +28,8 @@ namespace fs = std::filesystem;
 
 using Scratch = pkscan::test::ScratchDir;
 
-void put(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  ASSERT_TRUE(f.good()) << path;
-}
-
-std::string get(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using test::read_text;
+using test::write_text;
 
 void write(AtomicFile& f, const std::string& text) { f.write(text.data(), text.size()); }
 
@@ -86,9 +77,9 @@ TEST(TempFiles, NamesAreHiddenAndNameTargetHostAndProcess) {
 
 TEST(OutputUnit, CommitMovesEveryFileAndRemovesStaleCompanions) {
   Scratch dir;
-  put(dir.file("r.csv"), "old main\n");
-  put(dir.file("r.summary.csv"), "old summary\n");
-  put(dir.file("r.metrics.csv"), "old metrics\n");
+  write_text(dir.file("r.csv"), "old main\n");
+  write_text(dir.file("r.summary.csv"), "old summary\n");
+  write_text(dir.file("r.metrics.csv"), "old metrics\n");
   {
     OutputUnit unit(dir.file("r.csv"));
     write(unit.add(dir.file("r.csv")), "new main\n");
@@ -96,21 +87,21 @@ TEST(OutputUnit, CommitMovesEveryFileAndRemovesStaleCompanions) {
     unit.remove_on_commit(dir.file("r.metrics.csv"));
     unit.remove_on_commit(dir.file("r.never-there.csv"));  // missing is fine
     // Nothing visible changes before commit().
-    EXPECT_EQ(get(dir.file("r.csv")), "old main\n");
-    EXPECT_EQ(get(dir.file("r.summary.csv")), "old summary\n");
+    EXPECT_EQ(read_text(dir.file("r.csv")), "old main\n");
+    EXPECT_EQ(read_text(dir.file("r.summary.csv")), "old summary\n");
     EXPECT_TRUE(fs::exists(dir.file("r.metrics.csv")));
     unit.commit();
     EXPECT_THROW(unit.commit(), InvalidArgument);
   }
-  EXPECT_EQ(get(dir.file("r.csv")), "new main\n");
-  EXPECT_EQ(get(dir.file("r.summary.csv")), "new summary\n");
+  EXPECT_EQ(read_text(dir.file("r.csv")), "new main\n");
+  EXPECT_EQ(read_text(dir.file("r.summary.csv")), "new summary\n");
   EXPECT_EQ(dir.names(), (std::vector<std::string>{"r.csv", "r.summary.csv"}));
 }
 
 TEST(OutputUnit, DestroyedUncommittedLeavesEarlierFilesWhole) {
   Scratch dir;
-  put(dir.file("r.csv"), "old main\n");
-  put(dir.file("r.summary.csv"), "old summary\n");
+  write_text(dir.file("r.csv"), "old main\n");
+  write_text(dir.file("r.summary.csv"), "old summary\n");
   {
     OutputUnit unit(dir.file("r.csv"));
     write(unit.add(dir.file("r.csv")), "new main\n");
@@ -118,13 +109,13 @@ TEST(OutputUnit, DestroyedUncommittedLeavesEarlierFilesWhole) {
     EXPECT_EQ(dir.names().size(), 3u);  // the two targets and one temporary file
   }
   EXPECT_EQ(dir.names(), (std::vector<std::string>{"r.csv", "r.summary.csv"}));
-  EXPECT_EQ(get(dir.file("r.csv")), "old main\n");
-  EXPECT_EQ(get(dir.file("r.summary.csv")), "old summary\n");
+  EXPECT_EQ(read_text(dir.file("r.csv")), "old main\n");
+  EXPECT_EQ(read_text(dir.file("r.summary.csv")), "old summary\n");
 }
 
 TEST(OutputUnit, DroppedFileIsRemovedAtCommit) {
   Scratch dir;
-  put(dir.file("r.summary.csv"), "old summary\n");
+  write_text(dir.file("r.summary.csv"), "old summary\n");
   OutputUnit unit(dir.file("r.csv"));
   write(unit.add(dir.file("r.csv")), "main\n");
   AtomicFile& summary = unit.add(dir.file("r.summary.csv"));
@@ -166,14 +157,14 @@ TEST(TempFiles, OrphansOfEndedProcessesAreRemovedAndNothingElse) {
       "r.csv.tmp.aB3xYz",                                     // an older pkscan's name: left alone
       "r.csv",
   };
-  for (const std::string& n : orphans) put(dir.file(n), "orphan");
-  for (const std::string& n : kept) put(dir.file(n), "keep");
+  for (const std::string& n : orphans) write_text(dir.file(n), "orphan");
+  for (const std::string& n : kept) write_text(dir.file(n), "keep");
   EXPECT_EQ(remove_orphaned_temp_files(dir.file("r.csv")), orphans.size());
   std::vector<std::string> want = kept;
   std::sort(want.begin(), want.end());
   EXPECT_EQ(dir.names(), want);
   // Creating a file for the target sweeps too.
-  put(dir.file(orphans[0]), "orphan");
+  write_text(dir.file(orphans[0]), "orphan");
   {
     AtomicFile f(dir.file("r.csv"));
     EXPECT_FALSE(fs::exists(dir.file(orphans[0])));
@@ -185,10 +176,10 @@ TEST(TempFiles, OrphansOfEndedProcessesAreRemovedAndNothingElse) {
 // untouched, and the next unit to the same path completes the commit first.
 TEST(OutputUnit, CommitCutShortIsCompletedByTheNextRun) {
   Scratch dir;
-  put(dir.file("r.csv"), "old main\n");
-  put(dir.file("r.metrics.csv"), "old metrics\n");
+  write_text(dir.file("r.csv"), "old main\n");
+  write_text(dir.file("r.metrics.csv"), "old metrics\n");
   fs::create_directory(dir.file("r.summary.csv"));  // rename() over a non-empty directory fails
-  put(dir.file("r.summary.csv/x"), "x");
+  write_text(dir.file("r.summary.csv/x"), "x");
   {
     OutputUnit unit(dir.file("r.csv"));
     write(unit.add(dir.file("r.csv")), "new main\n");
@@ -203,13 +194,13 @@ TEST(OutputUnit, CommitCutShortIsCompletedByTheNextRun) {
   }
   // Journal and the two waiting files are still there; the main file is the old one.
   EXPECT_TRUE(fs::exists(commit_journal_path(dir.file("r.csv"))));
-  EXPECT_EQ(get(dir.file("r.csv")), "old main\n");
+  EXPECT_EQ(read_text(dir.file("r.csv")), "old main\n");
   EXPECT_EQ(dir.names().size(), 6u) << "r.csv, r.metrics.csv, r.summary.csv/, journal, 2 temps";
   fs::remove_all(dir.file("r.summary.csv"));
   // This process's own journal from a unit it no longer has counts as a former process's.
   EXPECT_TRUE(recover_commit(dir.file("r.csv")));
-  EXPECT_EQ(get(dir.file("r.csv")), "new main\n");
-  EXPECT_EQ(get(dir.file("r.summary.csv")), "new summary\n");
+  EXPECT_EQ(read_text(dir.file("r.csv")), "new main\n");
+  EXPECT_EQ(read_text(dir.file("r.summary.csv")), "new summary\n");
   EXPECT_EQ(dir.names(), (std::vector<std::string>{"r.csv", "r.summary.csv"}));
   EXPECT_FALSE(recover_commit(dir.file("r.csv")));  // nothing left to do
 }
@@ -222,23 +213,23 @@ TEST(OutputUnit, JournalOfEndedProcessIsRolledForwardOfLiveProcessKept) {
     SCOPED_TRACE(owner_alive ? "owner alive" : "owner gone");
     const std::string pid = std::to_string(owner_alive ? ::getppid() : dead_pid());
     const std::string t1 = ".r.csv.pkscan-tmp." + host + "." + pid + ".AAAAAA";
-    put(dir.file("r.csv"), "old main\n");
-    put(dir.file("r.metrics.csv"), "old metrics\n");
-    put(dir.file("r.summary.csv"), "new summary\n");  // renamed before the kill
-    put(dir.file(t1), "new main\n");
+    write_text(dir.file("r.csv"), "old main\n");
+    write_text(dir.file("r.metrics.csv"), "old metrics\n");
+    write_text(dir.file("r.summary.csv"), "new summary\n");  // renamed before the kill
+    write_text(dir.file(t1), "new main\n");
     const std::string journal = "pkscan-commit 1\nowner " + host + " " + pid + "\nrename " +
                                 std::to_string(t1.size()) + ":" + t1 + " 5:r.csv\nremove " +
                                 "13:r.metrics.csv\nend\n";
-    put(commit_journal_path(dir.file("r.csv")), journal);
+    write_text(commit_journal_path(dir.file("r.csv")), journal);
     if (owner_alive) {
       EXPECT_FALSE(recover_commit(dir.file("r.csv")));
       EXPECT_EQ(remove_orphaned_temp_files(dir.file("r.csv")), 0u);
-      EXPECT_EQ(get(dir.file("r.csv")), "old main\n");
+      EXPECT_EQ(read_text(dir.file("r.csv")), "old main\n");
       EXPECT_EQ(dir.names().size(), 5u);
       continue;
     }
     { const OutputUnit unit(dir.file("r.csv")); }  // a new run to the same path
-    EXPECT_EQ(get(dir.file("r.csv")), "new main\n");
+    EXPECT_EQ(read_text(dir.file("r.csv")), "new main\n");
     EXPECT_EQ(dir.names(), (std::vector<std::string>{"r.csv", "r.summary.csv"}));
   }
 }
@@ -249,14 +240,14 @@ TEST(TempFiles, DirectoriesGoWithTheirFiles) {
   const std::string d = create_temp_dir(target);
   ASSERT_EQ(d.compare(0, temp_prefix(target).size(), temp_prefix(target)), 0) << d;
   ASSERT_TRUE(fs::is_directory(d));
-  put(d + "/plot.gp", "plot");
+  write_text(d + "/plot.gp", "plot");
   remove_temp_file(d);
   EXPECT_TRUE(dir.names().empty());
   // A killed process's directory is an orphan like its files.
   const std::string orphan = dir.file(".plot.png.pkscan-tmp." + host_tag(dir) + "." +
                                       std::to_string(dead_pid()) + ".Zz9Zz9");
   fs::create_directory(orphan);
-  put(orphan + "/plot.png", "png");
+  write_text(orphan + "/plot.png", "png");
   const std::string live = create_temp_dir(target);  // sweeps the orphan
   EXPECT_EQ(dir.names().size(), 1u);
   EXPECT_GE(discard_temp_files(false), 1u);

@@ -2,7 +2,7 @@
 // path, and bad input.
 #include <sstream>
 
-#include "predictor_support.hpp"
+#include "support/predictor_support.hpp"
 
 // Counting allocations: the Predictor's repeated path must not allocate. On glibc, malloc (under
 // operator new, std::vector and Eigen's heap matrices) is wrapped to count the calls made while

@@ -17,21 +17,19 @@
 #include <string>
 #include <vector>
 
+#include "support/files.hpp"
+#include "support/scratch_dir.hpp"
+
 namespace pkscan::config {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::read_text;
 
 std::vector<std::vector<std::string>> read_csv(const std::string& path) {
   std::vector<std::vector<std::string>> rows;
-  std::istringstream in(read_file(path));
+  std::istringstream in(read_text(path));
   std::string line;
   while (std::getline(in, line)) {
     std::vector<std::string> f;
@@ -50,23 +48,7 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path) {
   return rows;
 }
 
-class Scratch {
- public:
-  Scratch() {
-    dir_ = fs::temp_directory_path() /
-           ("pkscan_poprun_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(dir_);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string& n) const { return (dir_ / n).string(); }
-
- private:
-  fs::path dir_;
-  static inline int counter_ = 0;
-};
+using Scratch = test::ScratchDir;
 
 const char* kPopulation = R"(model: three_compartment
 time: {dt: 1, steps: 24}
@@ -100,9 +82,9 @@ TEST(PopulationRun, BitIdenticalAcrossThreadsChunksAndMethods) {
         const std::string path = dir.file("run" + std::to_string(k++) + ".csv");
         const PopulationRunReport rep = run_streaming(spec, path, so);
         EXPECT_EQ(rep.rows, 5000);
-        const std::string all = read_file(path) +
-                                read_file(path.substr(0, path.size() - 4) + ".summary.csv") +
-                                read_file(path.substr(0, path.size() - 4) + ".metrics.csv");
+        const std::string all = read_text(path) +
+                                read_text(path.substr(0, path.size() - 4) + ".summary.csv") +
+                                read_text(path.substr(0, path.size() - 4) + ".metrics.csv");
         if (reference.empty()) {
           reference = all;
           EXPECT_GT(reference.size(), 5000u * 25u * 20u);
@@ -146,7 +128,7 @@ output: {trajectories: false, summaries: {percentiles: [5, 50, 95]}}
       EXPECT_EQ(rep.rows, 2200);
       EXPECT_FALSE(fs::exists(path));  // no trajectories
       const std::string stem = path.substr(0, path.size() - 4);
-      const std::string all = read_file(stem + ".summary.csv") + read_file(stem + ".metrics.csv");
+      const std::string all = read_text(stem + ".summary.csv") + read_text(stem + ".metrics.csv");
       if (reference.empty()) {
         reference = all;
         EXPECT_GT(reference.size(), 2200u * 20u);

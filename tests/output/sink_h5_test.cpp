@@ -1,7 +1,7 @@
 // The HDF5 result sink (output/include/pkscan/output/sink.hpp): a small run simulated in chunks
 // and streamed to the sink; the file is read back with the HDF5 C API and every value, shape,
 // dtype and attribute compared, and (SinkH5py) read by h5py.
-#include "sink_support.hpp"
+#include "support/sink_support.hpp"
 
 namespace pkscan::output {
 namespace {

@@ -1,7 +1,7 @@
 // Predictor: predictions against simulate_dataset(), exact gradients against central finite
 // differences of predict(), the log-likelihood against a direct computation in the test. The
 // all-subjects calls, the allocation-free path and bad input: predictor_calls_test.cpp.
-#include "predictor_support.hpp"
+#include "support/predictor_support.hpp"
 
 namespace pkscan {
 namespace {

@@ -13,8 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_close.hpp"
+
 namespace pkscan {
 namespace {
+
+using test::same_bits;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -82,10 +86,6 @@ Outcome run(const Problem& base, const ParameterBatch& all, std::int64_t chunk, 
   }
   out.table = sum.finish();
   return out;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 void expect_same(const Outcome& got, const Outcome& want, const std::string& what) {

@@ -1,6 +1,6 @@
 #pragma once
-// Shared by the sink tests (sink_test.cpp: CSV, files; sink_h5_test.cpp: HDF5): scratch
-// directories, a small run simulated in chunks and streamed to a sink, a summary table.
+// Shared by the sink tests (tests/output: sink_test.cpp: CSV, files; sink_h5_test.cpp: HDF5):
+// scratch directories, a small run simulated in chunks and streamed to a sink, a summary table.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -26,6 +26,7 @@
 
 extern char** environ;
 
+#include "support/files.hpp"
 #include "support/scratch_dir.hpp"
 
 namespace pkscan::output {
@@ -37,12 +38,7 @@ namespace fs = std::filesystem;
 
 using TempDir = pkscan::test::ScratchDir;
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using ::pkscan::test::read_text;
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> parts;

@@ -1,8 +1,9 @@
-// pkscan_device_host_tests: the Gpu/ cases of agreement_test.cpp with device 'cuda'
-// routed to the device backends on Thrust's OpenMP system (engine/device/runtime_host.cpp), the
-// same source nvcc builds for CUDA. The pipeline is made small (chunks of at least 16 subjects,
-// 64 KiB of output per chunk, 4 KiB staging pieces, 64 MiB of "device memory") so that the
-// 203-subject and long-horizon cases run several chunks through both slots and several pieces.
+// pkscan_device_host_tests: the Gpu/ cases of the agreement suite (tests/agreement, tests/device)
+// with device 'cuda' routed to the device backends on Thrust's OpenMP system
+// (engine/device/runtime_host.cpp), the same source nvcc builds for CUDA. The pipeline is made
+// small (chunks of at least 16 subjects, 64 KiB of output per chunk, 4 KiB staging pieces, 64 MiB
+// of "device memory") so that the 203-subject and long-horizon cases run several chunks through
+// both slots and several pieces.
 #include <gtest/gtest.h>
 
 #include <memory>

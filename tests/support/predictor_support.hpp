@@ -1,6 +1,7 @@
 #pragma once
-// Shared by the Predictor tests (predictor_test.cpp, predictor_calls_test.cpp): models, parameter
-// rows, datasets and the finite-difference check.
+// Shared by the Predictor tests (tests/api: predictor_test.cpp, predictor_calls_test.cpp) and the
+// event-walk cases of the agreement suite (support/agreement.hpp): models, parameter rows, datasets
+// and the finite-difference check.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -2,7 +2,7 @@
 // chunks of consecutive subjects and streamed to the CSV sink. The CSV trajectories must equal
 // write_csv's output for the same run; summary and metrics files hold the values given; no file
 // is left behind without commit(). The HDF5 sink: sink_h5_test.cpp.
-#include "sink_support.hpp"
+#include "support/sink_support.hpp"
 
 namespace pkscan::output {
 namespace {

@@ -1,7 +1,6 @@
 // The NONMEM-format dataset reader: the good path field by field, every rejection with its
 // exact line and column, files (missing, directory, too large), and arbitrary input.
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "support/files.hpp"
+#include "support/scratch_dir.hpp"
+
 namespace pkscan {
 namespace {
 
@@ -28,34 +30,8 @@ const ModelInfo& three_cpt() { return model_info(ModelKind::ThreeCompartment); }
 
 Dataset parse(const std::string& text) { return parse_dataset(text, "test.csv", three_cpt()); }
 
-// A fresh directory under the system temporary directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "pkscan_dataset_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed for " << tmpl;
-      return;
-    }
-    path_ = tmpl;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  ASSERT_TRUE(f.good()) << "cannot create " << path;
-  f << text;
-}
+using TempDir = test::ScratchDir;
+using test::write_text;
 
 // ---- good path ----------------------------------------------------------------------------------
 
