@@ -6,16 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 bash scripts/install-deps.sh
 
-# The same configuration as test.sh (tests on, warnings as errors), so that test.sh reuses every
-# object built here instead of compiling the library again with other flags.
-# A new build folder uses Ninja (scripts/install-deps.sh installs it): it compiles the objects of
-# the config and program libraries while the engine's last files still compile, which a 2-core
-# build needs. An existing folder keeps the generator it was made with.
-generator=()
-if [[ ! -f build/CMakeCache.txt ]] && command -v ninja >/dev/null 2>&1; then
-  generator=(-G Ninja)
-fi
-cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPKSCAN_BUILD_TESTS=ON -DPKSCAN_WERROR=ON
+bash scripts/configure.sh   # build/: tests on, warnings as errors, CUDA where a GPU is
 cmake --build build --target pkscan_cli -j"$(nproc)"
 
 mkdir -p results
