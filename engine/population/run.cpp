@@ -7,19 +7,15 @@
 #include <pkscan/population.hpp>
 #include <pkscan/population_run.hpp>
 #include <pkscan/summary.hpp>
-#include <pkscan/threads.hpp>
 #include <string>
 #include <vector>
 
-#include "core/block.hpp"
+#include "api/plan.hpp"
 #include "core/validate.hpp"
 
 namespace pkscan {
 
 namespace {
-
-// Target size of one chunk's results.
-constexpr std::uint64_t kChunkBytes = 64ull << 20;
 
 const std::shared_ptr<const ModelInfo>& model_of(const PopulationRun& run) noexcept {
   return run.population ? run.population->model : run.problem.parameters.info_ptr();
@@ -165,38 +161,11 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   sim.concentrations = false;  // sinks and summaries divide by volumes as they read
   const std::vector<double>& times = layout.times;
 
-  // Chunk size: ~64 MiB of results, a multiple of detail::kSubjectBlock, at least one block.
-  std::int64_t chunk = options.chunk_rows;
-  if (chunk <= 0) {
-    Problem one = base;
-    one.parameters = ParameterBatch(model_ptr, 1);  // the run's model (a population's)
-    const std::uint64_t per_row = std::max<std::uint64_t>(1, result_bytes(one, sim));
-    chunk = static_cast<std::int64_t>(kChunkBytes / per_row);
-    // Summaries only on the batched CPU path: the engine summarises as it simulates and keeps
-    // no trajectories, so a chunk holds only parameters and metrics; give every thread a few
-    // blocks of detail::kSubjectBlock subjects.
-    one.parameters =
-        ParameterBatch(model_ptr, std::max<std::int64_t>(chunk, detail::kSubjectBlock));
-    const Path path = resolve_path(one, sim);
-    if (spec.summaries && !spec.trajectories && path.method == Method::Batched &&
-        path.device == Device::Cpu) {
-      const std::int64_t threads = resolve_threads(sim.threads);
-      chunk = std::max<std::int64_t>(chunk, 4 * threads * detail::kSubjectBlock);
-    }
-    // Summaries only on the device (its summary: batched or power, 2 to 4 compartments): the
-    // device keeps the trajectories and chunks them itself, and each call copies the summary's
-    // sketch to the device and back (47 MiB each way for 1000 times x 3 compartments), so one
-    // call takes up to 2^20 subjects (a chunk of 64 MiB of trajectories would be 2048 subjects
-    // of 1000 steps: 489 calls and 46 GB of sketch copies for 1e6 subjects).
-    const std::size_t n = model.compartments.size();
-    if (spec.summaries && !spec.trajectories && path.device == Device::Cuda &&
-        path.method != Method::Scan && n >= 2 && n <= 4)
-      chunk = std::max<std::int64_t>(chunk, std::int64_t{1} << 20);
-  }
-  chunk = std::max<std::int64_t>(detail::kSubjectBlock,
-                                 chunk / detail::kSubjectBlock * detail::kSubjectBlock);
-  chunk = std::min<std::int64_t>(
-      chunk, (total + detail::kSubjectBlock - 1) / detail::kSubjectBlock * detail::kSubjectBlock);
+  // Rows per call: the engine's plan for this run.
+  Problem planned = base;
+  planned.parameters = ParameterBatch(model_ptr, 1);  // the run's model (a population's)
+  const std::int64_t chunk = detail::plan_chunk_rows(planned, sim, total, options.chunk_rows,
+                                                     spec.summaries && !spec.trajectories);
 
   const int n_extra = static_cast<int>(layout.extra_columns.size());
   const int n_metrics = static_cast<int>(layout.metric_names.size());

@@ -1,0 +1,45 @@
+// Rows per call of a streamed run (see plan.hpp).
+#include "api/plan.hpp"
+
+#include <algorithm>
+#include <pkscan/engine.hpp>
+#include <pkscan/threads.hpp>
+
+#include "core/block.hpp"
+
+namespace pkscan::detail {
+
+std::int64_t plan_chunk_rows(const Problem& problem, const SimulateOptions& options,
+                             std::int64_t rows, std::int64_t requested, bool summaries_only) {
+  std::int64_t chunk = requested;
+  if (chunk <= 0) {
+    Problem one = problem;
+    one.parameters = ParameterBatch(problem.parameters.info_ptr(), 1);
+    const std::uint64_t per_row = std::max<std::uint64_t>(1, result_bytes(one, options));
+    chunk = static_cast<std::int64_t>(kChunkBytes / per_row);
+    // The path of a call of that many rows (at least a block).
+    one.parameters =
+        ParameterBatch(problem.parameters.info_ptr(), std::max<std::int64_t>(chunk, kSubjectBlock));
+    const Path path = resolve_path(one, options);
+    // Summaries only on the batched CPU path: Engine::summarize_into summarises as it simulates
+    // and keeps no trajectories, so a call holds only parameters and metrics; give every thread
+    // a few blocks.
+    if (summaries_only && path.method == Method::Batched && path.device == Device::Cpu) {
+      const std::int64_t threads = resolve_threads(options.threads);
+      chunk = std::max<std::int64_t>(chunk, 4 * threads * kSubjectBlock);
+    }
+    // Summaries only on the device (its summary: batched or power, 2 to 4 compartments): the
+    // device keeps the trajectories and chunks them itself, and each call copies the summary's
+    // sketch to the device and back (47 MiB each way for 1000 times x 3 compartments), so one
+    // call takes up to 2^20 subjects (a chunk of 64 MiB of trajectories would be 2048 subjects
+    // of 1000 steps: 489 calls and 46 GB of sketch copies for 1e6 subjects).
+    const std::size_t n = problem.parameters.info().compartments.size();
+    if (summaries_only && path.device == Device::Cuda && path.method != Method::Scan && n >= 2 &&
+        n <= 4)
+      chunk = std::max<std::int64_t>(chunk, std::int64_t{1} << 20);
+  }
+  chunk = std::max<std::int64_t>(kSubjectBlock, chunk / kSubjectBlock * kSubjectBlock);
+  return std::min<std::int64_t>(chunk, (rows + kSubjectBlock - 1) / kSubjectBlock * kSubjectBlock);
+}
+
+}  // namespace pkscan::detail
