@@ -19,7 +19,9 @@ if [[ ! -f build/CMakeCache.txt ]] && command -v ninja >/dev/null 2>&1; then
 fi
 cuda=${PKSCAN_WITH_CUDA:-}
 if [[ -z $cuda ]]; then
-  if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then cuda=AUTO; else cuda=OFF; fi
+  # nvidia-smi's whole list first: piped into grep -q, a list of several GPUs can end in SIGPIPE,
+  # which pipefail would read as no GPU.
+  if grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null || true)"; then cuda=AUTO; else cuda=OFF; fi
 fi
 case $cuda in
   AUTO | ON | OFF) ;;
