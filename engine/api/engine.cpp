@@ -5,6 +5,7 @@
 #include <pkscan/error.hpp>
 #include <pkscan/threads.hpp>
 
+#include "api/plan.hpp"
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
 #include "grid/backend.hpp"
@@ -151,6 +152,25 @@ std::uint64_t result_bytes(const Problem& problem, const SimulateOptions& option
   return bytes_for(problem, options, out_count(problem));
 }
 
+namespace detail {
+
+bool fills_the_device(std::int64_t subjects, std::int64_t steps) noexcept {
+  return subjects >= 100'000 && static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
+}
+
+Path summary_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects) {
+  const Path path = resolve_path(problem, options);
+  if (options.device != Device::Auto || path.device == Device::Cuda ||
+      path.method == Method::Scan || !fills_the_device(subjects, problem.grid.steps) ||
+      static_cast<double>(subjects) * static_cast<double>(problem.grid.steps) <
+          kDeviceSummaryWork ||
+      !is_backend_available(path.method, Device::Cuda))
+    return path;
+  return {path.method, Device::Cuda};
+}
+
+}  // namespace detail
+
 Path resolve_path(const Problem& problem, const SimulateOptions& options) {
   const std::int64_t subjects = problem.parameters.subjects();
   const std::int64_t steps = problem.grid.steps;
@@ -163,8 +183,7 @@ Path resolve_path(const Problem& problem, const SimulateOptions& options) {
     // subjects to fill the device (one thread each), whose results stay small. Trajectories that
     // must cross the bus to the host are written faster by the CPU (dense output on the GPU is
     // slower than the CPU: docs/performance.md, "How auto chooses").
-    const bool big =
-        subjects >= 100'000 && static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
+    const bool big = detail::fills_the_device(subjects, steps);
     const bool small_output = n_out * 16 <= steps;
     const Method m =
         path.method == Method::Auto ? (sparse ? Method::Power : Method::Batched) : path.method;
@@ -306,17 +325,28 @@ bool Engine::summarize_into(const Problem& problem, const SimulateOptions& optio
     const int n = static_cast<int>(problem.parameters.info().compartments.size());
     detail::PreparedBatch batch(impl_->schedule_for(problem, n));
     fill_batch(problem, options, batch);
-    const Path path = resolve_path(problem, options);
-    detail::Backend& backend = impl_->backend(path.method, path.device);
-    if (backend.unsupported_reason(batch).empty() && backend.can_summarize(batch, summary)) {
+    // The device summary where it pays under device auto, else the path simulate() takes;
+    // either summarises only where its backend can (the device summary and the CPU's fused path
+    // give the same bits).
+    auto summarizer = [&](const Path& path) -> detail::Backend* {
+      detail::Backend& backend = impl_->backend(path.method, path.device);
+      return backend.unsupported_reason(batch).empty() && backend.can_summarize(batch, summary)
+                 ? &backend
+                 : nullptr;
+    };
+    const Path path = detail::summary_path(problem, options, problem.parameters.subjects());
+    detail::Backend* backend = summarizer(path);
+    if (backend == nullptr && options.device == Device::Auto && path.device == Device::Cuda)
+      backend = summarizer(resolve_path(problem, options));
+    if (backend != nullptr) {
       ResultBuilder::make(problem, batch, options, r, false);
       const double prep = seconds_since(t0);
       const auto t1 = std::chrono::steady_clock::now();
       double parts[3] = {};
-      backend.summarize(batch, {&summary, options.precision, metric_compartment, last_dose_time,
-                                metrics, ResultBuilder::status(r), parts});
+      backend->summarize(batch, {&summary, options.precision, metric_compartment, last_dose_time,
+                                 metrics, ResultBuilder::status(r), parts});
       const double scan = seconds_since(t1);
-      ResultBuilder::finish(r, options, backend, batch.threads, prep, scan, parts);
+      ResultBuilder::finish(r, options, *backend, batch.threads, prep, scan, parts);
       return true;
     }
   }

@@ -32,11 +32,17 @@ std::int64_t plan_chunk_rows(const Problem& problem, const SimulateOptions& opti
     // device keeps the trajectories and chunks them itself, and each call copies the summary's
     // sketch to the device and back (47 MiB each way for 1000 times x 3 compartments), so one
     // call takes up to 2^20 subjects (a chunk of 64 MiB of trajectories would be 2048 subjects
-    // of 1000 steps: 489 calls and 46 GB of sketch copies for 1e6 subjects).
+    // of 1000 steps: 489 calls and 46 GB of sketch copies for 1e6 subjects). Whether the device
+    // summarises is decided for a call of that size (summary_path).
+    constexpr std::int64_t kDeviceRows = std::int64_t{1} << 20;
     const std::size_t n = problem.parameters.info().compartments.size();
-    if (summaries_only && path.device == Device::Cuda && path.method != Method::Scan && n >= 2 &&
-        n <= 4)
-      chunk = std::max<std::int64_t>(chunk, std::int64_t{1} << 20);
+    if (summaries_only && n >= 2 && n <= 4) {
+      const std::int64_t call_rows =
+          std::min(kDeviceRows, (rows + kSubjectBlock - 1) / kSubjectBlock * kSubjectBlock);
+      const Path device = summary_path(one, options, call_rows);
+      if (device.device == Device::Cuda && device.method != Method::Scan)
+        chunk = std::max<std::int64_t>(chunk, kDeviceRows);
+    }
   }
   chunk = std::max<std::int64_t>(kSubjectBlock, chunk / kSubjectBlock * kSubjectBlock);
   return std::min<std::int64_t>(chunk, (rows + kSubjectBlock - 1) / kSubjectBlock * kSubjectBlock);

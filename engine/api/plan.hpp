@@ -5,10 +5,32 @@
 // path, which summarises as it simulates, or on the device, which chunks the trajectories
 // itself), always whole blocks of detail::kSubjectBlock subjects.
 #include <cstdint>
+#include <pkscan/engine.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/types.hpp>
 
 namespace pkscan::detail {
+
+// Whether a call of `subjects` subjects over `steps` steps is much work over enough subjects to
+// fill a GPU (one device thread per subject): at least 1e5 subjects and 1e7 subject-steps
+// (docs/performance.md, "How auto chooses").
+bool fills_the_device(std::int64_t subjects, std::int64_t steps) noexcept;
+
+// Subject-steps from which a summaries-only call under device auto goes to the device: its
+// summary is 2.1-2.3x faster than the CPU's fused path on 16 cores, but a process's first device
+// call pays for starting CUDA (0.2-0.5 s), so a one-shot `pkscan run` of 1e5 to 2e5 subjects x 1e3
+// steps took longer on the device and 1e6 subjects about as long (docs/performance.md, "How auto
+// chooses").
+constexpr double kDeviceSummaryWork = 1e9;
+
+// The path Engine::summarize_into takes for a summaries-only call of `subjects` subjects of
+// `problem` (whose parameter rows are not read beyond resolve_path's use): resolve_path's,
+// except that device auto takes the device's summary for a call that fills the device
+// (fills_the_device) with at least kDeviceSummaryWork subject-steps, on a batched or power path
+// compiled for cuda, whatever the output times, since only the summary crosses the bus. The
+// caller falls back to resolve_path's path where the device cannot summarise the call.
+// @throws as resolve_path
+Path summary_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects);
 
 // Target size of one call's results.
 constexpr std::uint64_t kChunkBytes = 64ull << 20;

@@ -5,6 +5,7 @@
 // scenarios and the tolerances: support/agreement.hpp.
 #include <pkscan/population_run.hpp>
 
+#include "api/plan.hpp"
 #include "device/copy_timing.hpp"
 #include "support/agreement.hpp"
 
@@ -105,6 +106,22 @@ TEST_P(DeviceTiming, AutoTakesTheDeviceForMuchWorkWithSmallOutput) {
   EXPECT_EQ(device_for(100'000, 99, 1), Device::Cpu);        // less work
   EXPECT_EQ(device_for(50'000, 1000, 1), Device::Cpu);       // too few subjects to fill it
   EXPECT_EQ(device_for(1, 10'000'000, 1000), Device::Cpu);   // one subject: one device thread
+  // A summaries-only call (Engine::summarize_into): only the summary crosses the bus, so the
+  // device takes a call that fills it with 1e9 subject-steps whatever the output times.
+  auto summary_device_for = [&](std::int64_t subjects, std::int64_t steps, Device device) {
+    Problem p;
+    p.grid = {0.5, steps};
+    p.parameters = ParameterBatch(ModelKind::ThreeCompartment, 1);  // rows not read
+    SimulateOptions o;
+    o.method = path.method;
+    o.device = device;
+    return detail::summary_path(p, o, subjects).device;
+  };
+  EXPECT_EQ(summary_device_for(1'000'000, 1000, Device::Auto), Device::Cuda);  // dense
+  EXPECT_EQ(summary_device_for(100'000, 10'000, Device::Auto), Device::Cuda);
+  EXPECT_EQ(summary_device_for(1'000'000, 999, Device::Auto), Device::Cpu);   // less work
+  EXPECT_EQ(summary_device_for(50'000, 100'000, Device::Auto), Device::Cpu);  // few subjects
+  EXPECT_EQ(summary_device_for(1'000'000, 1000, Device::Cpu), Device::Cpu);   // as asked
 }
 
 // ---- The device summary -----------------------------------------------------------------------
@@ -278,6 +295,54 @@ TEST_P(DeviceTiming, APopulationRunSummarisedOnTheDeviceGivesClosedFormAucAndThe
   EXPECT_TRUE(same_bits(dev.metrics, cpu.metrics));
   EXPECT_TRUE(same_bits(dev.summary.mean, cpu.summary.mean));
   EXPECT_TRUE(same_bits(dev.summary.quantiles, cpu.summary.quantiles));
+}
+
+// Device auto summarises a summaries-only population run on the device when its calls fill the
+// device with 1e9 subject-steps, in one call with the engine's chunks, with the bits of
+// summarising the CPU path; a run with fewer subjects stays on the CPU. (Sparse output on the
+// power path keeps 1e5 subjects x 1e4 steps short on the host system.)
+TEST_P(DeviceTiming, AutoSummarisesAPopulationThatFillsTheDeviceThere) {
+  const Path& path = GetParam();
+  if (path.method != Method::Power) GTEST_SKIP() << "the power path keeps the run short";
+  PopulationRun run;
+  run.problem.grid = {0.5, 10'000};
+  run.problem.output = OutputTimes::at_steps({1000, 2000, 3000, 4000, 5000, 10'000});
+  DoseEvent d;
+  d.compartment = 1;
+  d.amount = 100.0;
+  run.problem.doses = {d};
+  auto population = [](std::int64_t count) {
+    PopulationSpec pop(ModelKind::TwoCompartment, count, 5);
+    pop.set_typical("cl", 5.0);
+    pop.set_typical("v_central", 20.0);
+    pop.set_typical("ka", 1.0);
+    pop.iiv = {pop.column("cl"), pop.column("v_central")};
+    pop.omega = Eigen::Vector2d(0.09, 0.04).asDiagonal();
+    return pop;
+  };
+  run.population = population(100'000);
+  run.summaries = true;
+  run.trajectories = false;
+  run.options.method = Method::Auto;
+  run.options.device = Device::Auto;
+  KeepingSink dev, cpu, few;
+  run_population(run, dev);
+  run.options.method = Method::Power;
+  run.options.device = Device::Cpu;
+  run_population(run, cpu);
+  ASSERT_TRUE(dev.committed);
+  ASSERT_EQ(dev.devices, std::vector<Device>{Device::Cuda});
+  ASSERT_EQ(dev.summary.count, 100'000);
+  EXPECT_TRUE(same_bits(dev.metrics, cpu.metrics));
+  EXPECT_TRUE(same_bits(dev.summary.mean, cpu.summary.mean));
+  EXPECT_TRUE(same_bits(dev.summary.quantiles, cpu.summary.quantiles));
+
+  run.population = population(50'000);
+  run.options.method = Method::Auto;
+  run.options.device = Device::Auto;
+  run_population(run, few);
+  ASSERT_FALSE(few.devices.empty());
+  for (Device used : few.devices) EXPECT_EQ(used, Device::Cpu);
 }
 
 #if defined(PKSCAN_DEVICE_HOST_SYSTEM)

@@ -37,7 +37,9 @@ std::uint64_t result_byte_limit(const SimulateOptions& options = {}) noexcept;
 /// faster by the CPU); method auto picks power when the output is sparse (at least 64 steps per
 /// output time on average), batched when there are at least 4 subjects, power for fewer
 /// subjects over at least 16384 steps with more than one thread (parallel over time), and scan
-/// otherwise.
+/// otherwise. Engine::summarize_into under device auto also takes the device's summary for a
+/// call of at least 1e5 subjects and 1e9 subject-steps whatever the output times, since only the
+/// summaries cross the bus.
 struct Path {
   Method method;  ///< never Auto
   Device device;  ///< never Auto
