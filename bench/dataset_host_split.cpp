@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <pkscan/pkscan.hpp>
 #include <pkscan/predictor.hpp>
@@ -28,7 +29,16 @@
 #include "device/device.hpp"
 #include "device/runtime_host.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+// A positive whole number from the command line, or 0 when the text is not one.
+long long positive(const char* text) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  return end != text && *end == '\0' && v > 0 ? v : 0;
+}
+
+int run(long long n, int repeat) {
   using namespace pkscan;
   detail::set_device_runtime_factory([]() -> std::unique_ptr<device::Runtime> {
     device::HostRuntimeOptions o;
@@ -36,8 +46,7 @@ int main(int argc, char** argv) {
     return device::make_host_runtime(o);
   });
   bench::BenchOptions o;
-  o.n = argc > 1 ? std::atoll(argv[1]) : 100000;
-  const int repeat = argc > 2 ? std::atoi(argv[2]) : 5;
+  o.n = n;
   ParameterBatch params;
   const Dataset d = bench::bench_dataset(o, true, params);
   DatasetResult r;
@@ -103,5 +112,26 @@ int main(int argc, char** argv) {
         static_cast<long long>(o.n), o.doses, o.observations, resolve_threads(0), best_ll[0],
         best_ll[1], call.kernel_seconds, call.transfer_seconds, host, host / best_ll[0],
         static_cast<long long>(call.device_subjects));
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Exit status: 0 success; 2 bad arguments; 1 any other failure. Errors are one line on stderr.
+int main(int argc, char** argv) {
+  const long long n = argc > 1 ? positive(argv[1]) : 100000;
+  const long long repeat = argc > 2 ? positive(argv[2]) : 5;
+  if (argc > 3 || n == 0 || repeat == 0 || repeat > 1000) {
+    std::fprintf(stderr,
+                 "pkscan_dataset_host_split: error: usage: pkscan_dataset_host_split [N >= 1] "
+                 "[repeat in 1..1000]\n");
+    return 2;
+  }
+  try {
+    return run(n, static_cast<int>(repeat));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pkscan_dataset_host_split: error: %s\n", e.what());
+    return 1;
   }
 }

@@ -53,8 +53,8 @@ void check_dataset(const Dataset& data, const ParameterBatch& parameters,
 ///        subject's events on one thread (the Predictor's event walk), computing every step's
 ///        exp(A d) from the row's eigendecomposition: the CPU solver's logic and arithmetic, so
 ///        the results differ from the CPU's only through CUDA's exp and expm1 (the tests allow
-///        1e-10 relative, with a floor of 1e-13 of the subject's peak; not yet measured on a
-///        GPU). Subjects the walk cannot take (a row without a fast eigendecomposition, more than
+///        1e-10 relative, with a floor of 1e-13 of the subject's peak; every case held on an
+///        H100). Subjects the walk cannot take (a row without a fast eigendecomposition, more than
 ///        32 infusions at once) run on the CPU in the same call
 ///        (RunSummary::device_host_subjects). Device auto runs datasets on the CPU.
 /// @throws InvalidArgument when the batch does not have one row per dataset subject, or a
