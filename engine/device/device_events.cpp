@@ -4,9 +4,11 @@
 // makes their events), its rows' dataset columns and its offsets, and room for its events in
 // processing order.
 // Per call: the host's threads fill each subject's parameter rows (DatasetSetup::fill_rows, the
-// CPU's checks and messages) and each row's eigendecomposition (the CPU's Propagator); the rows go
-// up, one launch walks every subject, and the predictions and statuses come back. A row without
-// a fast eigendecomposition sends its subject to the host's solver.
+// CPU's checks and messages) and each row's eigendecomposition (the CPU's Propagator) straight
+// into staging memory (pinned on CUDA); the rows go up in one copy, one launch walks every
+// subject, and the predictions, Jacobian and statuses come back into staging, from which the
+// host's threads copy them out. A row without a fast eigendecomposition sends its subject to the
+// host's solver.
 #include "device/device_events.hpp"
 
 #include <algorithm>
@@ -33,21 +35,26 @@ struct DeviceEvents::Impl {
         in_buf(*rt, false),
         out_buf(*rt, false),
         jac_buf(*rt, false),
+        in_stage(*rt, true),
+        out_stage(*rt, true),
         stream(*rt) {}
 
   const DatasetSetup& setup;
   const std::vector<SubjectPlan>& plans;
   std::unique_ptr<device::Runtime> rt;
   Buffer plan_buf, in_buf, out_buf, jac_buf;
+  // The call's input as it goes up (first rows, directions, rows: in_buf's layout) and its
+  // output as it comes back (predictions, Jacobian, statuses), in staging memory: pinned memory
+  // copies at the link's rate, the caller's pageable memory at a fraction of it.
+  Buffer in_stage, out_stage;
   DeviceStream stream;  // after the buffers: drained before they are freed
   device::WalkChunk chunk;
   std::vector<std::int64_t> row_offset;  // per subject: its first row (rows of all subjects)
   std::int64_t total_rows = 0, total_obs = 0;
-  std::int64_t a_columns = 0;            // columns that can move A: the most E~_k a row carries
-  std::vector<std::int64_t> first_row;   // the call's: row_offset, or -1 for the host
-  std::vector<std::int32_t> directions;  // the call's, with sensitivities
-  std::vector<double> rows;
-  std::vector<std::uint8_t> status;
+  std::int64_t a_columns = 0;          // columns that can move A: the most E~_k a row carries
+  std::int64_t* first_row = nullptr;   // the call's (in in_stage): row_offset, or -1: host
+  std::int32_t* directions = nullptr;  // the call's (in in_stage), with sensitivities
+  double* rows = nullptr;              // the call's (in in_stage)
   double kernel_s = 0.0, transfer_s = 0.0;
 
   void upload_plans();
@@ -105,9 +112,22 @@ void DeviceEvents::Impl::upload_plans() {
   char* out = static_cast<char*>(out_buf.ptr());
   chunk.prediction = reinterpret_cast<double*>(out);
   chunk.status = reinterpret_cast<std::uint8_t*>(out + at_status);
-  first_row.resize(static_cast<std::size_t>(n));
-  status.resize(static_cast<std::size_t>(n));
 }
+
+namespace {
+// Copies `bytes` from `src` to `dst` on `threads` threads, in pieces of 4 MiB.
+void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
+  constexpr std::size_t kPiece = std::size_t{4} << 20;
+  const std::int64_t pieces = static_cast<std::int64_t>((bytes + kPiece - 1) / kPiece);
+  detail::parallel_for(
+      pieces, threads, 1, [] { return 0; },
+      [&](std::int64_t k, int&) {
+        const std::size_t at = static_cast<std::size_t>(k) * kPiece;
+        std::memcpy(static_cast<char*>(dst) + at, static_cast<const char*>(src) + at,
+                    std::min(kPiece, bytes - at));
+      });
+}
+}  // namespace
 
 template <int N>
 void DeviceEvents::Impl::fill(const double* params, int threads, bool sensitivities) {
@@ -125,7 +145,7 @@ void DeviceEvents::Impl::fill(const double* params, int threads, bool sensitivit
         const std::size_t i = static_cast<std::size_t>(s);
         std::int32_t* dirs = nullptr;
         if (sensitivities) {
-          dirs = directions.data() + i * nd;
+          dirs = directions + i * nd;
           int col[kMaxColumns], pa = 0, ps = 0;
           const int p = setup.directions(plans[i], params + i * np, col, pa, ps);
           dirs[0] = pa;
@@ -134,7 +154,7 @@ void DeviceEvents::Impl::fill(const double* params, int threads, bool sensitivit
           std::copy(col, col + p, dirs + 3);
         }
         const bool fast = fill_walk_rows<N>(setup, plans[i], s, params + i * np, w.values, w.prop,
-                                            stride, dirs, rows.data() + row_offset[i] * stride);
+                                            stride, dirs, rows + row_offset[i] * stride);
         first_row[i] = fast ? row_offset[i] : -1;
       });
 }
@@ -156,18 +176,31 @@ void DeviceEvents::predict(const double* params, int threads, double* out, doubl
   const std::size_t np = static_cast<std::size_t>(d.setup.np);
   d.chunk.row_stride =
       device::row_stride(d.setup.n, d.setup.np) + (sens ? d.a_columns * d.setup.n * d.setup.n : 0);
-  d.rows.resize(static_cast<std::size_t>(d.total_rows * d.chunk.row_stride));
-  if (sens) d.directions.resize(static_cast<std::size_t>(n) * (np + 3));
-  with_compartments_1_to_6(
-      d.setup.n, [&](auto m) { d.template fill<decltype(m)::value>(params, threads, sens); });
-  // The call's input: first rows, directions (with sensitivities), rows.
-  const std::size_t first_bytes = d.first_row.size() * sizeof(std::int64_t);
-  const std::size_t dir_bytes = sens ? d.directions.size() * sizeof(std::int32_t) : 0;
+  // The call's input, laid out as it goes up: first rows, directions (with sensitivities), rows.
+  const std::size_t first_bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t);
+  const std::size_t dir_bytes =
+      sens ? static_cast<std::size_t>(n) * (np + 3) * sizeof(std::int32_t) : 0;
+  const std::size_t row_bytes =
+      static_cast<std::size_t>(d.total_rows * d.chunk.row_stride) * sizeof(double);
   const std::size_t at_dirs = align_up(first_bytes, kAlign);
   const std::size_t at_rows = at_dirs + align_up(dir_bytes, kAlign);
-  d.in_buf.reserve(at_rows + d.rows.size() * sizeof(double));
+  const std::size_t in_bytes = at_rows + row_bytes;
+  d.in_stage.reserve(in_bytes);
+  d.in_buf.reserve(in_bytes);
+  char* staged = static_cast<char*>(d.in_stage.ptr());
+  d.first_row = reinterpret_cast<std::int64_t*>(staged);
+  d.directions = sens ? reinterpret_cast<std::int32_t*>(staged + at_dirs) : nullptr;
+  d.rows = reinterpret_cast<double*>(staged + at_rows);
+  with_compartments_1_to_6(
+      d.setup.n, [&](auto m) { d.template fill<decltype(m)::value>(params, threads, sens); });
   char* in = static_cast<char*>(d.in_buf.ptr());
-  const std::size_t jac_bytes = static_cast<std::size_t>(d.total_obs) * np * sizeof(double);
+  // The call's output, laid out as it comes back: predictions, Jacobian, statuses.
+  const std::size_t pred_bytes = static_cast<std::size_t>(d.total_obs) * sizeof(double);
+  const std::size_t jac_bytes = sens ? pred_bytes * np : 0;
+  const std::size_t at_jac = align_up(pred_bytes, kAlign);
+  const std::size_t at_status = at_jac + align_up(jac_bytes, kAlign);
+  d.out_stage.reserve(at_status + static_cast<std::size_t>(n));
+  char* back = static_cast<char*>(d.out_stage.ptr());
   if (sens) d.jac_buf.reserve(jac_bytes);
   d.chunk.first_row = reinterpret_cast<const std::int64_t*>(in);
   d.chunk.directions = sens ? reinterpret_cast<const std::int32_t*>(in + at_dirs) : nullptr;
@@ -176,22 +209,22 @@ void DeviceEvents::predict(const double* params, int threads, double* out, doubl
   device::Runtime& rt = *d.rt;
   void* sm = d.stream.get();
   d.stream.mark(0);
-  rt.copy_to_device(in, d.first_row.data(), first_bytes, sm);
-  if (sens) rt.copy_to_device(in + at_dirs, d.directions.data(), dir_bytes, sm);
-  rt.copy_to_device(in + at_rows, d.rows.data(), d.rows.size() * sizeof(double), sm);
+  rt.copy_to_device(in, staged, in_bytes, sm);
   d.stream.mark(1);
   rt.launch_walk(d.setup.n, d.chunk, sm);
   d.stream.mark(2);
-  rt.copy_to_host(out, d.chunk.prediction, static_cast<std::size_t>(d.total_obs) * sizeof(double),
-                  sm);
-  if (sens) rt.copy_to_host(jacobian, d.chunk.jacobian, jac_bytes, sm);
-  rt.copy_to_host(d.status.data(), d.chunk.status, d.status.size(), sm);
+  if (pred_bytes > 0) rt.copy_to_host(back, d.chunk.prediction, pred_bytes, sm);
+  if (jac_bytes > 0) rt.copy_to_host(back + at_jac, d.chunk.jacobian, jac_bytes, sm);
+  rt.copy_to_host(back + at_status, d.chunk.status, static_cast<std::size_t>(n), sm);
   d.stream.mark(3);
   rt.synchronize(sm);
   d.kernel_s = d.stream.seconds(1, 2);
   d.transfer_s = d.stream.seconds(0, 1) + d.stream.seconds(2, 3);
+  if (pred_bytes > 0) parallel_copy(out, back, pred_bytes, threads);
+  if (jac_bytes > 0) parallel_copy(jacobian, back + at_jac, jac_bytes, threads);
+  const std::uint8_t* status = reinterpret_cast<const std::uint8_t*>(back + at_status);
   for (std::int64_t s = 0; s < n; ++s)
-    if (d.status[static_cast<std::size_t>(s)] != device::kWalkOk) host.push_back(s);
+    if (status[s] != device::kWalkOk) host.push_back(s);
 }
 
 double DeviceEvents::kernel_seconds() const noexcept { return impl_->kernel_s; }

@@ -131,8 +131,8 @@ class Predictor {
 
   /// Where predict_all(), predict_gradient_all() and log_likelihood_all() run (the per-subject
   /// functions always run on the CPU):
-  /// - Device::Cpu (the default) and Device::Auto: the CPU (on an H100 the device's call was
-  ///   0.93x of the CPU's at 1e5 subjects, and slower for fewer; docs/performance.md);
+  /// - Device::Cpu (the default) and Device::Auto: the CPU (on an H100 the device's call is
+  ///   1.6-1.7x faster than 16 cores at 1e5 subjects, 0.4x at 1e3; docs/performance.md);
   /// - Device::Cuda: the event walk on the GPU, one device thread per subject on the dataset's
   ///   plans, uploaded here once (engine/device/walk_kernels.hpp). The host's threads check each
   ///   call's parameter rows and compute their eigendecompositions (and, for gradients, each
@@ -142,7 +142,9 @@ class Predictor {
   ///   A subject whose rows have no well-conditioned real eigendecomposition, or with more than
   ///   32 infusions running at once, runs on the CPU
   ///   in the same call. The likelihood is summed on the host from the predictions (and their
-  ///   Jacobian). Calls on one Predictor take turns on the device (a lock).
+  ///   Jacobian). Calls on one Predictor take turns on the device (a lock). The Predictor keeps
+  ///   device memory and pinned host memory of about one call's rows, predictions and Jacobian
+  ///   between calls (released by set_device(Device::Cpu) or its destruction).
   /// Not to be called while another thread evaluates this Predictor.
   /// @throws BackendUnavailable for Device::Cuda when this build or machine has no usable device
   ///         ("Predictor: device 'cuda' is not available: ..."); DeviceError when the device fails
