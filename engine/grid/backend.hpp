@@ -84,7 +84,7 @@ class Backend {
 };
 
 // A CPU backend of `M` compiled for 2 to 4 compartments: Derived provides
-//   template <int N, class Real> static void run_all(const PreparedBatch&, ResultView<Real>);
+//   template <int N, class Real> void run_all(const PreparedBatch&, ResultView<Real>);
 // (public), and this class the rest of the interface.
 template <class Derived, Method M>
 class CompiledCpuBackend : public Backend {
@@ -100,9 +100,10 @@ class CompiledCpuBackend : public Backend {
 
  private:
   template <class Real>
-  static void dispatch(const PreparedBatch& b, ResultView<Real> out) {
+  void dispatch(const PreparedBatch& b, ResultView<Real> out) {
+    Derived& self = static_cast<Derived&>(*this);
     with_compartments_2_to_4(
-        b.n, [&](auto n) { Derived::template run_all<decltype(n)::value, Real>(b, out); });
+        b.n, [&](auto n) { self.template run_all<decltype(n)::value, Real>(b, out); });
   }
 };
 

@@ -72,7 +72,7 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
 
  public:
   template <int N, class Real>
-  static void run_all(const PreparedBatch& b, ResultView<Real> out) {
+  void run_all(const PreparedBatch& b, ResultView<Real> out) {
     const std::int64_t stride = static_cast<std::int64_t>(b.out_steps.size()) * b.n;
     if (b.subjects < 3) {
       // One or two subjects: the per-subject reference loop. A lane group steps as fast as one
@@ -99,16 +99,18 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
     if (b.threads <= 1 || items == 1) {
       // One thread: no parallel region (its start costs much of a call of a few subjects:
       // docs/performance.md, "Thresholds"), and the thread's scratch is reused from call to call.
-      Scratch<N, Real>& w = scratch<N, Real>();
+      Scratch<N, Real>& w = scratch<N, Real>(0, std::min(unit, b.subjects));
       for (std::int64_t i = 0; i < items; ++i)
         run_block(b, i * unit, count(i), out.amounts, out.status, w.tr, *w.block);
       return;
     }
     RegionError err;
-#pragma omp parallel num_threads(static_cast <int>(std::min <std::int64_t>(b.threads, items)))
+    const int team = static_cast<int>(std::min<std::int64_t>(b.threads, items));
+    if (scratch_.size() < static_cast<std::size_t>(team)) scratch_.resize(team);
+#pragma omp parallel num_threads(team)
     {
       Scratch<N, Real>* w = nullptr;
-      err.guard([&] { w = &scratch<N, Real>(); });
+      err.guard([&] { w = &scratch<N, Real>(omp_get_thread_num(), std::min(unit, b.subjects)); });
 #pragma omp for schedule(dynamic, items >= 16 * b.threads ? 4 : 1)
       for (std::int64_t i = 0; i < items; ++i)
         if (w && !err.failed())
@@ -119,24 +121,36 @@ class BatchedCpuBackend final : public CompiledCpuBackend<BatchedCpuBackend, Met
   }
 
  private:
-  // A thread's transitions and block buffers, kept for its later calls (a fitting loop calls
-  // with a few subjects millions of times: fresh buffers cost an allocation and its first
-  // touch each time). One per thread, compartment count and precision: about 33 KiB for three
-  // compartments in float64.
+  // A thread's transitions and block buffers, kept by the backend (so by the Engine) for its
+  // later calls: a fitting loop calls with a few subjects millions of times, and fresh buffers
+  // cost an allocation and its first touch each time. One per OpenMP thread number, for one
+  // compartment count and precision at a time: the block's lanes and staged rows (about 33 KiB
+  // for three compartments in float64, left uninitialised: the kernel writes before it reads)
+  // and a transition per subject of the largest work item so far.
+  struct ScratchSlot {
+    virtual ~ScratchSlot() = default;
+  };
   template <int N, class Real>
-  struct Scratch {
+  struct Scratch final : ScratchSlot {
     std::vector<Transition<N>> tr;
     std::unique_ptr<Block<N, Real>> block;
   };
   template <int N, class Real>
-  static Scratch<N, Real>& scratch() {
-    thread_local Scratch<N, Real> w;
-    if (!w.block) {
-      w.tr.resize(Block<N, Real>::kSubjects);
-      w.block = std::make_unique<Block<N, Real>>();
+  Scratch<N, Real>& scratch(int thread, std::int64_t subjects) {
+    if (scratch_.empty()) scratch_.resize(1);
+    std::unique_ptr<ScratchSlot>& slot = scratch_[static_cast<std::size_t>(thread)];
+    auto* w = dynamic_cast<Scratch<N, Real>*>(slot.get());
+    if (!w) {
+      auto fresh = std::make_unique<Scratch<N, Real>>();
+      fresh->block.reset(new Block<N, Real>);  // default-initialised: not zeroed
+      w = fresh.get();
+      slot = std::move(fresh);
     }
-    return w;
+    if (w->tr.size() < static_cast<std::size_t>(subjects))
+      w->tr.resize(static_cast<std::size_t>(subjects));
+    return *w;
   }
+  std::vector<std::unique_ptr<ScratchSlot>> scratch_;  // by OpenMP thread number
 };
 
 }  // namespace
