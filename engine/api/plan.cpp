@@ -11,6 +11,7 @@ namespace pkscan::detail {
 
 std::int64_t plan_chunk_rows(const Problem& problem, const SimulateOptions& options,
                              std::int64_t rows, std::int64_t requested, bool summaries_only) {
+  const std::int64_t whole_rows = (rows + kSubjectBlock - 1) / kSubjectBlock * kSubjectBlock;
   std::int64_t chunk = requested;
   if (chunk <= 0) {
     Problem one = problem;
@@ -37,15 +38,13 @@ std::int64_t plan_chunk_rows(const Problem& problem, const SimulateOptions& opti
     constexpr std::int64_t kDeviceRows = std::int64_t{1} << 20;
     const std::size_t n = problem.parameters.info().compartments.size();
     if (summaries_only && n >= 2 && n <= 4) {
-      const std::int64_t call_rows =
-          std::min(kDeviceRows, (rows + kSubjectBlock - 1) / kSubjectBlock * kSubjectBlock);
-      const Path device = summary_path(one, options, call_rows);
+      const Path device = summary_path(one, options, std::min(kDeviceRows, whole_rows));
       if (device.device == Device::Cuda && device.method != Method::Scan)
         chunk = std::max<std::int64_t>(chunk, kDeviceRows);
     }
   }
   chunk = std::max<std::int64_t>(kSubjectBlock, chunk / kSubjectBlock * kSubjectBlock);
-  return std::min<std::int64_t>(chunk, (rows + kSubjectBlock - 1) / kSubjectBlock * kSubjectBlock);
+  return std::min(chunk, whole_rows);
 }
 
 }  // namespace pkscan::detail

@@ -1,6 +1,6 @@
 #pragma once
-// Memory and streams of a device::Runtime for the device paths (device_dataset.cpp,
-// device_events.cpp).
+// Memory and streams of a device::Runtime for the device paths (device_backend.cpp,
+// device_dataset.cpp, device_events.cpp), and the copy out of staging memory.
 #include <cstddef>
 
 #include "device/runtime.hpp"
@@ -10,6 +10,10 @@ namespace pkscan::detail {
 constexpr std::size_t kAlign = 256;  // device sub-buffer alignment
 
 inline std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+// Copies `bytes` from staging memory into a result on up to `threads` threads, with
+// non-temporal stores where the CPU has AVX (staging_copy.cpp).
+void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads);
 
 // An allocation of the runtime (device or staging memory), grown on demand; contents are not
 // preserved.

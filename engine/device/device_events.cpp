@@ -114,21 +114,6 @@ void DeviceEvents::Impl::upload_plans() {
   chunk.status = reinterpret_cast<std::uint8_t*>(out + at_status);
 }
 
-namespace {
-// Copies `bytes` from `src` to `dst` on `threads` threads, in pieces of 4 MiB.
-void parallel_copy(void* dst, const void* src, std::size_t bytes, int threads) {
-  constexpr std::size_t kPiece = std::size_t{4} << 20;
-  const std::int64_t pieces = static_cast<std::int64_t>((bytes + kPiece - 1) / kPiece);
-  detail::parallel_for(
-      pieces, threads, 1, [] { return 0; },
-      [&](std::int64_t k, int&) {
-        const std::size_t at = static_cast<std::size_t>(k) * kPiece;
-        std::memcpy(static_cast<char*>(dst) + at, static_cast<const char*>(src) + at,
-                    std::min(kPiece, bytes - at));
-      });
-}
-}  // namespace
-
 template <int N>
 void DeviceEvents::Impl::fill(const double* params, int threads, bool sensitivities) {
   struct Worker {
