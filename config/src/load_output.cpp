@@ -1,5 +1,6 @@
 // output of a run on a time grid: the result path, the output times, and what a streamed run
 // writes (trajectories, summaries with their percentiles).
+#include <algorithm>
 #include <cstdint>
 #include <pkscan/checks.hpp>
 #include <pkscan/error.hpp>
@@ -22,8 +23,10 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, Fie
     return;
   }
   if (!v.IsMap())
-    L.fail(v, "output.summaries must be true, false or {percentiles: [numbers in 0..100]}");
-  auto m = L.entries(v, "output.summaries", {"percentiles"});
+    L.fail(v,
+           "output.summaries must be true, false or {percentiles: [numbers in 0..100], by: "
+           "[replicate or swept parameters]}");
+  auto m = L.entries(v, "output.summaries", {"percentiles", "by"});
   so.summaries = true;
   if (auto it = m.find("percentiles"); it != m.end()) {
     const YAML::Node& pl = it->second.value;
@@ -39,6 +42,43 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, Fie
 }
 
 }  // namespace
+
+void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelInfo& model,
+                      RunSpec& spec) {
+  const auto output = top.find("output");
+  if (output == top.end() || !output->second.value.IsMap()) return;
+  const YAML::Node summaries = output->second.value["summaries"];
+  if (!summaries || !summaries.IsMap() || !summaries["by"]) return;
+  const YAML::Node by = summaries["by"];
+  if (!by.IsSequence())
+    L.fail(by,
+           "output.summaries.by must be a list of replicate and swept parameters ([] for one "
+           "summary of every row)");
+  SummaryBy groups;
+  bool replicate = false;
+  for (std::size_t i = 0; i < by.size(); ++i) {
+    const YAML::Node& k = by[i];
+    const std::string what = "output.summaries.by[" + std::to_string(i + 1) + "]";
+    if (!k.IsScalar() || k.Tag() == "!")
+      L.fail(k, what + " must be replicate or the name of a swept parameter");
+    if (k.Scalar() == "replicate") {
+      if (replicate) L.fail(k, what + " repeats replicate");
+      replicate = groups.replicate = true;
+      continue;
+    }
+    const int col = named_parameter(L, model, k, what);
+    const std::string& name = model.parameters[static_cast<std::size_t>(col)].name;
+    const std::vector<int>& swept = spec.sweep.columns;
+    if (std::find(swept.begin(), swept.end(), col) == swept.end())
+      L.fail(k, what + " is " + k.Scalar() + ", but " + name +
+                    " is not swept: the summaries can be grouped by replicate and by the "
+                    "parameters of sweep");
+    if (std::find(groups.columns.begin(), groups.columns.end(), col) != groups.columns.end())
+      L.fail(k, what + " names " + name + " twice");
+    groups.columns.push_back(col);
+  }
+  spec.stream.by = std::move(groups);
+}
 
 void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields) {
   Problem& p = spec.problem;

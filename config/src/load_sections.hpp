@@ -101,6 +101,9 @@ void fill_parameters(const Loader& L, RunSpec& spec, const GridSubjects& subject
 // `output: {path, times, trajectories, summaries}` of a grid run (the grid is read).
 // `fields` gets where the summary percentiles are (percentiles[i]).
 void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields);
+// `output.summaries.by` of a grid run, after the sweep is read: replicate and swept parameters.
+void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelInfo& model,
+                      RunSpec& spec);
 
 // ---- Population and sweep (load_population.cpp) --------------------------------------------
 

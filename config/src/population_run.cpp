@@ -21,6 +21,7 @@ PopulationRun population_parts(const RunSpec& spec) {
   run.trajectories = spec.stream.trajectories;
   run.summaries = spec.stream.summaries;
   run.percentiles = spec.stream.percentiles;
+  run.summary_by = spec.stream.by;
   run.run_text = spec.text;
   run.run_file = spec.file;
   return run;

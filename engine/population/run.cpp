@@ -46,6 +46,21 @@ void check_run(const PopulationRun& run) {
                             "] is empty, but must hold at least one value");
   }
   if (run.summaries) detail::check_percentiles("run_population", run.percentiles, true);
+  if (run.summary_by)
+    for (std::size_t k = 0; k < run.summary_by->columns.size(); ++k) {
+      const int c = run.summary_by->columns[k];
+      const auto& sc = run.sweep.columns;
+      const std::string field = "summary_by.columns[" + std::to_string(k) + "]";
+      if (std::find(sc.begin(), sc.end(), c) == sc.end())
+        throw InvalidArgument("run_population: " + field + " is " + std::to_string(c) +
+                                  ", but must be a swept column (an entry of sweep.columns)",
+                              field, std::to_string(c), "an entry of sweep.columns");
+      const auto& bc = run.summary_by->columns;
+      if (std::find(bc.begin(), bc.begin() + static_cast<std::ptrdiff_t>(k), c) !=
+          bc.begin() + static_cast<std::ptrdiff_t>(k))
+        throw InvalidArgument("run_population: " + field + " repeats column " + std::to_string(c),
+                              field, std::to_string(c), "a column not listed before");
+    }
   // Values: each under its parameter's rule. A population run is a run on a time grid, where
   // every subject gets the same doses: bioavailability and lag cannot vary between subjects.
   const ModelInfo& model = *model_of(run);
@@ -105,6 +120,95 @@ void check_run(const PopulationRun& run) {
   }
 }
 
+// The groups of a run's summaries: which rows form a group, and the group's values.
+class Groups {
+ public:
+  explicit Groups(const PopulationRun& run) : sweep_(run.sweep) {
+    SummaryBy by;
+    if (run.summary_by)
+      by = *run.summary_by;
+    else
+      by.columns = run.sweep.columns;
+    replicate_ = by.replicate && run.replicates > 1;
+    replicates_ = run.replicates;
+    base_ = base_subjects(run);
+    points_ = run.sweep.points();
+    // Per swept parameter (sweep order): its stride in the sweep point index, and its stride in
+    // the group index within a replicate (0 when the groups do not split by it).
+    std::int64_t stride = 1;
+    const std::size_t n = sweep_.columns.size();
+    point_stride_.assign(n, 0);
+    group_stride_.assign(n, 0);
+    for (std::size_t k = n; k-- > 0;) {
+      point_stride_[k] = stride;
+      stride *= static_cast<std::int64_t>(sweep_.values[k].size());
+    }
+    for (std::size_t k = n; k-- > 0;)
+      if (std::find(by.columns.begin(), by.columns.end(), sweep_.columns[k]) != by.columns.end()) {
+        group_stride_[k] = per_replicate_;
+        per_replicate_ *= static_cast<std::int64_t>(sweep_.values[k].size());
+        split_.push_back(k);
+      }
+    std::reverse(split_.begin(), split_.end());
+  }
+
+  // Names of the grouping columns, in extra_columns order.
+  std::vector<std::string> columns(const ModelInfo& model) const {
+    std::vector<std::string> names;
+    if (replicate_) names.emplace_back("replicate");
+    for (std::size_t k : split_)
+      names.push_back(model.parameters[static_cast<std::size_t>(sweep_.columns[k])].name);
+    return names;
+  }
+  // Groups kept at once, and in all.
+  std::int64_t live() const noexcept { return per_replicate_; }
+  std::int64_t total() const noexcept {
+    return replicate_ ? per_replicate_ * replicates_ : per_replicate_;
+  }
+  bool by_replicate() const noexcept { return replicate_; }
+  // Index among the live groups of the rows of sweep point `point`.
+  std::int64_t live_index(std::int64_t point) const noexcept {
+    std::int64_t g = 0;
+    for (std::size_t k : split_) g += value_index(point, k) * group_stride_[k];
+    return g;
+  }
+  // Index among the live groups of row r.
+  std::int64_t live_index_of_row(std::int64_t r) const noexcept {
+    return live_index((r % (points_ * base_)) / base_);
+  }
+  // The last row + 1 of the rows from `r` on that stay in r's group, at most `limit`.
+  std::int64_t run_end(std::int64_t r, std::int64_t limit) const noexcept {
+    const std::int64_t g = live_index_of_row(r);
+    const std::int64_t rep = r / (points_ * base_);
+    std::int64_t end = (r / base_ + 1) * base_;
+    while (end < limit && end / (points_ * base_) == rep && live_index_of_row(end) == g)
+      end += base_;
+    return std::min(end, limit);
+  }
+  // The values of live group g of replicate rep (0-based): the table's `group`.
+  std::vector<double> values(std::int64_t rep, std::int64_t g) const {
+    std::vector<double> v;
+    if (replicate_) v.push_back(static_cast<double>(rep + 1));
+    for (std::size_t k : split_) {
+      const std::int64_t idx =
+          (g / group_stride_[k]) % static_cast<std::int64_t>(sweep_.values[k].size());
+      v.push_back(sweep_.values[k][static_cast<std::size_t>(idx)]);
+    }
+    return v;
+  }
+
+ private:
+  std::int64_t value_index(std::int64_t point, std::size_t k) const noexcept {
+    return (point / point_stride_[k]) % static_cast<std::int64_t>(sweep_.values[k].size());
+  }
+
+  const Sweep& sweep_;
+  bool replicate_ = false;
+  std::int64_t replicates_ = 1, base_ = 1, points_ = 1, per_replicate_ = 1;
+  std::vector<std::int64_t> point_stride_, group_stride_;
+  std::vector<std::size_t> split_;  // swept parameters (sweep order) that split the groups
+};
+
 }  // namespace
 
 void check_population_run(const PopulationRun& run) {
@@ -137,6 +241,9 @@ RunLayout population_layout(const PopulationRun& run) {
   if (run.summaries) {
     layout.metric_names = metric_names();
     layout.metric_compartment = model.default_observation_compartment;
+    const Groups groups(run);
+    layout.summary_columns = groups.columns(model);
+    layout.summary_groups = groups.total();
   }
   layout.trajectories = run.trajectories;
   layout.run_text = run.run_text;
@@ -173,13 +280,27 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   std::unique_ptr<PopulationSampler> sampler;
   if (spec.population) sampler = std::make_unique<PopulationSampler>(*spec.population);
 
-  std::unique_ptr<TimeSummary> summary;
-  if (spec.summaries) {
+  // One summary per live group (see population_run.hpp); they share the exact-value budget.
+  const Groups groups(spec);
+  std::vector<TimeSummary> summaries;
+  const auto start_summaries = [&] {
+    summaries.clear();
+    if (!spec.summaries) return;
     TimeSummaryOptions to;
     to.percentiles = spec.percentiles;
     to.threads = sim.threads;
-    summary = std::make_unique<TimeSummary>(times, static_cast<int>(model.compartments.size()), to);
-  }
+    to.exact_values /= groups.live();
+    for (std::int64_t g = 0; g < groups.live(); ++g)
+      summaries.emplace_back(times, static_cast<int>(model.compartments.size()), to);
+  };
+  const auto write_summaries = [&](std::int64_t rep) {
+    for (std::int64_t g = 0; g < groups.live(); ++g) {
+      TimeSummaryTable t = summaries[static_cast<std::size_t>(g)].finish();
+      if (!layout.summary_columns.empty()) t.group = groups.values(rep, g);
+      sink.write_summary(t);
+    }
+  };
+  start_summaries();
   const double last_dose = last_dose_time(base.doses);
 
   Engine engine;
@@ -199,8 +320,10 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     return spec.sweep.values[k][static_cast<std::size_t>(idx)];
   };
 
-  for (std::int64_t first = 0; first < total; first += chunk) {
-    const std::int64_t n = std::min(chunk, total - first);
+  for (std::int64_t first = 0, n = 0; first < total; first += n) {
+    // A call's rows stay in one summary group.
+    n = spec.summaries ? groups.run_end(first, std::min(total, first + chunk)) - first
+                       : std::min(chunk, total - first);
     // Every value of the chunk is written below (sampled or copied), so a batch of the same size
     // is reused rather than allocated and faulted in again.
     if (problem.parameters.subjects() != n || &problem.parameters.info() != model_ptr.get())
@@ -257,14 +380,15 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
                           msg);
       }
     }
-    if (summary) {
+    if (spec.summaries) {
+      TimeSummary& summary = summaries[static_cast<std::size_t>(groups.live_index_of_row(first))];
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
       if (spec.trajectories) {
         engine.simulate_into(problem, sim, result);
-        summary->add(result, layout.metric_compartment, last_dose, metrics.data());
+        summary.add(result, layout.metric_compartment, last_dose, metrics.data());
       } else {
         // Summaries only: the engine summarises as it simulates (fused) when it can.
-        engine.summarize_into(problem, sim, *summary, layout.metric_compartment, last_dose,
+        engine.summarize_into(problem, sim, summary, layout.metric_compartment, last_dose,
                               metrics.data(), result);
       }
     } else {
@@ -276,8 +400,13 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     c.ids = ids.data();
     c.extra = n_extra ? extra.data() : nullptr;
     c.parameters = rows;
-    c.metrics = summary ? metrics.data() : nullptr;
+    c.metrics = spec.summaries ? metrics.data() : nullptr;
     sink.write(c);
+    // A replicate's groups are complete after its last row.
+    if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {
+      write_summaries((first + n) / per_rep - 1);
+      if (first + n < total) start_summaries();
+    }
     const RunSummary& s = result.summary();
     report.summary.method = s.method;
     report.summary.device = s.device;
@@ -289,7 +418,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     ++report.chunks;
     if (options.progress) options.progress(report.rows, total);
   }
-  if (summary) sink.write_summary(summary->finish());
+  if (spec.summaries && !groups.by_replicate()) write_summaries(0);
   sink.commit();
   return report;
 }

@@ -3,6 +3,7 @@
 // when it is made, and every chunk and summary against it, so a driver bug shows as an
 // InvalidArgument naming what is inconsistent instead of a garbled file.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <pkscan/error.hpp>
@@ -23,6 +24,11 @@ inline void check_layout(const RunLayout& layout, const std::string& where) {
   if (layout.rows < 0)
     throw InvalidArgument(where + ": layout.rows is " + std::to_string(layout.rows) +
                           ", but must be >= 0 (0 = not known in advance)");
+  if (layout.summary_groups < 0 || (!layout.summary_columns.empty() && layout.summary_groups < 1))
+    throw InvalidArgument(where + ": layout.summary_groups is " +
+                          std::to_string(layout.summary_groups) +
+                          ", but must be >= " + (layout.summary_columns.empty() ? "0" : "1") +
+                          (layout.summary_columns.empty() ? "" : " (summary_columns are given)"));
   const int n = static_cast<int>(layout.model->compartments.size());
   if (!layout.metric_names.empty() &&
       (layout.metric_compartment < 0 || layout.metric_compartment >= n))
@@ -77,6 +83,10 @@ inline void check_summary(const RunLayout& layout, const TimeSummaryTable& t,
     throw InvalidArgument(
         where + ": the summary's mean has " + std::to_string(t.mean.size()) +
         " values, but must have times x compartments = " + std::to_string(times * n));
+  if (t.group.size() != layout.summary_columns.size())
+    throw InvalidArgument(where + ": the summary's group has " + std::to_string(t.group.size()) +
+                          " values, but layout.summary_columns has " +
+                          std::to_string(layout.summary_columns.size()));
   if (t.quantiles.size() != times * n * q)
     throw InvalidArgument(where + ": the summary's quantiles have " +
                           std::to_string(t.quantiles.size()) +
@@ -94,9 +104,10 @@ inline void check_complete(const RunLayout& layout, std::int64_t written,
 }
 
 // The call order every sink enforces, with the checks above: write() and write_summary() only
-// before commit(), write_summary() at most once, commit() once and only after every announced
-// row. A sink calls begin_*() first (it throws InvalidArgument naming the sink) and end_*() once
-// the call has done its work.
+// before commit(), write_summary() at most once per summary group (RunLayout::summary_groups,
+// at least 1), every group or none, commit() once and only after every announced row. A sink calls
+// begin_*() first (it throws InvalidArgument naming the sink) and end_*() once the call has done
+// its work.
 class SinkProtocol {
  public:
   explicit SinkProtocol(const char* where) : where_(where) {}
@@ -107,22 +118,35 @@ class SinkProtocol {
   void end_write(std::int64_t subjects) noexcept { written_ += subjects; }
   void begin_summary(const RunLayout& layout, const TimeSummaryTable& t) const {
     if (committed_) throw InvalidArgument(where_ + ": write_summary() after commit()");
-    if (summary_written_) throw InvalidArgument(where_ + ": write_summary() called twice");
+    if (summaries_ >= groups(layout))
+      throw InvalidArgument(where_ + ": write_summary() called " + std::to_string(summaries_ + 1) +
+                            " times, but layout.summary_groups is " +
+                            std::to_string(groups(layout)));
     check_summary(layout, t, where_);
   }
-  void end_summary() noexcept { summary_written_ = true; }
+  void end_summary() noexcept { ++summaries_; }
   void begin_commit(const RunLayout& layout) const {
     if (committed_) throw InvalidArgument(where_ + ": commit() called twice");
     check_complete(layout, written_, where_);
+    if (summaries_ > 0 && summaries_ != groups(layout))
+      throw InvalidArgument(where_ + ": " + std::to_string(summaries_) + " of " +
+                            std::to_string(groups(layout)) +
+                            " summary groups were written; nothing was committed");
   }
   void end_commit() noexcept { committed_ = true; }
-  bool summary_written() const noexcept { return summary_written_; }
+  bool summary_written() const noexcept { return summaries_ > 0; }
+  // Summary tables written so far (the index of the next group).
+  std::int64_t summaries() const noexcept { return summaries_; }
   std::int64_t written() const noexcept { return written_; }
+  // Summary tables a run of this layout writes when it writes summaries.
+  static std::int64_t groups(const RunLayout& layout) noexcept {
+    return std::max<std::int64_t>(layout.summary_groups, 1);
+  }
 
  private:
   std::string where_;
-  std::int64_t written_ = 0;  // rows written so far
-  bool summary_written_ = false;
+  std::int64_t written_ = 0;    // rows written so far
+  std::int64_t summaries_ = 0;  // summary tables written so far
   bool committed_ = false;
 };
 

@@ -79,21 +79,32 @@ class CsvSink final : public ResultSink {
     protocol_.end_write(chunk.result->subjects());
   }
 
+  // One table per group, in group order: the header with the first (the grouping columns, then
+  // time), then each group's rows.
   void write_summary(const TimeSummaryTable& t) override {
     protocol_.begin_summary(layout_, t);
     const std::vector<std::string>& names = layout_.model->compartments;
-    std::string header = "time";
-    for (const std::string& c : names) header += ",mean_conc_" + c;
-    for (double q : t.percentiles)
-      for (const std::string& c : names) header += ",p" + detail::number_text(q) + "_conc_" + c;
-    header += '\n';
-    summary_->write(header.data(), header.size());
+    if (protocol_.summaries() == 0) {
+      std::string header;
+      for (const std::string& g : layout_.summary_columns) header += g + ",";
+      header += "time";
+      for (const std::string& c : names) header += ",mean_conc_" + c;
+      for (double q : t.percentiles)
+        for (const std::string& c : names) header += ",p" + detail::number_text(q) + "_conc_" + c;
+      header += '\n';
+      summary_->write(header.data(), header.size());
+    }
     const std::size_t n = names.size();
     const std::size_t nq = t.percentiles.size();
-    std::vector<char> line((1 + n + n * nq) * (detail::kMaxNumberChars + 1) + 2);
+    std::vector<char> line((t.group.size() + 1 + n + n * nq) * (detail::kMaxNumberChars + 1) + 2);
     char* const end = line.data() + line.size();
     for (std::size_t i = 0; i < t.times.size(); ++i) {
-      char* p = put(line.data(), end, t.times[i]);
+      char* p = line.data();
+      for (double g : t.group) {
+        p = put(p, end, g);
+        *p++ = ',';
+      }
+      p = put(p, end, t.times[i]);
       for (std::size_t c = 0; c < n; ++c) {
         *p++ = ',';
         p = put(p, end, t.mean[i * n + c]);

@@ -365,37 +365,72 @@ class H5Sink final : public ResultSink {
     protocol_.end_write(r.subjects());
   }
 
+  // The /summary group: with grouping columns every dataset gains a leading group axis, row g
+  // written by the g-th call; without, the one table.
   void write_summary(const TimeSummaryTable& t) override {
     protocol_.begin_summary(layout_, t);
     const QuietHdf5 quiet;
-    Id gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path_, "group summary");
-    check(H5Pset_obj_track_times(gcpl.get(), false), path_, "group summary: track times");
-    Id group = checked(H5Gcreate2(file_.get(), "summary", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
-                       H5Gclose, path_, "group summary");
+    const bool grouped = !layout_.summary_columns.empty();
+    const hsize_t g = static_cast<hsize_t>(protocol_.summaries());
+    const hsize_t groups = static_cast<hsize_t>(detail::SinkProtocol::groups(layout_));
     const hsize_t q = static_cast<hsize_t>(t.percentiles.size());
-    Id mean =
-        create_dataset(group.get(), "mean", H5T_IEEE_F64LE, {times_, compartments_}, false, path_);
-    write_all(mean.get(), H5T_NATIVE_DOUBLE, t.mean.data(), path_, "dataset summary/mean");
-    Id quantiles = create_dataset(group.get(), "quantiles", H5T_IEEE_F64LE,
-                                  {times_, compartments_, q}, false, path_);
-    if (q > 0)
-      write_all(quantiles.get(), H5T_NATIVE_DOUBLE, t.quantiles.data(), path_,
-                "dataset summary/quantiles");
-    Id percentiles = create_dataset(group.get(), "percentiles", H5T_IEEE_F64LE, {q}, false, path_);
-    if (q > 0)
-      write_all(percentiles.get(), H5T_NATIVE_DOUBLE, t.percentiles.data(), path_,
-                "dataset summary/percentiles");
-    Id count = create_dataset(group.get(), "count", H5T_STD_I64LE, {}, false, path_);
-    write_all(count.get(), H5T_NATIVE_INT64, &t.count, path_, "dataset summary/count");
-    Id excluded = create_dataset(group.get(), "excluded", H5T_STD_I64LE, {}, false, path_);
-    write_all(excluded.get(), H5T_NATIVE_INT64, &t.excluded, path_, "dataset summary/excluded");
-    {
-      // 1: exact percentiles; 0: the histogram sketch's estimates (engine summary.hpp).
+    const hsize_t k = static_cast<hsize_t>(t.group.size());
+    std::vector<hsize_t> lead;  // the group axis, when grouped
+    if (grouped) lead.push_back(groups);
+    const auto dims = [&](std::vector<hsize_t> rest) {
+      rest.insert(rest.begin(), lead.begin(), lead.end());
+      return rest;
+    };
+    if (g == 0) {
+      Id gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path_, "group summary");
+      check(H5Pset_obj_track_times(gcpl.get(), false), path_, "group summary: track times");
+      summary_ = checked(H5Gcreate2(file_.get(), "summary", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
+                         H5Gclose, path_, "group summary");
+      const hid_t s = summary_.get();
+      summary_mean_ =
+          create_dataset(s, "mean", H5T_IEEE_F64LE, dims({times_, compartments_}), false, path_);
+      summary_quantiles_ = create_dataset(s, "quantiles", H5T_IEEE_F64LE,
+                                          dims({times_, compartments_, q}), false, path_);
+      Id percentiles = create_dataset(s, "percentiles", H5T_IEEE_F64LE, {q}, false, path_);
+      if (q > 0)
+        write_all(percentiles.get(), H5T_NATIVE_DOUBLE, t.percentiles.data(), path_,
+                  "dataset summary/percentiles");
+      summary_count_ = create_dataset(s, "count", H5T_STD_I64LE, dims({}), false, path_);
+      summary_excluded_ = create_dataset(s, "excluded", H5T_STD_I64LE, dims({}), false, path_);
+      if (grouped) {
+        summary_groups_ = create_dataset(s, "groups", H5T_IEEE_F64LE, {groups, k}, false, path_);
+        write_strings_attribute(summary_groups_.get(), "columns", layout_.summary_columns, path_);
+      }
+      summary_exact_ = true;
+    }
+    const auto put_row = [&](const Id& d, hid_t type, std::vector<hsize_t> rest, const void* data,
+                             const char* what) {
+      if (grouped) {
+        std::vector<hsize_t> start(rest.size() + 1, 0);
+        start[0] = g;
+        rest.insert(rest.begin(), 1);
+        write_block(d.get(), type, start, rest, data, path_, what);
+        return;
+      }
+      if (elements(rest) > 0) write_all(d.get(), type, data, path_, what);
+    };
+    put_row(summary_mean_, H5T_NATIVE_DOUBLE, {times_, compartments_}, t.mean.data(),
+            "dataset summary/mean");
+    put_row(summary_quantiles_, H5T_NATIVE_DOUBLE, {times_, compartments_, q}, t.quantiles.data(),
+            "dataset summary/quantiles");
+    put_row(summary_count_, H5T_NATIVE_INT64, {}, &t.count, "dataset summary/count");
+    put_row(summary_excluded_, H5T_NATIVE_INT64, {}, &t.excluded, "dataset summary/excluded");
+    if (grouped)
+      put_row(summary_groups_, H5T_NATIVE_DOUBLE, {k}, t.group.data(), "dataset summary/groups");
+    summary_exact_ = summary_exact_ && t.exact;
+    if (g + 1 == groups) {
+      // 1: exact percentiles (every group); 0: the histogram sketch's estimates (engine
+      // summary.hpp).
       Id space = checked(H5Screate(H5S_SCALAR), H5Sclose, path_, "attribute summary/exact");
       Id attr = checked(
-          H5Acreate2(group.get(), "exact", H5T_STD_I8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+          H5Acreate2(summary_.get(), "exact", H5T_STD_I8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
           H5Aclose, path_, "attribute summary/exact");
-      const std::int8_t exact = t.exact ? 1 : 0;
+      const std::int8_t exact = summary_exact_ ? 1 : 0;
       check(H5Awrite(attr.get(), H5T_NATIVE_INT8, &exact), path_, "attribute summary/exact");
     }
     protocol_.end_summary();
@@ -408,6 +443,8 @@ class H5Sink final : public ResultSink {
       for (detail::ChunkWriter* w : {amount_writer_.get(), concentration_writer_.get()})
         if (w != nullptr) w->finish();
       for (Id* d : datasets())
+        if (d->close() < 0) fail(path_, "close");
+      for (Id* d : summary_ids())
         if (d->close() < 0) fail(path_, "close");
       if (file_.close() < 0) fail(path_, "close");
     }
@@ -428,8 +465,15 @@ class H5Sink final : public ResultSink {
     return {&amount_, &concentration_, &id_, &extra_, &parameters_set_, &metrics_};
   }
 
+  // The /summary group and its datasets written group by group.
+  std::vector<Id*> summary_ids() {
+    return {&summary_mean_,     &summary_quantiles_, &summary_count_,
+            &summary_excluded_, &summary_groups_,    &summary_};
+  }
+
   void close_all() noexcept {
     for (Id* d : datasets()) d->reset();
+    for (Id* d : summary_ids()) d->reset();
     file_.reset();
   }
 
@@ -488,6 +532,9 @@ class H5Sink final : public ResultSink {
   bool extendible_;
   Id file_;
   Id amount_, concentration_, id_, extra_, parameters_set_, metrics_;
+  Id summary_, summary_mean_, summary_quantiles_, summary_count_, summary_excluded_,
+      summary_groups_;
+  bool summary_exact_ = true;  // every group's percentiles so far are exact
   // The trajectories' writers (declared after the datasets they write: destroyed first).
   std::unique_ptr<detail::ChunkWriter> amount_writer_, concentration_writer_;
   detail::SinkProtocol protocol_{"HDF5 sink"};

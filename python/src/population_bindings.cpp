@@ -57,14 +57,14 @@ class MemorySink final : public ResultSink {
         amounts.insert(amounts.end(), r.amounts_f32().data(), r.amounts_f32().data() + values);
     }
   }
-  void write_summary(const TimeSummaryTable& t) override { summary = t; }
+  void write_summary(const TimeSummaryTable& t) override { summaries.push_back(t); }
   void commit() override {}
 
   const RunLayout& layout_;
   std::vector<std::int64_t> ids;
   std::vector<double> extra, parameters, metrics, amounts;
   std::vector<bool> ok;
-  TimeSummaryTable summary;
+  std::vector<TimeSummaryTable> summaries;  // one per group, in group order
 };
 
 template <class T>
@@ -174,11 +174,16 @@ only on seed, replicate and subject index). iiv: None, {name: variance of eta} (
 or {'block': [names], 'omega': [lower triangle]}; parameter = typical * exp(eta).
 replicates: replicate trials. sweep: {name: [values]}, the cartesian product, first name
 slowest; a swept value is the typical value. percentiles: of the per-time summaries.
+summary_by: what the summaries are grouped by, a list of 'replicate' and swept names (None:
+every swept parameter, the replicates pooled; []: one summary of every row).
 trajectories: also return every subject's amounts (memory grows with count).
 
 Rows: replicate (slowest), sweep point, subject. Returns a dict: 'times', 'compartments',
 'percentiles', 'mean' [times, compartments] and 'quantiles' [times, compartments, percentiles]
-(concentrations, over the subjects with finite values), 'count' and 'excluded', 'metric_names'
+(concentrations, over the subjects with finite values), 'count' and 'excluded'; with grouping
+columns, 'summary_columns' names them, 'groups' [groups, columns] holds each group's values
+(replicate 1-based, swept values; groups in row order) and 'mean', 'quantiles', 'count' and
+'excluded' gain a leading groups axis. Then 'metric_names'
 and 'metrics' [rows, metrics] (of the model's observed compartment), 'ids' [rows] (1-based within
 a replicate), 'extra_columns' and 'extra' [rows, extra] (replicate, swept values),
 'parameters' [rows, parameters] (the values simulated), 'ok' [rows], 'method', 'device',
@@ -189,8 +194,8 @@ while the engine runs.
 py::dict simulate_population_py(py::handle model, py::handle typical, py::handle doses, double dt,
                                 std::int64_t steps, std::int64_t count, std::uint64_t seed,
                                 py::handle iiv, std::int64_t replicates, py::handle sweep,
-                                std::vector<double> percentiles, bool trajectories,
-                                py::handle times, const std::string& method,
+                                std::vector<double> percentiles, py::handle summary_by,
+                                bool trajectories, py::handle times, const std::string& method,
                                 const std::string& device, const std::string& precision,
                                 const std::string& discretization, int threads) {
   const ModelPtr info = resolve_model(model);
@@ -228,6 +233,17 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
       run.sweep.values.push_back(values.cast<std::vector<double>>());
     }
   }
+  if (!summary_by.is_none()) {
+    SummaryBy by;
+    for (py::handle name : summary_by) {
+      const std::string key = str_of(name, "summary_by entry");
+      if (key == "replicate")
+        by.replicate = true;
+      else
+        by.columns.push_back(run.population->column(key));
+    }
+    run.summary_by = std::move(by);
+  }
   run.summaries = true;
   run.percentiles = std::move(percentiles);
   run.trajectories = trajectories;
@@ -245,16 +261,37 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   const auto rows = static_cast<py::ssize_t>(sink.ids.size());
   const auto nt = static_cast<py::ssize_t>(layout.times.size());
   const auto nc = static_cast<py::ssize_t>(info->compartments.size());
-  const TimeSummaryTable& t = sink.summary;
-  const auto nq = static_cast<py::ssize_t>(t.percentiles.size());
+  const std::vector<TimeSummaryTable>& tables = sink.summaries;
+  const auto nq = static_cast<py::ssize_t>(run.percentiles.size());
   py::dict out;
   out["times"] = array(layout.times, {nt});
   out["compartments"] = names_of(info->compartments);
-  out["percentiles"] = array(t.percentiles, {nq});
-  out["mean"] = array(t.mean, {nt, nc});
-  out["quantiles"] = array(t.quantiles, {nt, nc, nq});
-  out["count"] = t.count;
-  out["excluded"] = t.excluded;
+  out["percentiles"] = array(run.percentiles, {nq});
+  if (layout.summary_columns.empty()) {
+    const TimeSummaryTable& t = tables.at(0);
+    out["mean"] = array(t.mean, {nt, nc});
+    out["quantiles"] = array(t.quantiles, {nt, nc, nq});
+    out["count"] = t.count;
+    out["excluded"] = t.excluded;
+  } else {
+    const auto ng = static_cast<py::ssize_t>(tables.size());
+    const auto nk = static_cast<py::ssize_t>(layout.summary_columns.size());
+    std::vector<double> groups, mean, quantiles;
+    std::vector<std::int64_t> count, excluded;
+    for (const TimeSummaryTable& t : tables) {
+      groups.insert(groups.end(), t.group.begin(), t.group.end());
+      mean.insert(mean.end(), t.mean.begin(), t.mean.end());
+      quantiles.insert(quantiles.end(), t.quantiles.begin(), t.quantiles.end());
+      count.push_back(t.count);
+      excluded.push_back(t.excluded);
+    }
+    out["summary_columns"] = names_of(layout.summary_columns);
+    out["groups"] = take(groups, {ng, nk});
+    out["mean"] = take(mean, {ng, nt, nc});
+    out["quantiles"] = take(quantiles, {ng, nt, nc, nq});
+    out["count"] = take(count, {ng});
+    out["excluded"] = take(excluded, {ng});
+  }
   out["metric_names"] = names_of(layout.metric_names);
   out["metrics"] = take(sink.metrics, {rows, static_cast<py::ssize_t>(layout.metric_names.size())});
   out["ids"] = take(sink.ids, {rows});
@@ -279,9 +316,10 @@ void bind_population(py::module_& m) {
         py::arg("seed") = 0, py::arg("iiv") = py::none(), py::arg("replicates") = 1,
         py::arg("sweep") = py::none(),
         py::arg("percentiles") = std::vector<double>{5.0, 50.0, 95.0},
-        py::arg("trajectories") = false, py::arg("times") = py::none(), py::arg("method") = "auto",
-        py::arg("device") = "auto", py::arg("precision") = "float64",
-        py::arg("discretization") = "exact", py::arg("threads") = 0);
+        py::arg("summary_by") = py::none(), py::arg("trajectories") = false,
+        py::arg("times") = py::none(), py::arg("method") = "auto", py::arg("device") = "auto",
+        py::arg("precision") = "float64", py::arg("discretization") = "exact",
+        py::arg("threads") = 0);
 }
 
 }  // namespace pkscan::python

@@ -11,6 +11,41 @@ std::string long_name(std::size_t n, const std::string& ext) {
 
 std::vector<BadInput> output_cases() {
   return {
+      // ---- Summaries by group (lines 6-8: output; a sweep on line 9) -----
+      {"SummariesByAParameterThatIsNotSwept",
+       BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: [ke]}\n"
+                                        "sweep: {ka: [1, 2]}\n",
+       {},
+       2,
+       "8:20",
+       {"output.summaries.by[1] is ke", "ke is not swept", "replicate"}},
+      {"SummariesByAnUnknownName",
+       BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: [arm]}\n"
+                                        "sweep: {ka: [1, 2]}\n",
+       {},
+       2,
+       "8:20",
+       {"output.summaries.by[1]", "'arm'", "has the parameters"}},
+      {"SummariesByASweptParameterTwice",
+       BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: [ka, ka]}\n"
+                                        "sweep: {ka: [1, 2]}\n",
+       {},
+       2,
+       "8:24",
+       {"output.summaries.by[2] names ka twice"}},
+      {"SummariesByIsNotAList",
+       BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: ka}\n"
+                                        "sweep: {ka: [1, 2]}\n",
+       {},
+       2,
+       "8:19",
+       {"output.summaries.by must be a list", "[] for one summary"}},
+      {"SummariesByReplicateTwice",
+       BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: [replicate, replicate]}\n",
+       {},
+       2,
+       "8:31",
+       {"output.summaries.by[2] repeats replicate"}},
       // ---- Doses ------------------------------------------------------------------------------
       {"DoseToUnknownCompartment",
        L1_TIME L2_SUBJECTS L3_PARAMS L4_DOSES

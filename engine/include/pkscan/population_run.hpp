@@ -12,6 +12,14 @@
 /// parameters are the chunk's extra columns. A population subject's random draws depend only on
 /// (seed, replicate, subject index): the same virtual subject appears at every sweep point
 /// (paired comparison), and results do not depend on the thread count or the chunk size.
+///
+/// Summaries by group (PopulationRun::summary_by): the rows of each group are summarised as a
+/// run of their own would summarise them, in row order (a group's TimeSummary sees its rows as
+/// consecutive subjects), so a group's table does not depend on the other groups, the chunk
+/// size or the thread count. Groups are numbered in row order (replicate, then the grouping
+/// sweep parameters, the first slowest). A replicate's groups are finished and handed to the
+/// sink once its last row is written; groups without the replicate are kept until the end. The
+/// summaries kept at once share TimeSummaryOptions::exact_values.
 
 #include <cstdint>
 #include <functional>
@@ -44,6 +52,13 @@ struct RunLayout {
   std::vector<std::string> metric_names;
   /// Compartment whose concentration the metrics describe (0-based).
   int metric_compartment = 1;
+  /// Names of the columns the per-time summaries are grouped by ("replicate", then swept
+  /// parameters, in extra_columns order; a subset of extra_columns); empty: one summary of
+  /// every row.
+  std::vector<std::string> summary_columns;
+  /// Number of summary tables ResultSink::write_summary() receives (1 without groups; 0 without
+  /// summaries).
+  std::int64_t summary_groups = 0;
   bool trajectories = true;  ///< amounts/concentrations per subject and time are written
   int threads = 0;           ///< threads a sink may use to format a chunk (0 = pkscan's default)
   std::string run_text;      ///< the run description's text (a run file; stored by the HDF5 sink)
@@ -69,13 +84,14 @@ struct Chunk {
 };
 
 /// A destination for one run's results. Called from one thread: write() for every chunk in row
-/// order, write_summary() at most once after the last chunk, then commit().
+/// order, write_summary() once per summary group (RunLayout::summary_groups times, in group
+/// order; a group's table arrives once its last row has been written), then commit().
 class ResultSink {
  public:
   virtual ~ResultSink() = default;
   /// Takes one chunk; chunks arrive in row order, without gaps.
   virtual void write(const Chunk& chunk) = 0;
-  /// Takes the per-time summary (at most once, after the last chunk).
+  /// Takes the per-time summary of one group (TimeSummaryTable::group says which).
   virtual void write_summary(const TimeSummaryTable& table) = 0;
   /// The run is complete.
   virtual void commit() = 0;
@@ -94,6 +110,13 @@ struct Sweep {
   }
 };
 
+/// What the per-time summaries of a run are grouped by: the rows of each combination of the
+/// listed keys are summarised on their own (one TimeSummaryTable each).
+struct SummaryBy {
+  bool replicate = false;    ///< one group per replicate
+  std::vector<int> columns;  ///< swept parameters (entries of Sweep::columns): one group per value
+};
+
 /// A population or sweep run.
 struct PopulationRun {
   /// Grid, doses and output times; problem.parameters holds the subjects (one row each) when
@@ -110,7 +133,10 @@ struct PopulationRun {
   bool trajectories = true;                       ///< chunks carry the amounts
   bool summaries = false;                         ///< per-time summaries and subject metrics
   std::vector<double> percentiles = {5, 50, 95};  ///< summary percentiles, ascending
-  std::string run_text;                           ///< provenance for the sink (RunLayout)
+  /// Groups of the summaries. Absent: one group per sweep point (every swept parameter), the
+  /// replicates pooled; without a sweep, one summary of every row.
+  std::optional<SummaryBy> summary_by;
+  std::string run_text;  ///< provenance for the sink (RunLayout)
   std::string run_file;
 };
 

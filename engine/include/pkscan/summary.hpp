@@ -89,6 +89,10 @@ struct TimeSummaryTable {
   std::int64_t count = 0;           ///< subjects summarised
   std::int64_t excluded = 0;        ///< subjects left out because a value was NaN or infinite
   bool exact = true;                ///< true: exact percentiles; false: the sketch's estimates
+  /// The group these subjects form in a run summarised by group: its values of the run's
+  /// grouping columns (RunLayout::summary_columns: replicate number 1-based, swept values);
+  /// empty when the whole run is one group.
+  std::vector<double> group;
 };
 
 /// Options of a TimeSummary.

@@ -21,6 +21,9 @@ struct StreamOutput {
   bool trajectories = true;                       ///< amounts and concentrations per time
   bool summaries = false;                         ///< per-time percentiles and subject metrics
   std::vector<double> percentiles = {5, 50, 95};  ///< summary percentiles, ascending
+  /// output.summaries.by: what the summaries are grouped by; absent = the library's default
+  /// (PopulationRun::summary_by: every swept parameter).
+  std::optional<SummaryBy> by;
 };
 
 /// A parsed, validated run file.
