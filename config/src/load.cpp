@@ -81,7 +81,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
                                 " at every grid point, so they would not be used; remove it "
                                 "from sweep, or give one number (which the sweep replaces)");
   }
-  parse_summary_by(L, top, *model_ptr, spec);
+  parse_summary_by(L, top, *model_ptr, spec, population_fields);
   check_run_size(L, spec, subjects, model_ptr, time.steps);
   fill_parameters(L, spec, subjects, model_ptr);
   if (spec.streaming())

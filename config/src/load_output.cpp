@@ -44,12 +44,17 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, Fie
 }  // namespace
 
 void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelInfo& model,
-                      RunSpec& spec) {
+                      RunSpec& spec, FieldTable& fields) {
+  // The library's errors about the groups (their memory) point at `by`, else at the sweep that
+  // makes the default groups.
+  if (auto sweep = top.find("sweep"); sweep != top.end())
+    fields.insert_or_assign("summary_by", Located{sweep->second.key, "sweep", false});
   const auto output = top.find("output");
   if (output == top.end() || !output->second.value.IsMap()) return;
   const YAML::Node summaries = output->second.value["summaries"];
   if (!summaries || !summaries.IsMap() || !summaries["by"]) return;
   const YAML::Node by = summaries["by"];
+  fields.insert_or_assign("summary_by", Located{by, "output.summaries.by", false});
   if (!by.IsSequence())
     L.fail(by,
            "output.summaries.by must be a list of replicate and swept parameters ([] for one "

@@ -102,8 +102,9 @@ void fill_parameters(const Loader& L, RunSpec& spec, const GridSubjects& subject
 // `fields` gets where the summary percentiles are (percentiles[i]).
 void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields);
 // `output.summaries.by` of a grid run, after the sweep is read: replicate and swept parameters.
+// `fields` gets where the library's errors about the groups point (summary_by).
 void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelInfo& model,
-                      RunSpec& spec);
+                      RunSpec& spec, FieldTable& fields);
 
 // ---- Population and sweep (load_population.cpp) --------------------------------------------
 

@@ -14,6 +14,8 @@ namespace detail {
 PopulationRun population_parts(const RunSpec& spec) {
   PopulationRun run;
   run.problem.parameters = ParameterBatch(spec.problem.parameters.info_ptr(), 1);
+  run.problem.grid = spec.problem.grid;  // the summaries' size (output times)
+  run.problem.output = spec.problem.output;
   run.options = spec.options;
   run.population = spec.population;
   run.replicates = spec.replicates;

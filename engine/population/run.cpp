@@ -1,6 +1,7 @@
 // Population and sweep runs, chunk by chunk into a ResultSink (see pkscan/population_run.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
@@ -23,101 +24,6 @@ const std::shared_ptr<const ModelInfo>& model_of(const PopulationRun& run) noexc
 
 std::int64_t base_subjects(const PopulationRun& run) noexcept {
   return run.population ? run.population->count : run.problem.parameters.subjects();
-}
-
-void check_run(const PopulationRun& run) {
-  if (!model_of(run))
-    throw InvalidArgument("run_population: the run has no model (population.model is null)");
-  if (run.replicates < 1)
-    throw InvalidArgument("run_population: replicates is " + std::to_string(run.replicates) +
-                          ", but must be >= 1");
-  if (run.sweep.columns.size() != run.sweep.values.size())
-    throw InvalidArgument("run_population: sweep.columns has " +
-                          std::to_string(run.sweep.columns.size()) + " entries, but sweep.values " +
-                          std::to_string(run.sweep.values.size()));
-  const int n = static_cast<int>(model_of(run)->parameters.size());
-  for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
-    if (run.sweep.columns[k] < 0 || run.sweep.columns[k] >= n)
-      throw InvalidArgument("run_population: sweep.columns[" + std::to_string(k) + "] is " +
-                            std::to_string(run.sweep.columns[k]) + ", but must be in [0, " +
-                            std::to_string(n) + ")");
-    if (run.sweep.values[k].empty())
-      throw InvalidArgument("run_population: sweep.values[" + std::to_string(k) +
-                            "] is empty, but must hold at least one value");
-  }
-  if (run.summaries) detail::check_percentiles("run_population", run.percentiles, true);
-  if (run.summary_by)
-    for (std::size_t k = 0; k < run.summary_by->columns.size(); ++k) {
-      const int c = run.summary_by->columns[k];
-      const auto& sc = run.sweep.columns;
-      const std::string field = "summary_by.columns[" + std::to_string(k) + "]";
-      if (std::find(sc.begin(), sc.end(), c) == sc.end())
-        throw InvalidArgument("run_population: " + field + " is " + std::to_string(c) +
-                                  ", but must be a swept column (an entry of sweep.columns)",
-                              field, std::to_string(c), "an entry of sweep.columns");
-      const auto& bc = run.summary_by->columns;
-      if (std::find(bc.begin(), bc.begin() + static_cast<std::ptrdiff_t>(k), c) !=
-          bc.begin() + static_cast<std::ptrdiff_t>(k))
-        throw InvalidArgument("run_population: " + field + " repeats column " + std::to_string(c),
-                              field, std::to_string(c), "a column not listed before");
-    }
-  // Values: each under its parameter's rule. A population run is a run on a time grid, where
-  // every subject gets the same doses: bioavailability and lag cannot vary between subjects.
-  const ModelInfo& model = *model_of(run);
-  auto grid_dose_parameter = [&](int column) {
-    const ParameterRole r = model.parameters[static_cast<std::size_t>(column)].role;
-    return r == ParameterRole::Bioavailability || r == ParameterRole::Lag;
-  };
-  const std::string fixed =
-      ": bioavailability and lag cannot vary between subjects in a run on a time grid (every "
-      "subject gets the same doses there); use a dataset run (subjects.dataset) for per-subject "
-      "bioavailability and lag";
-  for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
-    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(run.sweep.columns[k])];
-    const std::string field = "sweep.columns[" + std::to_string(k) + "]";
-    if (grid_dose_parameter(run.sweep.columns[k]))
-      throw DomainError("run_population: a sweep over " + pi.name + fixed, field, pi.name, "");
-    for (std::size_t j = 0; j < run.sweep.values[k].size(); ++j) {
-      const double v = run.sweep.values[k][j];
-      if (!parameter_value_ok(pi.role, v))
-        throw DomainError("run_population: sweep value " + std::to_string(j + 1) + " of " +
-                              pi.name + " is " + format_value(v) + ", but must be " +
-                              parameter_rule(pi.role),
-                          "sweep.values[" + std::to_string(k) + "][" + std::to_string(j) + "]",
-                          format_value(v), parameter_rule(pi.role));
-    }
-  }
-  if (run.population) {
-    const PopulationSpec& pop = *run.population;
-    if (pop.typical.size() == model.parameters.size() &&
-        !default_bioavailability_and_lag(model, pop.typical.data()))
-      for (std::size_t c = 0; c < pop.typical.size(); ++c)
-        if (grid_dose_parameter(static_cast<int>(c)) &&
-            pop.typical[c] != model.parameters[c].default_value) {
-          const std::string rule = format_value(model.parameters[c].default_value) +
-                                   " in a run on a time grid (every subject gets the same doses "
-                                   "there); use a dataset run (subjects.dataset) for per-subject "
-                                   "bioavailability and lag";
-          throw DomainError("run_population: the typical value of " + model.parameters[c].name +
-                                " is " + format_value(pop.typical[c]) + ", but must be " + rule,
-                            "population.typical[" + std::to_string(c) + "]",
-                            format_value(pop.typical[c]), rule);
-        }
-    for (std::size_t a = 0; a < pop.iiv.size(); ++a)
-      if (pop.iiv[a] >= 0 && pop.iiv[a] < n && grid_dose_parameter(pop.iiv[a]))
-        throw DomainError("run_population: iiv on " +
-                              model.parameters[static_cast<std::size_t>(pop.iiv[a])].name + fixed,
-                          "population.iiv[" + std::to_string(a) + "]",
-                          model.parameters[static_cast<std::size_t>(pop.iiv[a])].name, "");
-    for (std::size_t e = 0; e < pop.effects.size(); ++e) {
-      const int c = pop.effects[e].parameter;
-      if (c >= 0 && c < n && grid_dose_parameter(c))
-        throw DomainError("run_population: covariate effect " + std::to_string(e + 1) + " on " +
-                              model.parameters[static_cast<std::size_t>(c)].name + fixed,
-                          "population.effects[" + std::to_string(e) + "].parameter",
-                          model.parameters[static_cast<std::size_t>(c)].name, "");
-    }
-  }
 }
 
 // The groups of a run's summaries: which rows form a group, and the group's values.
@@ -209,11 +115,144 @@ class Groups {
   std::vector<std::size_t> split_;  // swept parameters (sweep order) that split the groups
 };
 
+// The rows of output times of the run's summaries (times x compartments).
+std::int64_t output_times(const PopulationRun& run) noexcept {
+  const Problem& p = run.problem;
+  return p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size());
+}
+
+void check_run(const PopulationRun& run) {
+  if (!model_of(run))
+    throw InvalidArgument("run_population: the run has no model (population.model is null)");
+  if (run.replicates < 1)
+    throw InvalidArgument("run_population: replicates is " + std::to_string(run.replicates) +
+                          ", but must be >= 1");
+  if (run.sweep.columns.size() != run.sweep.values.size())
+    throw InvalidArgument("run_population: sweep.columns has " +
+                          std::to_string(run.sweep.columns.size()) + " entries, but sweep.values " +
+                          std::to_string(run.sweep.values.size()));
+  const int n = static_cast<int>(model_of(run)->parameters.size());
+  for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
+    if (run.sweep.columns[k] < 0 || run.sweep.columns[k] >= n)
+      throw InvalidArgument("run_population: sweep.columns[" + std::to_string(k) + "] is " +
+                            std::to_string(run.sweep.columns[k]) + ", but must be in [0, " +
+                            std::to_string(n) + ")");
+    if (run.sweep.values[k].empty())
+      throw InvalidArgument("run_population: sweep.values[" + std::to_string(k) +
+                            "] is empty, but must hold at least one value");
+  }
+  if (run.summaries) detail::check_percentiles("run_population", run.percentiles, true);
+  if (run.summary_by)
+    for (std::size_t k = 0; k < run.summary_by->columns.size(); ++k) {
+      const int c = run.summary_by->columns[k];
+      const auto& sc = run.sweep.columns;
+      const std::string field = "summary_by.columns[" + std::to_string(k) + "]";
+      if (std::find(sc.begin(), sc.end(), c) == sc.end())
+        throw InvalidArgument("run_population: " + field + " is " + std::to_string(c) +
+                                  ", but must be a swept column (an entry of sweep.columns)",
+                              field, std::to_string(c), "an entry of sweep.columns");
+      const auto& bc = run.summary_by->columns;
+      if (std::find(bc.begin(), bc.begin() + static_cast<std::ptrdiff_t>(k), c) !=
+          bc.begin() + static_cast<std::ptrdiff_t>(k))
+        throw InvalidArgument("run_population: " + field + " repeats column " + std::to_string(c),
+                              field, std::to_string(c), "a column not listed before");
+    }
+  // Values: each under its parameter's rule. A population run is a run on a time grid, where
+  // every subject gets the same doses: bioavailability and lag cannot vary between subjects.
+  const ModelInfo& model = *model_of(run);
+  auto grid_dose_parameter = [&](int column) {
+    const ParameterRole r = model.parameters[static_cast<std::size_t>(column)].role;
+    return r == ParameterRole::Bioavailability || r == ParameterRole::Lag;
+  };
+  const std::string fixed =
+      ": bioavailability and lag cannot vary between subjects in a run on a time grid (every "
+      "subject gets the same doses there); use a dataset run (subjects.dataset) for per-subject "
+      "bioavailability and lag";
+  for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
+    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(run.sweep.columns[k])];
+    const std::string field = "sweep.columns[" + std::to_string(k) + "]";
+    if (grid_dose_parameter(run.sweep.columns[k]))
+      throw DomainError("run_population: a sweep over " + pi.name + fixed, field, pi.name, "");
+    for (std::size_t j = 0; j < run.sweep.values[k].size(); ++j) {
+      const double v = run.sweep.values[k][j];
+      if (!parameter_value_ok(pi.role, v))
+        throw DomainError("run_population: sweep value " + std::to_string(j + 1) + " of " +
+                              pi.name + " is " + format_value(v) + ", but must be " +
+                              parameter_rule(pi.role),
+                          "sweep.values[" + std::to_string(k) + "][" + std::to_string(j) + "]",
+                          format_value(v), parameter_rule(pi.role));
+    }
+  }
+  if (run.summaries) {
+    const long double need = population_summary_bytes(run);
+    const std::uint64_t limit = result_byte_limit(run.options);
+    if (need > static_cast<long double>(limit)) {
+      const std::int64_t live = Groups(run).live();
+      const auto gib = [](long double b) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.3g", static_cast<double>(b / 1073741824.0L));
+        return std::string(text);
+      };
+      throw DomainError("run_population: the summaries of " + std::to_string(live) +
+                            " groups kept at once need " + gib(need) + " GiB, but only " +
+                            gib(static_cast<long double>(limit)) +
+                            " GiB are available; group the summaries by fewer swept parameters, "
+                            "by replicate as well, or use fewer output times",
+                        "summary_by", std::to_string(live) + " groups", "");
+    }
+  }
+  if (run.population) {
+    const PopulationSpec& pop = *run.population;
+    if (pop.typical.size() == model.parameters.size() &&
+        !default_bioavailability_and_lag(model, pop.typical.data()))
+      for (std::size_t c = 0; c < pop.typical.size(); ++c)
+        if (grid_dose_parameter(static_cast<int>(c)) &&
+            pop.typical[c] != model.parameters[c].default_value) {
+          const std::string rule = format_value(model.parameters[c].default_value) +
+                                   " in a run on a time grid (every subject gets the same doses "
+                                   "there); use a dataset run (subjects.dataset) for per-subject "
+                                   "bioavailability and lag";
+          throw DomainError("run_population: the typical value of " + model.parameters[c].name +
+                                " is " + format_value(pop.typical[c]) + ", but must be " + rule,
+                            "population.typical[" + std::to_string(c) + "]",
+                            format_value(pop.typical[c]), rule);
+        }
+    for (std::size_t a = 0; a < pop.iiv.size(); ++a)
+      if (pop.iiv[a] >= 0 && pop.iiv[a] < n && grid_dose_parameter(pop.iiv[a]))
+        throw DomainError("run_population: iiv on " +
+                              model.parameters[static_cast<std::size_t>(pop.iiv[a])].name + fixed,
+                          "population.iiv[" + std::to_string(a) + "]",
+                          model.parameters[static_cast<std::size_t>(pop.iiv[a])].name, "");
+    for (std::size_t e = 0; e < pop.effects.size(); ++e) {
+      const int c = pop.effects[e].parameter;
+      if (c >= 0 && c < n && grid_dose_parameter(c))
+        throw DomainError("run_population: covariate effect " + std::to_string(e + 1) + " on " +
+                              model.parameters[static_cast<std::size_t>(c)].name + fixed,
+                          "population.effects[" + std::to_string(e) + "].parameter",
+                          model.parameters[static_cast<std::size_t>(c)].name, "");
+    }
+  }
+}
+
 }  // namespace
 
 void check_population_run(const PopulationRun& run) {
   check_run(run);
   if (run.population) (void)PopulationSampler(*run.population);  // checks in its constructor
+}
+
+std::int64_t population_summary_groups(const PopulationRun& run) {
+  return run.summaries ? Groups(run).total() : 0;
+}
+
+long double population_summary_bytes(const PopulationRun& run) {
+  if (!run.summaries) return 0.0L;
+  const TimeSummaryOptions options;
+  const int compartments = static_cast<int>(model_of(run)->compartments.size());
+  return static_cast<long double>(Groups(run).live()) *
+             static_cast<long double>(
+                 TimeSummary::state_bytes_for(output_times(run), compartments, options)) +
+         8.0L * static_cast<long double>(options.exact_values);
 }
 
 std::int64_t population_rows(const PopulationRun& run) noexcept {

@@ -197,6 +197,16 @@ std::size_t TimeSummary::state_bytes() const noexcept {
          (m.part.size() + m.total.size() + m.kept.capacity()) * sizeof(double);
 }
 
+std::size_t TimeSummary::state_bytes_for(std::int64_t times, int compartments,
+                                         const TimeSummaryOptions& options) noexcept {
+  const auto rows = static_cast<std::size_t>(times) * static_cast<std::size_t>(compartments);
+  std::size_t ring = 1;
+  while (ring < static_cast<std::size_t>(options.window_binades) * 128) ring *= 2;
+  // As state_bytes(): the counters and four per-row words of one sketch, the lane and block sums.
+  return rows * ((ring + 16) * sizeof(std::uint32_t) + 4 * sizeof(std::int64_t)) +
+         (8 * (rows + 8) + rows + 8) * sizeof(double);
+}
+
 void TimeSummary::add(const SimulationResult& chunk, int metric_compartment, double last_dose_time,
                       double* metrics) {
   if (metric_compartment < 0 || metric_compartment >= impl_->compartments)

@@ -87,8 +87,8 @@ py::array_t<T> take(std::vector<T>& v, std::vector<py::ssize_t> shape) {
 // What simulate_population holds for the run (bytes; long double, so that absurd sizes do not
 // wrap): per row (replicate x sweep point x subject) its id, extra columns, parameters, metrics
 // and `ok` flag, and with trajectories its amounts (float64: result_bytes of one subject); the
-// per-time summary: its sketch (TimeSummary's memory, summary.hpp: per time and compartment
-// 2^ceil(log2(128 window_binades)) + 16 32-bit counters and 48 bytes) and its table.
+// per-time summaries: the state of the groups kept at once (population_summary_bytes) and every
+// group's table.
 // MemoryError (check_memory) when that does not fit. Call before population_layout, which
 // allocates the output times.
 void check_population_memory(const PopulationRun& run, std::int64_t count) {
@@ -111,11 +111,11 @@ void check_population_memory(const PopulationRun& run, std::int64_t count) {
     f64.concentrations = false;
     per_row += static_cast<long double>(result_bytes(one, f64));
   }
-  const long double ring = std::exp2(
-      std::ceil(std::log2(128.0L * static_cast<long double>(TimeSummaryOptions{}.window_binades))));
+  // The summaries' state while the run goes (the library's figure), and every group's table.
   const long double summary =
-      times * nc * (4.0L * (ring + 16.0L) + 48.0L) +
-      8.0L * times * (1.0L + nc * (1.0L + static_cast<long double>(run.percentiles.size())));
+      population_summary_bytes(run) +
+      static_cast<long double>(population_summary_groups(run)) * 8.0L * times *
+          (1.0L + nc * (1.0L + static_cast<long double>(run.percentiles.size())));
   check_memory("simulate_population", rows * per_row + summary,
                "the results of " + format_value(static_cast<double>(rows)) +
                    " rows (replicates x "
@@ -123,7 +123,7 @@ void check_population_memory(const PopulationRun& run, std::int64_t count) {
                    format_value(static_cast<double>(times)) + " output times",
                run.options,
                std::string("use a smaller count, fewer replicates or sweep points, fewer steps "
-                           "or sparse output times") +
+                           "or sparse output times, summary_by fewer swept parameters") +
                    (run.trajectories ? ", or trajectories=False" : ""));
 }
 
@@ -248,8 +248,10 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   run.percentiles = std::move(percentiles);
   run.trajectories = trajectories;
   run.problem.parameters = ParameterBatch(info, 1);
-  check_population_run(run);  // invalid values are a ValueError, whatever the run's size
+  // A run too large to hold is a MemoryError (also the summaries' groups, which the library
+  // checks as a DomainError), invalid values a ValueError, whatever the run's size.
   check_population_memory(run, count);
+  check_population_run(run);
 
   const RunLayout layout = population_layout(run);
   MemorySink sink(layout);

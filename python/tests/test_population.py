@@ -86,6 +86,41 @@ def test_replicates_redraw_and_sweep_points_pair_the_subjects():
                                    p[row, v]), rtol=1e-10)
 
 
+def test_summaries_by_group_are_numpys_over_each_groups_rows():
+    # summary_by=["replicate", "ka"]: 4 groups of 300 rows; numpy.percentile (type 7) and the
+    # mean of each group's concentrations, from the amounts the same call returns.
+    r = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.5, steps=12,
+                                   count=300, seed=5, iiv={"cl": 0.09, "v_central": 0.04},
+                                   replicates=2, sweep={"ka": [0.5, 2.0], "cl": [4.0, 6.0]},
+                                   summary_by=["ka", "replicate"], trajectories=True)
+    assert r["summary_columns"] == ["replicate", "ka"]
+    np.testing.assert_array_equal(r["groups"], [[1, 0.5], [1, 2], [2, 0.5], [2, 2]])
+    assert r["mean"].shape == (4, 13, 2) and r["quantiles"].shape == (4, 13, 2, 3)
+    np.testing.assert_array_equal(r["count"], [600] * 4)
+    volume = r["parameters"][:, pkscan.Model("two_compartment").parameters.index("v_central")]
+    conc = r["amounts"][:, :, 1] / volume[:, None]
+    rep, ka = r["extra"][:, 0], r["extra"][:, 1]
+    for g, (gr, gk) in enumerate(r["groups"]):
+        rows = conc[(rep == gr) & (ka == gk)]
+        np.testing.assert_allclose(r["mean"][g, :, 1], rows.mean(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(r["quantiles"][g, :, 1, :],
+                                   np.percentile(rows, [5, 50, 95], axis=0).T, rtol=1e-12)
+    # summary_by=[] pools every row; None (the default) gives one summary per sweep point.
+    pooled = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.5, steps=12,
+                                        count=300, seed=5, iiv={"cl": 0.09, "v_central": 0.04},
+                                        replicates=2, sweep={"ka": [0.5, 2.0], "cl": [4.0, 6.0]},
+                                        summary_by=[])
+    assert "groups" not in pooled and pooled["mean"].shape == (13, 2) and pooled["count"] == 2400
+    np.testing.assert_allclose(pooled["mean"][:, 1], conc.mean(axis=0), rtol=1e-12)
+    default = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.5, steps=12,
+                                         count=300, seed=5, replicates=2,
+                                         sweep={"ka": [0.5, 2.0], "cl": [4.0, 6.0]})
+    assert default["summary_columns"] == ["ka", "cl"] and default["mean"].shape == (4, 13, 2)
+    with pytest.raises(ValueError, match="summary_by"):
+        pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=0.5, steps=12, count=3,
+                                   sweep={"ka": [0.5, 2.0]}, summary_by=["cl"])
+
+
 def test_the_same_run_as_the_run_file_gives_the_same_summary(tmp_path):
     cli = os.environ.get("PKSCAN_CLI")
     if not cli:
@@ -136,6 +171,8 @@ def test_sizes_are_checked_before_anything_is_held():
     run = dict(model="two_compartment", typical=TYPICAL, doses=DOSE, dt=0.25)
     for kwargs in [dict(steps=8, count=10**12), dict(steps=8, count=10**6, replicates=10**9),
                    dict(steps=8, count=10**6, sweep={"cl": [1.0] * 10**7}),
+                   # 1e5 sweep points, each its own summary of 2002 values: ~3 TiB kept at once
+                   dict(steps=1000, count=10, sweep={"cl": [1 + i / 1e5 for i in range(10**5)]}),
                    dict(steps=10**8, count=10),  # the per-time summaries of 1e8 times
                    dict(steps=10**5, count=10**8, trajectories=True)]:
         with pytest.raises(MemoryError, match=r"simulate_population: .* need [0-9.e+]+ GiB, "

@@ -247,11 +247,15 @@ class KeepingSink final : public ResultSink {
       for (int k = 0; k < kMetricCount; ++k) metrics.push_back(c.metrics[s * kMetricCount + k]);
     devices.push_back(c.result->summary().device);
   }
-  void write_summary(const TimeSummaryTable& t) override { summary = t; }
+  void write_summary(const TimeSummaryTable& t) override {
+    if (tables.empty()) summary = t;
+    tables.push_back(t);
+  }
   void commit() override { committed = true; }
   std::vector<double> metrics;
   std::vector<Device> devices;
-  TimeSummaryTable summary;
+  TimeSummaryTable summary;              // the first group's (the run's without groups)
+  std::vector<TimeSummaryTable> tables;  // every group's
   bool committed = false;
 };
 
@@ -282,7 +286,8 @@ TEST_P(DeviceTiming, APopulationRunSummarisedOnTheDeviceGivesClosedFormAucAndThe
   run.options.method = Method::Batched;
   run_population(run, cpu, options);
   ASSERT_TRUE(dev.committed);
-  ASSERT_EQ(dev.devices.size(), 3u);
+  // One summary per cl (the default groups): calls of 1024 and 476 rows per group.
+  ASSERT_EQ(dev.devices.size(), 4u);
   for (Device used : dev.devices) EXPECT_EQ(used, Device::Cuda);
   ASSERT_EQ(dev.metrics.size(), std::size_t{3000} * kMetricCount);
   for (std::size_t r = 0; r < 3000; ++r) {
@@ -291,10 +296,15 @@ TEST_P(DeviceTiming, APopulationRunSummarisedOnTheDeviceGivesClosedFormAucAndThe
                 1e-9 * 100.0 / cl)
         << "row " << r;
   }
-  EXPECT_EQ(dev.summary.count, 3000);
   EXPECT_TRUE(same_bits(dev.metrics, cpu.metrics));
-  EXPECT_TRUE(same_bits(dev.summary.mean, cpu.summary.mean));
-  EXPECT_TRUE(same_bits(dev.summary.quantiles, cpu.summary.quantiles));
+  ASSERT_EQ(dev.tables.size(), 2u);
+  ASSERT_EQ(cpu.tables.size(), 2u);
+  for (std::size_t g = 0; g < 2; ++g) {
+    EXPECT_EQ(dev.tables[g].count, 1500);
+    EXPECT_EQ(dev.tables[g].group, std::vector<double>{g == 0 ? 2.0 : 8.0});
+    EXPECT_TRUE(same_bits(dev.tables[g].mean, cpu.tables[g].mean));
+    EXPECT_TRUE(same_bits(dev.tables[g].quantiles, cpu.tables[g].quantiles));
+  }
 }
 
 // Device auto summarises a summaries-only population run on the device when its calls fill the

@@ -335,11 +335,14 @@ class RecordingSink final : public ResultSink {
     }
     ++chunks;
   }
-  void write_summary(const TimeSummaryTable& t) override { summary = t; }
+  void write_summary(const TimeSummaryTable& t) override {
+    EXPECT_FALSE(committed);
+    summaries.push_back(t);
+  }
   void commit() override { committed = true; }
   std::vector<std::int64_t> ids;
   std::vector<double> extra, auc;
-  TimeSummaryTable summary;
+  std::vector<TimeSummaryTable> summaries;
   int chunks = 0;
   bool committed = false;
 };
@@ -365,13 +368,15 @@ TEST(RunPopulation, ASweepIntoTheCallersSinkGivesClosedFormMetrics) {
   const RunLayout layout = population_layout(run);
   EXPECT_EQ(layout.rows, 3000);
   EXPECT_EQ(layout.extra_columns, std::vector<std::string>{"cl"});
+  EXPECT_EQ(layout.summary_columns, std::vector<std::string>{"cl"});  // one summary per cl
+  EXPECT_EQ(layout.summary_groups, 2);
   RecordingSink sink;
   PopulationRunOptions options;
   options.chunk_rows = 1024;
   const PopulationRunReport report = run_population(run, sink, options);
   EXPECT_TRUE(sink.committed);
   EXPECT_EQ(report.rows, 3000);
-  EXPECT_EQ(sink.chunks, 3);
+  EXPECT_EQ(sink.chunks, 4);  // a call's rows stay in one group: 1024 + 476 per cl
   ASSERT_EQ(sink.ids.size(), 3000u);
   for (std::size_t r = 0; r < 3000; ++r) {
     const double cl = r < 1500 ? 2.0 : 8.0;
@@ -379,7 +384,76 @@ TEST(RunPopulation, ASweepIntoTheCallersSinkGivesClosedFormMetrics) {
     EXPECT_EQ(sink.extra[r], cl);
     EXPECT_NEAR(sink.auc[r], 100.0 / cl * (1.0 - std::exp(-cl / 20.0 * 24.0)), 1e-9 * 100.0 / cl);
   }
-  EXPECT_EQ(sink.summary.count, 3000);
+  ASSERT_EQ(sink.summaries.size(), 2u);
+  for (std::size_t g = 0; g < 2; ++g) {
+    const double cl = g == 0 ? 2.0 : 8.0;
+    EXPECT_EQ(sink.summaries[g].group, std::vector<double>{cl});
+    EXPECT_EQ(sink.summaries[g].count, 1500);
+    // Typical subjects: the mean at t = 24 is the closed form of the group's cl.
+    const std::size_t last = (sink.summaries[g].times.size() - 1) * 2 + 1;  // central
+    EXPECT_NEAR(sink.summaries[g].mean[last], 100.0 / 20.0 * std::exp(-cl / 20.0 * 24.0),
+                1e-12 * 5.0);
+  }
+}
+
+// Grouped summaries do not depend on the chunk size or the thread count, and a group is
+// summarised as a run of its rows alone: replicate 2's group at one sweep point equals the
+// group of a run with only that sweep point (the draws depend on seed, replicate and subject).
+TEST(RunPopulation, GroupedSummariesAreTheSameBitsForAnyChunkAndThreads) {
+  PopulationRun run;
+  run.problem.grid = {0.5, 12};
+  DoseEvent d;
+  d.amount = 100.0;
+  run.problem.doses = {d};
+  PopulationSpec pop(ModelKind::TwoCompartment, 1300, 4);
+  pop.set_typical("cl", 5.0);
+  pop.set_typical("v_central", 20.0);
+  pop.set_typical("ka", 1.0);
+  pop.iiv = {pop.column("cl"), pop.column("ka")};
+  pop.omega = Eigen::Vector2d(0.09, 0.16).asDiagonal();
+  run.population = pop;
+  run.replicates = 2;
+  run.sweep.columns = {pop.column("ka"), pop.column("cl")};
+  run.sweep.values = {{0.5, 2.0}, {4.0, 6.0, 8.0}};
+  run.summaries = true;
+  run.trajectories = false;
+  run.summary_by = SummaryBy{true, {pop.column("cl")}};
+  const RunLayout layout = population_layout(run);
+  EXPECT_EQ(layout.summary_columns, (std::vector<std::string>{"replicate", "cl"}));
+  EXPECT_EQ(layout.summary_groups, 6);
+  RecordingSink a, b;
+  PopulationRunOptions options;
+  run_population(run, a, options);
+  options.chunk_rows = 1000;
+  run.options.threads = 1;
+  run_population(run, b, options);
+  ASSERT_EQ(a.summaries.size(), 6u);
+  ASSERT_EQ(b.summaries.size(), 6u);
+  for (std::size_t g = 0; g < 6; ++g) {
+    EXPECT_EQ(a.summaries[g].group,
+              (std::vector<double>{g < 3 ? 1.0 : 2.0, 4.0 + 2.0 * static_cast<double>(g % 3)}));
+    EXPECT_EQ(a.summaries[g].count, 2600);  // both ka of the replicate
+    EXPECT_EQ(a.summaries[g].group, b.summaries[g].group);
+    EXPECT_EQ(a.summaries[g].mean, b.summaries[g].mean) << g;
+    EXPECT_EQ(a.summaries[g].quantiles, b.summaries[g].quantiles) << g;
+  }
+  // One ka only: replicate 2 at cl = 6 alone.
+  run.sweep.values = {{2.0}, {4.0, 6.0, 8.0}};
+  run.summary_by = SummaryBy{true, {pop.column("cl"), pop.column("ka")}};
+  RecordingSink c;
+  run_population(run, c, options);
+  PopulationRun all = run;
+  all.sweep.values = {{0.5, 2.0}, {4.0, 6.0, 8.0}};
+  RecordingSink full;
+  run_population(all, full, options);
+  ASSERT_EQ(c.summaries.size(), 6u);
+  ASSERT_EQ(full.summaries.size(), 12u);
+  // Groups (replicate, ka, cl) in row order: replicate 2, ka 2, cl 6 is group 10 of the full run
+  // and group 4 of the one-ka run.
+  EXPECT_EQ(full.summaries[10].group, (std::vector<double>{2.0, 2.0, 6.0}));
+  EXPECT_EQ(c.summaries[4].group, full.summaries[10].group);
+  EXPECT_EQ(c.summaries[4].mean, full.summaries[10].mean);
+  EXPECT_EQ(c.summaries[4].quantiles, full.summaries[10].quantiles);
 }
 
 TEST(RunPopulation, AnInconsistentRunIsInvalidArgument) {

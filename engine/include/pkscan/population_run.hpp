@@ -171,6 +171,14 @@ std::int64_t population_rows(const PopulationRun& run) noexcept;
 /// @throws InvalidArgument, DomainError
 void check_population_run(const PopulationRun& run);
 
+/// Summary tables a run writes (RunLayout::summary_groups; 0 without summaries).
+std::int64_t population_summary_groups(const PopulationRun& run);
+
+/// Bytes the summaries of `run` hold while it runs: the state of every group's TimeSummary
+/// kept at once (TimeSummary::state_bytes_for) and the exact phase's shared budget; 0 without
+/// summaries. check_population_run fails when this exceeds result_byte_limit(run.options).
+long double population_summary_bytes(const PopulationRun& run);
+
 /// The layout the sink of `run` receives (output times, extra columns, metric names, ...).
 RunLayout population_layout(const PopulationRun& run);
 

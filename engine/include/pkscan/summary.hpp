@@ -154,6 +154,10 @@ class TimeSummary {
   bool exact() const noexcept;
   /// Bytes allocated for the state now (histogram counters counted in full, resident or not).
   std::size_t state_bytes() const noexcept;
+  /// state_bytes() of a new summary of this shape (before anything is added; the exact phase's
+  /// values, at most options.exact_values doubles, come on top).
+  static std::size_t state_bytes_for(std::int64_t times, int compartments,
+                                     const TimeSummaryOptions& options = {}) noexcept;
 
  private:
   friend struct detail::FusedSummary;  // the fused simulate-and-summarise path (engine)
