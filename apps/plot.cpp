@@ -1,8 +1,8 @@
 // `pkscan plot`: reads a result (contract CSV, summary CSV or HDF5), writes a gnuplot script
 // with the data inline (datablocks) into a private temporary directory next to the output, runs
 // gnuplot there by fork/exec (no shell; no user text reaches gnuplot except the title and the
-// subject labels, quoted as gnuplot strings with enhanced text off), and renames the PNG over
-// the output. The temporary directory is removed in every case.
+// subject and group labels, quoted as gnuplot strings with enhanced text off), and renames the PNG
+// over the output. The temporary directory is removed in every case.
 #include "plot.hpp"
 
 #include <fcntl.h>
@@ -157,6 +157,9 @@ CLI::App* add_plot_command(CLI::App& app, PlotOptions& o) {
   plot->add_option("--max-subjects", o.max_subjects,
                    "Most subject lines drawn without a summary (default 30)")
       ->check(CLI::Range(1, 100000));
+  plot->add_option("--max-groups", o.max_groups,
+                   "Most groups of a summary by group drawn, each its own band (default 10)")
+      ->check(CLI::Range(1, 100000));
   plot->add_option("--title", o.title, "Title (default: the result file's name)");
   plot->footer(
       "Needs gnuplot (Debian: gnuplot-nox); PKSCAN_GNUPLOT may name the program.\n"
@@ -168,7 +171,8 @@ CLI::App* add_plot_command(CLI::App& app, PlotOptions& o) {
 void run_plot(const PlotOptions& o, std::ostream& out) {
   if (!plot::ends_with(o.output, ".png"))
     throw InvalidArgument("--output is \"" + o.output + "\", but must end in .png");
-  const output::Curves data = output::read_result(o.result, o.compartment, o.max_subjects);
+  const output::Curves data =
+      output::read_result(o.result, o.compartment, o.max_subjects, o.max_groups);
   const plot::Script script = plot::make_script(data, o);
   const TempDir dir(o.output);  // a bad output directory is bad input, gnuplot or not
   const std::string gnuplot = find_gnuplot(o);

@@ -2,7 +2,8 @@
 // `pkscan plot RESULT -o FILE.png`: concentration-time curves of a pkscan result, drawn by
 // gnuplot (docs/output.md). Reads a contract CSV (with its `<stem>.summary.csv` when there is
 // one), a summary CSV, or an HDF5 result; draws the median and the percentile band when a
-// summary is present, one line per subject otherwise.
+// summary is present (one of each per group of a summary by group), one line per subject
+// otherwise.
 #include <ostream>
 #include <string>
 
@@ -21,6 +22,7 @@ struct PlotOptions {
   bool log = false;         // logarithmic concentration axis (non-positive values skipped)
   std::string compartment;  // compartment to draw; empty = central, else the first
   int max_subjects = 30;    // lines drawn without a summary; the title says when truncated
+  int max_groups = 10;      // groups of a summary by group drawn; the title says when truncated
   std::string title;        // image title; empty = the result file's name
   // gnuplot program: empty = $PKSCAN_GNUPLOT when set, else `gnuplot` on PATH.
   std::string gnuplot;

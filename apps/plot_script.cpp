@@ -1,6 +1,6 @@
 // `pkscan plot`: the gnuplot script (pure: the curves and options in, script text out). The data
-// go inline as datablocks; the only user text in it, the title and the subject labels, is
-// quoted as gnuplot strings and drawn with enhanced text off.
+// go inline as datablocks; the only user text in it, the title and the subject and group labels,
+// is quoted as gnuplot strings and drawn with enhanced text off.
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +35,40 @@ std::string gp_quote(const std::string& s) {
 
 bool drawable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
 
+// The colours of the groups of a summary by group, in group order (matplotlib's tab10); they
+// repeat after ten.
+constexpr const char* kGroupColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+// The datablock `name` of the band's drawable points (time, low, high); returns their number.
+std::size_t band_block(std::ostream& s, const std::string& name, const std::vector<double>& t,
+                       const output::Band& b, bool log) {
+  std::size_t points = 0;
+  s << name << " << EOD\n";
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (std::isfinite(t[i]) && drawable(b.low[i], log) && drawable(b.high[i], log)) {
+      s << number_text(t[i]) << ' ' << number_text(b.low[i]) << ' ' << number_text(b.high[i])
+        << '\n';
+      ++points;
+    }
+  s << "EOD\n";
+  return points;
+}
+
+// The datablock `name` of the drawable points (time, y); returns their number.
+std::size_t line_block(std::ostream& s, const std::string& name, const std::vector<double>& t,
+                       const std::vector<double>& y, bool log) {
+  std::size_t points = 0;
+  s << name << " << EOD\n";
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (std::isfinite(t[i]) && drawable(y[i], log)) {
+      s << number_text(t[i]) << ' ' << number_text(y[i]) << '\n';
+      ++points;
+    }
+  s << "EOD\n";
+  return points;
+}
+
 }  // namespace
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -57,20 +91,36 @@ Script make_script(const output::Curves& d, const PlotOptions& o) {
     << "  set terminal png noenhanced size " << size << "\n"
     << "}\n"
     << "set output 'plot.png'\n";
+  std::string key_title;  // a summary by group: what its lines and bands are
   std::string title = o.title.empty() ? fs::path(o.result).filename().string() : o.title;
   const std::int64_t drawn_subjects = static_cast<std::int64_t>(d.subjects.size());
+  const bool grouped = d.summary && !d.group_columns.empty();
+  const std::int64_t drawn_groups = static_cast<std::int64_t>(d.bands.size());
   Script out;
+  const auto subjects = [](std::int64_t n) {
+    return std::to_string(n) + (n == 1 ? " subject" : " subjects");
+  };
   if (d.summary) {
     out.what = d.center_label + (d.band_label.empty() ? "" : " and " + d.band_label);
-    if (d.count > 0)
-      title += " (" + std::to_string(d.count) + (d.count == 1 ? " subject)" : " subjects)");
+    if (grouped) {
+      key_title = out.what;
+      const bool capped = d.groups > drawn_groups;
+      const std::string groups =
+          capped ? "first " + std::to_string(drawn_groups) + " of " + std::to_string(d.groups) +
+                       " groups"
+                 : std::to_string(d.groups) + (d.groups == 1 ? " group" : " groups");
+      out.what += (capped ? " of the " : " of ") + groups;
+      title += " (" + groups + (!capped && d.count > 0 ? ", " + subjects(d.count) : "") + ")";
+    } else if (d.count > 0) {
+      title += " (" + subjects(d.count) + ")";
+    }
   } else if (d.total > drawn_subjects) {
     title += " (first " + std::to_string(drawn_subjects) + " of " + std::to_string(d.total) +
              " subjects)";
     out.what =
         "first " + std::to_string(drawn_subjects) + " of " + std::to_string(d.total) + " subjects";
   } else {
-    out.what = std::to_string(d.total) + (d.total == 1 ? " subject" : " subjects");
+    out.what = subjects(d.total);
   }
   out.what += ", conc_" + d.compartment + (o.log ? ", log scale" : "");
   s << "set title " << gp_quote(title) << "\n"
@@ -79,34 +129,44 @@ Script make_script(const output::Curves& d, const PlotOptions& o) {
     << "set grid\n"
     << "set key top right\n"
     << "set style data lines\n";
+  if (!key_title.empty()) s << "set key title " << gp_quote(key_title) << "\n";
   if (o.log) s << "set logscale y\n";
 
   std::vector<std::string> plots;
   std::size_t points = 0;
-  if (d.summary) {
+  if (grouped) {
+    // Each group its band (semi-transparent, so that overlapping bands stay readable) and its
+    // centre line in its own colour; every band is drawn before the lines, so that no band
+    // covers a line. The line carries the group's legend entry (the band when it has no line).
+    std::vector<std::string> lines;
+    for (std::size_t g = 0; g < d.bands.size(); ++g) {
+      const output::Band& b = d.bands[g];
+      const std::string colour = kGroupColours[g % (sizeof kGroupColours / sizeof *kGroupColours)];
+      const std::string n = std::to_string(g + 1);
+      const std::size_t band_points =
+          d.band_label.empty() ? 0 : band_block(s, "$band" + n, d.t, b, o.log);
+      const std::size_t center_points = line_block(s, "$center" + n, d.t, b.center, o.log);
+      if (band_points > 0)
+        plots.push_back("$band" + n + " using 1:2:3 with filledcurves fillcolor rgb '" + colour +
+                        "' fillstyle transparent solid 0.2 noborder " +
+                        (center_points > 0 ? "notitle" : "title " + gp_quote(b.label)));
+      if (center_points > 0)
+        lines.push_back("$center" + n + " using 1:2 with lines linewidth 2 linecolor rgb '" +
+                        colour + "' title " + gp_quote(b.label));
+      points += band_points + center_points;
+    }
+    plots.insert(plots.end(), lines.begin(), lines.end());
+  } else if (d.summary) {
+    const output::Band& b = d.bands.front();
     if (!d.band_label.empty()) {
-      s << "$band << EOD\n";
-      for (std::size_t i = 0; i < d.t.size(); ++i)
-        if (std::isfinite(d.t[i]) && drawable(d.low[i], o.log) && drawable(d.high[i], o.log)) {
-          s << number_text(d.t[i]) << ' ' << number_text(d.low[i]) << ' ' << number_text(d.high[i])
-            << '\n';
-          ++points;
-        }
-      s << "EOD\n";
+      points = band_block(s, "$band", d.t, b, o.log);
       if (points > 0)
         plots.push_back(
             "$band using 1:2:3 with filledcurves fillcolor rgb '#4477aa' "
             "fillstyle transparent solid 0.25 noborder title " +
             gp_quote(d.band_label));
     }
-    std::size_t center_points = 0;
-    s << "$center << EOD\n";
-    for (std::size_t i = 0; i < d.t.size(); ++i)
-      if (std::isfinite(d.t[i]) && drawable(d.center[i], o.log)) {
-        s << number_text(d.t[i]) << ' ' << number_text(d.center[i]) << '\n';
-        ++center_points;
-      }
-    s << "EOD\n";
+    const std::size_t center_points = line_block(s, "$center", d.t, b.center, o.log);
     if (center_points > 0)
       plots.push_back("$center using 1:2 with lines linewidth 2 linecolor rgb '#1f3f6e' title " +
                       gp_quote(d.center_label));

@@ -2,6 +2,7 @@
 // read (read_result, read.hpp).
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using detail::choose_compartment;
 using detail::ends_with;
+using detail::group_label;
 using detail::number_text;
 using detail::starts_with;
 
@@ -107,17 +109,34 @@ double parse_number(const std::string& field, const std::string& column, int lin
   return v;
 }
 
-// Summary CSV: time, mean_conc_<c>..., p<q>_conc_<c>...
-Curves read_summary_csv(const std::string& path, const std::string& asked) {
+// The number of grouping columns (those before time,mean_conc_...) of a summary by group's
+// header; 0 for any other header.
+std::size_t group_columns_of(const std::vector<std::string>& header) {
+  if (header.empty() || header[0] == "id") return 0;
+  const auto time = std::find(header.begin(), header.end(), "time");
+  if (time == header.end() || time + 1 == header.end() || !starts_with(time[1], "mean_conc_"))
+    return 0;
+  return static_cast<std::size_t>(time - header.begin());
+}
+
+// Summary CSV: [group columns,]time,mean_conc_<c>...,p<q>_conc_<c>... Grouped: each group's rows
+// contiguous, every group with the same times; the first max_groups groups are kept.
+Curves read_summary_csv(const std::string& path, const std::string& asked, int max_groups) {
   CsvReader in(path);
   std::string line;
   if (!in.next(line)) throw InvalidArgument("the file is empty");
   const std::vector<std::string> header = split_csv(line);
   Curves d;
   d.summary = true;
+  const std::size_t time_col = group_columns_of(header);
+  d.group_columns.assign(header.begin(), header.begin() + static_cast<std::ptrdiff_t>(time_col));
+  for (std::size_t i = 0; i < time_col; ++i)
+    if (header[i].empty())
+      throw InvalidArgument("summary column " + std::to_string(i + 1) +
+                            " has no name, but a group column must have one");
   std::map<std::string, std::size_t> mean_col;
   std::map<std::string, std::map<double, std::size_t>> pct_col;  // compartment -> q -> column
-  for (std::size_t i = 1; i < header.size(); ++i) {
+  for (std::size_t i = time_col + 1; i < header.size(); ++i) {
     const std::string& h = header[i];
     if (starts_with(h, "mean_conc_")) {
       const std::string c = h.substr(10);
@@ -138,9 +157,9 @@ Curves read_summary_csv(const std::string& path, const std::string& asked) {
     throw InvalidArgument("summary column " + std::to_string(i + 1) + " is \"" + h +
                           "\", but must be mean_conc_<compartment> or p<q>_conc_<compartment>");
   }
-  if (header[0] != "time" || mean_col.empty())
+  if (header[time_col] != "time" || mean_col.empty())
     throw InvalidArgument("the header starts \"" + line.substr(0, 40) +
-                          "\", but a summary must start with time,mean_conc_");
+                          "\", but a summary must start with [group columns,]time,mean_conc_");
   d.compartment = choose_compartment(d.compartments, asked);
   const std::map<double, std::size_t>& pcts = pct_col[d.compartment];
   std::size_t center = mean_col[d.compartment];
@@ -156,16 +175,68 @@ Curves read_summary_csv(const std::string& path, const std::string& asked) {
     d.band_label =
         "percentiles " + number_text(pcts.begin()->first) + "-" + number_text(pcts.rbegin()->first);
   }
+  std::vector<double> key(time_col), first_key;
+  std::map<std::vector<double>, int> started;  // group -> the line of its first row
+  std::size_t times = 0;                       // rows of the current group so far
+  // A group that ends must have had as many times as the first.
+  const auto end_group = [&] {
+    if (d.groups > 1 && times != d.t.size())
+      throw InvalidArgument("group " + group_label(d.group_columns, key) + " (from line " +
+                            std::to_string(started[key]) + ") has " + std::to_string(times) +
+                            " times, but group " + group_label(d.group_columns, first_key) +
+                            " has " + std::to_string(d.t.size()) +
+                            "; every group must have the same times");
+  };
   std::vector<std::string> f;
   while (in.next_row(f, header.size())) {
-    d.t.push_back(parse_number(f[0], "time", in.line_no()));
-    d.center.push_back(parse_number(f[center], header[center], in.line_no()));
-    if (!d.band_label.empty()) {
-      d.low.push_back(parse_number(f[lo], header[lo], in.line_no()));
-      d.high.push_back(parse_number(f[hi], header[hi], in.line_no()));
+    std::vector<double> row_key(time_col);
+    for (std::size_t j = 0; j < time_col; ++j) {
+      row_key[j] = parse_number(f[j], header[j], in.line_no());
+      if (!std::isfinite(row_key[j]))
+        throw InvalidArgument("line " + std::to_string(in.line_no()) + ": column " + header[j] +
+                              " is \"" + f[j] + "\", but a group's value must be a finite number");
+    }
+    if (d.groups == 0 || row_key != key) {
+      if (d.groups > 0) end_group();
+      const auto [it, fresh] = started.emplace(row_key, in.line_no());
+      if (!fresh)
+        throw InvalidArgument("line " + std::to_string(in.line_no()) + ": group " +
+                              group_label(d.group_columns, row_key) + " started on line " +
+                              std::to_string(it->second) +
+                              " and other groups came between, but the rows of a group must be "
+                              "contiguous");
+      key = row_key;
+      if (d.groups == 0) first_key = key;
+      ++d.groups;
+      times = 0;
+      if (d.groups <= max_groups)
+        d.bands.push_back(Band{group_label(d.group_columns, key), key, {}, {}, {}});
+    }
+    const double t = parse_number(f[time_col], "time", in.line_no());
+    if (d.groups == 1) {
+      d.t.push_back(t);
+    } else if (times >= d.t.size() || t != d.t[times]) {
+      const std::string first = "group " + group_label(d.group_columns, first_key);
+      throw InvalidArgument(
+          "line " + std::to_string(in.line_no()) + ": group " + group_label(d.group_columns, key) +
+          (times >= d.t.size()
+               ? " has more than the " + std::to_string(d.t.size()) + " times of " + first
+               : " has time " + number_text(t) + " where " + first + " has " +
+                     number_text(d.t[times])) +
+          "; every group must have the same times");
+    }
+    ++times;
+    if (d.groups <= max_groups) {
+      Band& b = d.bands.back();
+      b.center.push_back(parse_number(f[center], header[center], in.line_no()));
+      if (!d.band_label.empty()) {
+        b.low.push_back(parse_number(f[lo], header[lo], in.line_no()));
+        b.high.push_back(parse_number(f[hi], header[hi], in.line_no()));
+      }
     }
   }
-  if (d.t.empty()) throw InvalidArgument("the summary has no data rows");
+  if (d.groups == 0) throw InvalidArgument("the summary has no data rows");
+  end_group();
   return d;
 }
 
@@ -222,21 +293,33 @@ std::string choose_compartment(const std::vector<std::string>& available,
   return available.front();
 }
 
+std::string group_label(const std::vector<std::string>& columns,
+                        const std::vector<double>& values) {
+  std::string label;
+  for (std::size_t i = 0; i < columns.size() && i < values.size(); ++i)
+    label += (i ? ", " : "") + columns[i] + (columns[i] == "replicate" ? " " : " = ") +
+             number_text(values[i]);
+  return label;
+}
+
 }  // namespace detail
 
-Curves read_result(const std::string& path, const std::string& compartment, int max_subjects) {
+Curves read_result(const std::string& path, const std::string& compartment, int max_subjects,
+                   int max_groups) {
+  max_groups = std::max(max_groups, 1);  // a summary always has something to draw
   if (ends_with(path, ".h5") || ends_with(path, ".hdf5"))
-    return detail::read_h5(path, compartment, max_subjects);
+    return detail::read_h5(path, compartment, max_subjects, max_groups);
   std::string first;
   {
     CsvReader in(path);
     if (!in.next(first)) throw InvalidArgument("the file is empty");
   }
-  if (starts_with(first, "time,")) return read_summary_csv(path, compartment);
+  if (starts_with(first, "time,") || group_columns_of(split_csv(first)) > 0)
+    return read_summary_csv(path, compartment, max_groups);
   if (!starts_with(first, "id,time,"))
     throw InvalidArgument("the header starts \"" + first.substr(0, 40) +
                           "\", but a pkscan result starts with id,time, (trajectories) or "
-                          "time,mean_conc_ (summary)");
+                          "[group columns,]time,mean_conc_ (summary)");
   // A population run's summary next to its trajectories is read instead of the subjects. Every
   // run commits its files as one unit and removes the companions it does not write, so a
   // summary there belongs to the same run, unless a commit was cut short (SIGKILL, an I/O
@@ -248,7 +331,7 @@ Curves read_result(const std::string& path, const std::string& compartment, int 
   const bool interrupted = fs::exists(commit_journal_path(path), ec);
   if (!interrupted && fs::is_regular_file(summary, ec)) {
     try {
-      return read_summary_csv(summary, compartment);
+      return read_summary_csv(summary, compartment, max_groups);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(summary + ": " + e.what());
     }

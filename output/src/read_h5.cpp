@@ -42,22 +42,30 @@ std::vector<hsize_t> dims_of(hid_t dset, const std::string& name) {
   return dims;
 }
 
-void expect_dims(const std::vector<hsize_t>& dims, const std::vector<hsize_t>& want,
-                 const std::string& name) {
-  if (dims != want) {
-    std::string d, w;
-    for (hsize_t x : dims) d += (d.empty() ? "" : " x ") + std::to_string(x);
-    for (hsize_t x : want) w += (w.empty() ? "" : " x ") + std::to_string(x);
-    throw InvalidArgument("HDF5 dataset " + name + " has shape " + (d.empty() ? "()" : d) +
-                          ", but must have " + w);
-  }
+// "3 x 25 x 3"; "()" for a scalar.
+std::string shape_text(const std::vector<hsize_t>& dims) {
+  std::string s;
+  for (hsize_t x : dims) s += (s.empty() ? "" : " x ") + std::to_string(x);
+  return s.empty() ? "()" : s;
 }
 
-// Reads a whole dataset as doubles (HDF5 converts float32).
-std::vector<double> read_doubles(hid_t file, const std::string& name) {
+// `why`: what the wanted shape is made of, appended in parentheses.
+void expect_dims(const std::vector<hsize_t>& dims, const std::vector<hsize_t>& want,
+                 const std::string& name, const std::string& why = "") {
+  if (dims != want)
+    throw InvalidArgument("HDF5 dataset " + name + " has shape " + shape_text(dims) +
+                          ", but must have " + shape_text(want) +
+                          (why.empty() ? "" : " (" + why + ")"));
+}
+
+// Reads a whole dataset as doubles (HDF5 converts float32); its shape into `dims` when given.
+std::vector<double> read_doubles(hid_t file, const std::string& name,
+                                 std::vector<hsize_t>* dims = nullptr) {
   const Id d = readable(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, name);
+  const std::vector<hsize_t> shape = dims_of(d.get(), name);
+  if (dims != nullptr) *dims = shape;
   std::size_t n = 1;
-  for (hsize_t x : dims_of(d.get(), name)) n *= static_cast<std::size_t>(x);
+  for (hsize_t x : shape) n *= static_cast<std::size_t>(x);
   std::vector<double> v(n);
   if (n > 0 && H5Dread(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
     unreadable(name);
@@ -87,7 +95,8 @@ std::vector<std::string> read_strings_attribute(hid_t loc, const char* name) {
 
 }  // namespace
 
-Curves read_h5(const std::string& path, const std::string& asked, int max_subjects) {
+Curves read_h5(const std::string& path, const std::string& asked, int max_subjects,
+               int max_groups) {
   const QuietHdf5 quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     if (::access(path.c_str(), R_OK) != 0)
@@ -108,14 +117,46 @@ Curves read_h5(const std::string& path, const std::string& asked, int max_subjec
   if (H5Lexists(file.get(), "summary", H5P_DEFAULT) > 0) {
     d.summary = true;
     d.t = time;
+    std::vector<hsize_t> mean_dims, quant_dims, count_dims;
     const std::vector<double> pct = read_doubles(file.get(), "summary/percentiles");
-    const std::vector<double> mean = read_doubles(file.get(), "summary/mean");
-    const std::vector<double> quant = read_doubles(file.get(), "summary/quantiles");
-    const std::vector<double> count = read_doubles(file.get(), "summary/count");
+    const std::vector<double> mean = read_doubles(file.get(), "summary/mean", &mean_dims);
+    const std::vector<double> quant = read_doubles(file.get(), "summary/quantiles", &quant_dims);
+    const std::vector<double> count = read_doubles(file.get(), "summary/count", &count_dims);
     const hsize_t nq = pct.size();
-    if (mean.size() != nt * nc || quant.size() != nt * nc * nq)
-      throw InvalidArgument("HDF5 /summary does not match /time and the compartments");
-    if (count.size() == 1) d.count = static_cast<std::int64_t>(count[0]);
+    // A summary by group: /summary/groups (G, K) holds each group's values of the K columns
+    // named by its attribute, and every other dataset has a leading group axis.
+    const bool grouped = H5Lexists(file.get(), "summary/groups", H5P_DEFAULT) > 0;
+    hsize_t ng = 1;
+    std::vector<double> values;
+    if (grouped) {
+      std::vector<hsize_t> dims;
+      values = read_doubles(file.get(), "summary/groups", &dims);
+      {
+        const Id groups = readable(H5Dopen2(file.get(), "summary/groups", H5P_DEFAULT), H5Dclose,
+                                   "/summary/groups");
+        d.group_columns = read_strings_attribute(groups.get(), "columns");
+      }
+      const hsize_t k = d.group_columns.size();
+      if (k == 0)
+        throw InvalidArgument("HDF5 attribute columns of /summary/groups names no column");
+      if (dims.size() != 2 || dims[0] == 0 || dims[1] != k)
+        throw InvalidArgument("HDF5 dataset /summary/groups has shape " + shape_text(dims) +
+                              ", but must have G x " + std::to_string(k) +
+                              " (G >= 1 groups x the columns its attribute columns names)");
+      ng = dims[0];
+      const std::string why =
+          "the " + std::to_string(ng) + " groups of /summary/groups x times x compartments";
+      expect_dims(mean_dims, {ng, nt, nc}, "/summary/mean", why);
+      expect_dims(quant_dims, {ng, nt, nc, nq}, "/summary/quantiles", why + " x percentiles");
+      expect_dims(count_dims, {ng}, "/summary/count",
+                  "the " + std::to_string(ng) + " groups of /summary/groups");
+      d.count = 0;
+      for (double n : count) d.count += static_cast<std::int64_t>(n);
+    } else {
+      if (mean.size() != nt * nc || quant.size() != nt * nc * nq)
+        throw InvalidArgument("HDF5 /summary does not match /time and the compartments");
+      if (count.size() == 1) d.count = static_cast<std::int64_t>(count[0]);
+    }
     std::size_t center = nq, lo = nq, hi = nq;  // nq = none
     for (std::size_t q = 0; q < nq; ++q) {
       if (pct[q] == 50.0) center = q;
@@ -125,14 +166,25 @@ Curves read_h5(const std::string& path, const std::string& asked, int max_subjec
     d.center_label = center < nq ? "median" : "mean";
     const bool band = nq >= 2 && pct[lo] < pct[hi];
     if (band) d.band_label = "percentiles " + number_text(pct[lo]) + "-" + number_text(pct[hi]);
-    for (hsize_t t = 0; t < nt; ++t) {
-      const std::size_t base = static_cast<std::size_t>((t * nc + c) * nq);
-      d.center.push_back(center < nq ? quant[base + center]
-                                     : mean[static_cast<std::size_t>(t * nc + c)]);
-      if (band) {
-        d.low.push_back(quant[base + lo]);
-        d.high.push_back(quant[base + hi]);
+    d.groups = static_cast<std::int64_t>(ng);
+    const hsize_t kept = std::min<hsize_t>(ng, static_cast<hsize_t>(max_groups));
+    const std::size_t k = d.group_columns.size();
+    for (hsize_t g = 0; g < kept; ++g) {
+      Band b;
+      if (grouped) {
+        b.values.assign(values.begin() + static_cast<std::ptrdiff_t>(g * k),
+                        values.begin() + static_cast<std::ptrdiff_t>((g + 1) * k));
+        b.label = group_label(d.group_columns, b.values);
       }
+      for (hsize_t t = 0; t < nt; ++t) {
+        const std::size_t at = static_cast<std::size_t>((g * nt + t) * nc + c);
+        b.center.push_back(center < nq ? quant[at * nq + center] : mean[at]);
+        if (band) {
+          b.low.push_back(quant[at * nq + lo]);
+          b.high.push_back(quant[at * nq + hi]);
+        }
+      }
+      d.bands.push_back(std::move(b));
     }
     return d;
   }

@@ -11,7 +11,11 @@ namespace pkscan::output::detail {
 // @throws InvalidArgument when the result has none or `asked` is not one of them
 std::string choose_compartment(const std::vector<std::string>& available, const std::string& asked);
 
-// An HDF5 result: its summary when it has one, else the first max_subjects subjects.
-Curves read_h5(const std::string& path, const std::string& asked, int max_subjects);
+// The label of a summary group: "ka = 0.5", "replicate 2, ka = 1" (one value per column).
+std::string group_label(const std::vector<std::string>& columns, const std::vector<double>& values);
+
+// An HDF5 result: its summary when it has one (of a summary by group, the first max_groups
+// groups), else the first max_subjects subjects.
+Curves read_h5(const std::string& path, const std::string& asked, int max_subjects, int max_groups);
 
 }  // namespace pkscan::output::detail

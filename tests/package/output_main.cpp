@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     sink->commit();
     int mismatches = 0;
     for (const char* file : {"/result.csv", "/result.h5"}) {
-      const pkscan::output::Curves c = pkscan::output::read_result(dir + file, "", 10);
+      const pkscan::output::Curves c = pkscan::output::read_result(dir + file, "", 10, 10);
       if (c.compartment != "central" || c.total != 2 || c.subjects.size() != 2) ++mismatches;
       for (std::size_t s = 0; s < c.subjects.size(); ++s)
         for (std::size_t i = 0; i < c.subjects[s].y.size(); ++i)
