@@ -118,11 +118,11 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
     }
   }
   if (auto it = top.find("output"); it != top.end()) {
-    auto out =
-        L.entries(it->second.value, "output", {"path", "times", "trajectories", "summaries"});
+    auto out = L.entries(it->second.value, "output",
+                         {"path", "times", "trajectories", "summaries", "parameters"});
     spec.output_line = it->second.key.Mark().line + 1;
     spec.output_column = it->second.key.Mark().column + 1;
-    for (const char* key : {"times", "trajectories", "summaries"})
+    for (const char* key : {"times", "trajectories", "summaries", "parameters"})
       if (auto t = out.find(key); t != out.end())
         L.fail(t->second.key, "output." + std::string(key) +
                                   " is not used with subjects.dataset (the result is one row per "

@@ -90,10 +90,10 @@ void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fi
   const double t_end = p.grid.time(p.grid.steps);
   // `output` may be left out when the path comes from --output (times then default to all).
   const auto output = top.find("output");
-  const Loader::Entries out = output == top.end()
-                                  ? Loader::Entries()
-                                  : L.entries(output->second.value, "output",
-                                              {"path", "times", "trajectories", "summaries"});
+  const Loader::Entries out =
+      output == top.end() ? Loader::Entries()
+                          : L.entries(output->second.value, "output",
+                                      {"path", "times", "trajectories", "summaries", "parameters"});
   if (output != top.end()) {
     spec.output_line = output->second.key.Mark().line + 1;
     spec.output_column = output->second.key.Mark().column + 1;
@@ -150,6 +150,12 @@ void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fi
       L.fail(v, "output.trajectories must be true or false");
     spec.stream.trajectories = v.Scalar() == "true";
     if (!spec.stream.trajectories) spec.stream.summaries = true;  // something must be written
+  }
+  if (auto it = out.find("parameters"); it != out.end()) {
+    const YAML::Node& v = it->second.value;
+    if (!v.IsScalar() || v.Tag() == "!" || (v.Scalar() != "true" && v.Scalar() != "false"))
+      L.fail(v, "output.parameters must be true or false");
+    spec.stream.parameters = v.Scalar() == "true";
   }
   if (auto it = out.find("summaries"); it != out.end()) {
     parse_summaries(L, it->second.value, spec.stream, fields);

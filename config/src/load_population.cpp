@@ -95,8 +95,9 @@ void parse_population(const Loader& L, const YAML::Node& node,
                       const std::shared_ptr<const ModelInfo>& model_ptr, RunSpec& spec,
                       FieldTable& fields) {
   const ModelInfo& model = *model_ptr;
-  auto pop_keys = L.entries(node, "subjects.population",
-                            {"count", "seed", "replicates", "typical", "iiv", "covariates"});
+  auto pop_keys = L.entries(
+      node, "subjects.population",
+      {"count", "seed", "replicates", "typical", "iiv", "covariates", "residual", "lloq"});
   const std::string ctx = "subjects.population";
   auto need = [&](const std::string& k) -> const Loader::Entry& {
     auto it = pop_keys.find(k);
@@ -111,6 +112,40 @@ void parse_population(const Loader& L, const YAML::Node& node,
   PopulationSpec& pop = spec.population.emplace(model_ptr, count, seed);
   if (auto it = pop_keys.find("replicates"); it != pop_keys.end())
     spec.replicates = L.integer(it->second.value, ctx + ".replicates", 1, 1'000'000);
+  // Residual error: standard deviations, or NONMEM's $SIGMA variances with `variances: true`.
+  if (auto it = pop_keys.find("residual"); it != pop_keys.end()) {
+    const YAML::Node& rn = it->second.value;
+    const std::string rctx = ctx + ".residual";
+    auto r = L.entries(rn, rctx, {"additive", "proportional", "exponential", "variances"});
+    bool variances = false;
+    if (auto v = r.find("variances"); v != r.end()) {
+      const YAML::Node& b = v->second.value;
+      if (!b.IsScalar() || b.Tag() == "!" || (b.Scalar() != "true" && b.Scalar() != "false"))
+        L.fail(b, rctx + ".variances must be true or false");
+      variances = b.Scalar() == "true";
+    }
+    ResidualError e;
+    bool any = false;
+    for (auto [key, sd] : {std::pair<const char*, double*>{"additive", &e.additive},
+                           {"proportional", &e.proportional},
+                           {"exponential", &e.exponential}}) {
+      auto v = r.find(key);
+      if (v == r.end()) continue;
+      const std::string what = rctx + "." + key;
+      const double x = L.finite(v->second.value, what, "finite and >= 0", false);
+      *sd = variances ? std::sqrt(x) : x;
+      any = true;
+      fields.emplace(std::string("residual.") + key, Located{v->second.value, what, false});
+    }
+    if (!any)
+      L.fail(rn, rctx + " needs additive, proportional or exponential (standard deviations)");
+    fields.emplace("residual", Located{it->second.key, rctx, false});
+    spec.residual = e;
+  }
+  if (auto it = pop_keys.find("lloq"); it != pop_keys.end()) {
+    spec.lloq = L.finite(it->second.value, ctx + ".lloq", "finite and >= 0", false);
+    fields.emplace("lloq", Located{it->second.value, ctx + ".lloq", false});
+  }
 
   // typical values
   const YAML::Node& tn = need("typical").value;

@@ -19,11 +19,14 @@ PopulationRun population_parts(const RunSpec& spec) {
   run.options = spec.options;
   run.population = spec.population;
   run.replicates = spec.replicates;
+  run.residual = spec.residual;
+  run.lloq = spec.lloq;
   run.sweep = spec.sweep;
   run.trajectories = spec.stream.trajectories;
   run.summaries = spec.stream.summaries;
   run.percentiles = spec.stream.percentiles;
   run.summary_by = spec.stream.by;
+  run.parameter_table = spec.stream.parameters.value_or(spec.population.has_value());
   run.run_text = spec.text;
   run.run_file = spec.file;
   return run;

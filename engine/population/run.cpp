@@ -8,6 +8,7 @@
 #include <pkscan/population.hpp>
 #include <pkscan/population_run.hpp>
 #include <pkscan/summary.hpp>
+#include <pkscan/threads.hpp>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,42 @@ void check_run(const PopulationRun& run) {
                           format_value(v), parameter_rule(pi.role));
     }
   }
+  if (run.residual) {
+    const ResidualError& e = *run.residual;
+    const std::pair<const char*, double> sds[] = {
+        {"additive", e.additive}, {"proportional", e.proportional}, {"exponential", e.exponential}};
+    for (const auto& [name, sd] : sds)
+      if (!(std::isfinite(sd) && sd >= 0.0))
+        throw DomainError("run_population: the residual error's " + std::string(name) +
+                              " standard deviation is " + format_value(sd) +
+                              ", but must be finite and >= 0",
+                          std::string("residual.") + name, format_value(sd), "finite and >= 0");
+    if (e.exponential > 0.0 && (e.additive > 0.0 || e.proportional > 0.0))
+      throw InvalidArgument(
+          "run_population: an exponential residual error cannot be combined with an additive "
+          "or proportional one",
+          "residual.exponential", format_value(e.exponential), "");
+    if (!run.population)
+      throw InvalidArgument(
+          "run_population: a residual error needs a population (its draws come from its seed)",
+          "residual", "", "");
+    if (!run.trajectories)
+      throw InvalidArgument(
+          "run_population: a residual error needs trajectories (each row's observations are "
+          "written with them)",
+          "residual", "", "");
+  }
+  if (!std::isnan(run.lloq)) {
+    if (!run.residual)
+      throw InvalidArgument(
+          "run_population: lloq needs a residual error (BLQ flags the simulated "
+          "observations)",
+          "lloq", format_value(run.lloq), "");
+    if (!(std::isfinite(run.lloq) && run.lloq >= 0.0))
+      throw DomainError(
+          "run_population: lloq is " + format_value(run.lloq) + ", but must be finite and >= 0",
+          "lloq", format_value(run.lloq), "finite and >= 0");
+  }
   if (run.summaries) {
     const long double need = population_summary_bytes(run);
     const std::uint64_t limit = result_byte_limit(run.options);
@@ -284,11 +321,84 @@ RunLayout population_layout(const PopulationRun& run) {
     layout.summary_columns = groups.columns(model);
     layout.summary_groups = groups.total();
   }
+  if (run.population)
+    for (int c : run.population->iiv)
+      layout.eta_columns.push_back("eta_" + model.parameters[static_cast<std::size_t>(c)].name);
+  if (run.parameter_table) {
+    // The columns the run gives: a typical value or the subjects' values (a column the run does
+    // not give is NaN for every row), and the swept ones.
+    const double* given = run.population                   ? run.population->typical.data()
+                          : base.parameters.subjects() > 0 ? base.parameters.row(0)
+                                                           : nullptr;
+    for (int c = 0; c < static_cast<int>(model.parameters.size()); ++c) {
+      const auto& sc = run.sweep.columns;
+      if ((given != nullptr && !std::isnan(given[c])) ||
+          std::find(sc.begin(), sc.end(), c) != sc.end())
+        layout.parameter_table.push_back(c);
+    }
+  }
+  layout.observations = run.residual.has_value();
+  layout.blq = run.residual.has_value() && !std::isnan(run.lloq);
   layout.trajectories = run.trajectories;
   layout.run_text = run.run_text;
   layout.run_file = run.run_file;
   return layout;
 }
+
+namespace {
+
+// IPRED (the observed compartment's concentration, float64) and DV with the run's residual
+// error for rows [first, first + n) of a chunk, and BLQ flags with an LLOQ.
+template <class Real>
+void observe_rows(const PopulationRun& run, const RunLayout& layout, const SimulationResult& r,
+                  const Array<Real>& amounts, std::int64_t first, std::int64_t per_rep,
+                  std::int64_t n_base, double* ipred, double* dv, std::int8_t* blq) {
+  const ResidualError& e = *run.residual;
+  const std::int64_t nt = r.times();
+  const int nc = r.compartments();
+  const int obs = layout.model->default_observation_compartment;
+  const std::uint64_t seed = run.population->seed;
+  const bool flag = layout.blq;
+  const std::int64_t n = r.subjects();
+#pragma omp parallel num_threads(resolve_threads(run.options.threads))
+  {
+    std::vector<double> z(static_cast<std::size_t>(2 * nt));
+#pragma omp for schedule(static)
+    for (std::int64_t s = 0; s < n; ++s) {
+      const std::int64_t row = first + s;
+      residual_normals(seed, row / per_rep, row % n_base, 2 * nt, z.data());
+      const double v = r.volume(s, obs);
+      for (std::int64_t t = 0; t < nt; ++t) {
+        const std::size_t k = static_cast<std::size_t>(s * nt + t);
+        const double c = static_cast<double>(amounts.data()[(s * nt + t) * nc + obs]) / v;
+        const double e1 = z[static_cast<std::size_t>(2 * t)];
+        const double e2 = z[static_cast<std::size_t>(2 * t + 1)];
+        const double y = e.exponential > 0.0 ? c * std::exp(e.exponential * e1)
+                                             : c * (1.0 + e.proportional * e1) + e.additive * e2;
+        ipred[k] = c;
+        dv[k] = y;
+        if (flag) blq[k] = y < run.lloq ? 1 : 0;
+      }
+    }
+  }
+}
+
+void observe(const PopulationRun& run, const RunLayout& layout, const SimulationResult& r,
+             std::int64_t first, std::int64_t n, std::int64_t per_rep, std::int64_t n_base,
+             std::vector<double>& ipred, std::vector<double>& dv, std::vector<std::int8_t>& blq) {
+  const auto values = static_cast<std::size_t>(n * r.times());
+  ipred.resize(values);
+  dv.resize(values);
+  blq.resize(layout.blq ? values : 0);
+  if (r.precision() == Precision::Float64)
+    observe_rows(run, layout, r, r.amounts_f64(), first, per_rep, n_base, ipred.data(), dv.data(),
+                 blq.data());
+  else
+    observe_rows(run, layout, r, r.amounts_f32(), first, per_rep, n_base, ipred.data(), dv.data(),
+                 blq.data());
+}
+
+}  // namespace
 
 PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
                                    const PopulationRunOptions& options) {
@@ -348,6 +458,10 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   std::vector<std::int64_t> ids;
   std::vector<double> extra;
   std::vector<double> metrics;
+  std::vector<double> etas;
+  const int n_etas = static_cast<int>(layout.eta_columns.size());
+  std::vector<double> ipred, dv;
+  std::vector<std::int8_t> blq;
   PopulationRunReport report;
   // Sweep index -> value of each swept parameter (first parameter slowest).
   auto sweep_value = [&](std::int64_t point, std::size_t k) {
@@ -370,6 +484,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     double* rows = problem.parameters.mutable_values();  // n x n_params, filled below
     ids.resize(static_cast<std::size_t>(n));
     extra.resize(static_cast<std::size_t>(n * n_extra));
+    etas.resize(static_cast<std::size_t>(n * n_etas));
     // Fill the chunk segment by segment: a segment is a run of rows with the same replicate
     // and sweep point, i.e. consecutive subjects of the base population.
     std::int64_t r = first;
@@ -380,7 +495,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
       const std::int64_t len = std::min(first + n - r, n_base - subj);
       double* out = rows + (r - first) * n_params;
       if (sampler) {
-        sampler->sample(rep, subj, len, out);
+        sampler->sample(rep, subj, len, out, n_etas ? etas.data() + (r - first) * n_etas : nullptr);
       } else {
         for (std::int64_t i = 0; i < len; ++i)
           std::copy_n(base.parameters.row(subj + i), n_params, out + i * n_params);
@@ -433,6 +548,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     } else {
       engine.simulate_into(problem, sim, result);
     }
+    if (spec.residual) observe(spec, layout, result, first, n, per_rep, n_base, ipred, dv, blq);
     Chunk c;
     c.first = first;
     c.result = &result;
@@ -440,6 +556,12 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     c.extra = n_extra ? extra.data() : nullptr;
     c.parameters = rows;
     c.metrics = spec.summaries ? metrics.data() : nullptr;
+    c.etas = n_etas ? etas.data() : nullptr;
+    if (layout.observations) {
+      c.ipred = ipred.data();
+      c.dv = dv.data();
+    }
+    if (layout.blq) c.blq = blq.data();
     sink.write(c);
     // A replicate's groups are complete after its last row.
     if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {

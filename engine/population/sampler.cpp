@@ -90,6 +90,20 @@ void normals(Xoshiro256& g, int n, double* z) noexcept {
   }
 }
 
+}  // namespace
+
+void residual_normals(std::uint64_t seed, std::int64_t replicate, std::int64_t subject,
+                      std::int64_t n, double* z) noexcept {
+  // Another round over the subject's key: a stream of its own, unrelated to the etas'.
+  Xoshiro256 g(mix64(subject_key(seed, static_cast<std::uint64_t>(replicate),
+                                 static_cast<std::uint64_t>(subject)) ^
+                     0x510E527FADE682D1ull));
+  for (std::int64_t i = 0; i < n; i += 2)
+    normals(g, static_cast<int>(std::min<std::int64_t>(2, n - i)), z + i);
+}
+
+namespace {
+
 std::string name_of(const ModelInfo& m, int column) {
   return m.parameters[static_cast<std::size_t>(column)].name;
 }

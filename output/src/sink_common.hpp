@@ -29,6 +29,11 @@ inline void check_layout(const RunLayout& layout, const std::string& where) {
                           std::to_string(layout.summary_groups) +
                           ", but must be >= " + (layout.summary_columns.empty() ? "0" : "1") +
                           (layout.summary_columns.empty() ? "" : " (summary_columns are given)"));
+  for (int c : layout.parameter_table)
+    if (c < 0 || c >= static_cast<int>(layout.model->parameters.size()))
+      throw InvalidArgument(where + ": layout.parameter_table holds column " + std::to_string(c) +
+                            ", but the model has " +
+                            std::to_string(layout.model->parameters.size()) + " parameters");
   const int n = static_cast<int>(layout.model->compartments.size());
   if (!layout.metric_names.empty() &&
       (layout.metric_compartment < 0 || layout.metric_compartment >= n))
@@ -62,6 +67,17 @@ inline void check_chunk(const RunLayout& layout, std::int64_t written, const Chu
   if (r.subjects() > 0 && !layout.extra_columns.empty() && chunk.extra == nullptr)
     throw InvalidArgument(where + ": chunk.extra is null, but layout.extra_columns has " +
                           std::to_string(layout.extra_columns.size()) + " columns");
+  if (r.subjects() > 0 && layout.observations && (chunk.ipred == nullptr || chunk.dv == nullptr))
+    throw InvalidArgument(where + ": chunk.ipred or chunk.dv is null, but layout.observations "
+                                  "is set");
+  if (r.subjects() > 0 && layout.blq && chunk.blq == nullptr)
+    throw InvalidArgument(where + ": chunk.blq is null, but layout.blq is set");
+  if (r.subjects() > 0 && !layout.eta_columns.empty() && chunk.etas == nullptr)
+    throw InvalidArgument(where + ": chunk.etas is null, but layout.eta_columns has " +
+                          std::to_string(layout.eta_columns.size()) + " names");
+  if (r.subjects() > 0 && !layout.parameter_table.empty() && chunk.parameters == nullptr)
+    throw InvalidArgument(where + ": chunk.parameters is null, but layout.parameter_table has " +
+                          std::to_string(layout.parameter_table.size()) + " columns");
   if (r.subjects() > 0 && !layout.metric_names.empty() && chunk.metrics == nullptr)
     throw InvalidArgument(where + ": chunk.metrics is null, but layout.metric_names has " +
                           std::to_string(layout.metric_names.size()) + " names");

@@ -46,6 +46,8 @@ class CsvSink final : public ResultSink {
       for (const std::string& c : layout_.model->compartments) header += ",amount_" + c;
       for (const std::string& c : layout_.model->compartments) header += ",conc_" + c;
       for (const std::string& e : layout_.extra_columns) header += "," + e;
+      if (layout_.observations) header += ",ipred,dv";
+      if (layout_.blq) header += ",blq";
       header += '\n';
       trajectories_->write(header.data(), header.size());
     }
@@ -61,8 +63,26 @@ class CsvSink final : public ResultSink {
       header += '\n';
       metrics_->write(header.data(), header.size());
     }
-    const std::size_t numbers =
-        2 + 2 * static_cast<std::size_t>(compartments_) + extras + layout_.metric_names.size();
+    if (layout_.parameter_table.empty()) {
+      unit_.remove_on_commit(stem + ".parameters.csv");
+    } else {
+      parameters_ = &unit_.add(stem + ".parameters.csv");
+      std::vector<std::string> names;
+      for (int c : layout_.parameter_table)
+        names.push_back(layout_.model->parameters[static_cast<std::size_t>(c)].name);
+      // A swept parameter's column holds the subject's value: its sweep point's value (an extra
+      // column of the same name) is `sweep_<name>` here.
+      std::string header = "id";
+      for (const std::string& e : layout_.extra_columns)
+        header += (std::find(names.begin(), names.end(), e) != names.end() ? ",sweep_" : ",") + e;
+      for (const std::string& name : names) header += "," + name;
+      for (const std::string& e : layout_.eta_columns) header += "," + e;
+      header += '\n';
+      parameters_->write(header.data(), header.size());
+    }
+    const std::size_t numbers = std::max(
+        5 + 2 * static_cast<std::size_t>(compartments_) + extras + layout_.metric_names.size(),
+        1 + extras + layout_.parameter_table.size() + layout_.eta_columns.size());
     line_.resize(numbers * (detail::kMaxNumberChars + 1) + 2);
     buffers_.resize(static_cast<std::size_t>(resolve_threads(layout_.threads)));
   }
@@ -75,7 +95,19 @@ class CsvSink final : public ResultSink {
       else
         write_trajectories(chunk, chunk.result->amounts_f32());
     }
-    if (metrics_) write_metrics(chunk);
+    const std::size_t metrics = layout_.metric_names.size();
+    if (metrics_)
+      write_table(chunk, *metrics_, metrics,
+                  [&](std::size_t s, std::size_t j) { return chunk.metrics[s * metrics + j]; });
+    if (parameters_) {
+      const std::size_t np = layout_.model->parameters.size();
+      const std::vector<int>& cols = layout_.parameter_table;
+      const std::size_t ne = layout_.eta_columns.size();
+      write_table(chunk, *parameters_, cols.size() + ne, [&](std::size_t s, std::size_t j) {
+        return j < cols.size() ? chunk.parameters[s * np + static_cast<std::size_t>(cols[j])]
+                               : chunk.etas[s * ne + (j - cols.size())];
+      });
+    }
     protocol_.end_write(chunk.result->subjects());
   }
 
@@ -164,18 +196,29 @@ class CsvSink final : public ResultSink {
           *p++ = ',';
           p = put(p, end, extra[e]);
         }
+        if (chunk.ipred != nullptr) {
+          const std::size_t k = static_cast<std::size_t>(s * times + t);
+          *p++ = ',';
+          p = put(p, end, chunk.ipred[k]);
+          *p++ = ',';
+          p = put(p, end, chunk.dv[k]);
+          if (chunk.blq != nullptr) {
+            *p++ = ',';
+            *p++ = chunk.blq[k] != 0 ? '1' : '0';
+          }
+        }
         *p++ = '\n';
         trajectories_->write(line, static_cast<std::size_t>(p - line));
       }
     }
   }
 
-  // The chunk's metric lines, formatted in parallel (contiguous ranges of subjects, one buffer
-  // per range, sized beforehand so that nothing in the parallel region can throw) and written
-  // in subject order.
-  void write_metrics(const Chunk& chunk) {
+  // The chunk's lines of a per-row table (id, extra columns, then `columns` values value(s, j)),
+  // formatted in parallel (contiguous ranges of subjects, one buffer per range, sized
+  // beforehand so that nothing in the parallel region can throw) and written in subject order.
+  template <class Value>
+  void write_table(const Chunk& chunk, AtomicFile& file, std::size_t columns, Value value) {
     const std::size_t extras = layout_.extra_columns.size();
-    const std::size_t metrics = layout_.metric_names.size();
     const std::int64_t n = chunk.result->subjects();
     const std::size_t room = line_.size();  // enough for any one line
     const int parts = n > 1024 ? static_cast<int>(buffers_.size()) : 1;
@@ -197,17 +240,16 @@ class CsvSink final : public ResultSink {
           *p++ = ',';
           p = put(p, end, chunk.extra[us * extras + e]);
         }
-        for (std::size_t m = 0; m < metrics; ++m) {
+        for (std::size_t j = 0; j < columns; ++j) {
           *p++ = ',';
-          p = put(p, end, chunk.metrics[us * metrics + m]);
+          p = put(p, end, value(us, j));
         }
         *p++ = '\n';
       }
       used[static_cast<std::size_t>(k)] = static_cast<std::size_t>(p - begin);
     }
     for (int k = 0; k < parts; ++k)
-      metrics_->write(buffers_[static_cast<std::size_t>(k)].data(),
-                      used[static_cast<std::size_t>(k)]);
+      file.write(buffers_[static_cast<std::size_t>(k)].data(), used[static_cast<std::size_t>(k)]);
   }
 
   RunLayout layout_;
@@ -216,8 +258,9 @@ class CsvSink final : public ResultSink {
   AtomicFile* trajectories_ = nullptr;      // in unit_; null when !layout.trajectories
   AtomicFile* summary_ = nullptr;           // in unit_, created eagerly, committed only if written
   AtomicFile* metrics_ = nullptr;           // in unit_; null when there are no metrics
+  AtomicFile* parameters_ = nullptr;        // in unit_; null without a parameter table
   std::vector<char> line_;                  // one output line
-  std::vector<std::vector<char>> buffers_;  // write_metrics: one per thread
+  std::vector<std::vector<char>> buffers_;  // write_table: one per thread
   detail::SinkProtocol protocol_{"CSV sink"};
 };
 
@@ -230,7 +273,7 @@ std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayo
 std::vector<std::string> csv_companions(const std::string& path) {
   if (!ends_with(path, ".csv")) return {};
   const std::string stem = csv_stem(path);
-  return {stem + ".summary.csv", stem + ".metrics.csv"};
+  return {stem + ".summary.csv", stem + ".metrics.csv", stem + ".parameters.csv"};
 }
 
 bool is_result_path(const std::string& path) noexcept {

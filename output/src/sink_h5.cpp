@@ -307,6 +307,18 @@ class H5Sink final : public ResultSink {
                               extendible_, path_);
       write_strings_attribute(extra_.get(), "columns", layout_.extra_columns, path_);
     }
+    if (layout_.observations) {
+      ipred_ = create_dataset(root, "ipred", H5T_IEEE_F64LE, {rows_, times_}, extendible_, path_);
+      dv_ = create_dataset(root, "dv", H5T_IEEE_F64LE, {rows_, times_}, extendible_, path_);
+    }
+    if (layout_.blq)
+      blq_ = create_dataset(root, "blq", H5T_STD_I8LE, {rows_, times_}, extendible_, path_);
+    if (!layout_.eta_columns.empty()) {
+      etas_ = create_dataset(root, "etas", H5T_IEEE_F64LE,
+                             {rows_, static_cast<hsize_t>(layout_.eta_columns.size())}, extendible_,
+                             path_);
+      write_strings_attribute(etas_.get(), "columns", layout_.eta_columns, path_);
+    }
     parameters_set_ = create_dataset(root, "parameters", H5T_IEEE_F64LE, {rows_, parameters_},
                                      extendible_, path_);
     std::vector<std::string> names;
@@ -358,6 +370,19 @@ class H5Sink final : public ResultSink {
                   "dataset extra");
     write_block(parameters_set_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, parameters_},
                 chunk.parameters, path_, "dataset parameters");
+    if (ipred_) {
+      write_block(ipred_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_}, chunk.ipred, path_,
+                  "dataset ipred");
+      write_block(dv_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_}, chunk.dv, path_,
+                  "dataset dv");
+    }
+    if (blq_)
+      write_block(blq_.get(), H5T_NATIVE_INT8, {first, 0}, {n, times_}, chunk.blq, path_,
+                  "dataset blq");
+    if (etas_)
+      write_block(etas_.get(), H5T_NATIVE_DOUBLE, {first, 0},
+                  {n, static_cast<hsize_t>(layout_.eta_columns.size())}, chunk.etas, path_,
+                  "dataset etas");
     if (metrics_)
       write_block(metrics_.get(), H5T_NATIVE_DOUBLE, {first, 0},
                   {n, static_cast<hsize_t>(layout_.metric_names.size())}, chunk.metrics, path_,
@@ -462,7 +487,8 @@ class H5Sink final : public ResultSink {
 
  private:
   std::vector<Id*> datasets() {
-    return {&amount_, &concentration_, &id_, &extra_, &parameters_set_, &metrics_};
+    return {&amount_,  &concentration_, &id_,    &extra_, &parameters_set_,
+            &metrics_, &etas_,          &ipred_, &dv_,    &blq_};
   }
 
   // The /summary group and its datasets written group by group.
@@ -531,7 +557,7 @@ class H5Sink final : public ResultSink {
   hsize_t rows_;
   bool extendible_;
   Id file_;
-  Id amount_, concentration_, id_, extra_, parameters_set_, metrics_;
+  Id amount_, concentration_, id_, extra_, parameters_set_, metrics_, etas_, ipred_, dv_, blq_;
   Id summary_, summary_mean_, summary_quantiles_, summary_count_, summary_excluded_,
       summary_groups_;
   bool summary_exact_ = true;  // every group's percentiles so far are exact

@@ -31,6 +31,7 @@ class MemorySink final : public ResultSink {
     const auto rows = static_cast<std::size_t>(layout.rows);
     ids.reserve(rows);
     extra.reserve(rows * layout.extra_columns.size());
+    etas.reserve(rows * layout.eta_columns.size());
     parameters.reserve(rows * layout.model->parameters.size());
     metrics.reserve(rows * layout.metric_names.size());
     ok.reserve(rows);
@@ -46,6 +47,14 @@ class MemorySink final : public ResultSink {
     const auto nm = static_cast<std::int64_t>(layout_.metric_names.size());
     for (std::int64_t s = 0; s < n; ++s) ids.push_back(c.ids ? c.ids[s] : c.first + s + 1);
     if (ne) extra.insert(extra.end(), c.extra, c.extra + n * ne);
+    if (layout_.observations) {
+      const std::int64_t values = n * r.times();
+      ipred.insert(ipred.end(), c.ipred, c.ipred + values);
+      dv.insert(dv.end(), c.dv, c.dv + values);
+      if (layout_.blq) blq.insert(blq.end(), c.blq, c.blq + values);
+    }
+    const auto neta = static_cast<std::int64_t>(layout_.eta_columns.size());
+    if (neta) etas.insert(etas.end(), c.etas, c.etas + n * neta);
     parameters.insert(parameters.end(), c.parameters, c.parameters + n * np);
     if (nm) metrics.insert(metrics.end(), c.metrics, c.metrics + n * nm);
     for (SubjectStatus st : r.status()) ok.push_back(st == SubjectStatus::Ok);
@@ -62,7 +71,8 @@ class MemorySink final : public ResultSink {
 
   const RunLayout& layout_;
   std::vector<std::int64_t> ids;
-  std::vector<double> extra, parameters, metrics, amounts;
+  std::vector<double> extra, parameters, metrics, amounts, etas, ipred, dv;
+  std::vector<std::int8_t> blq;
   std::vector<bool> ok;
   std::vector<TimeSummaryTable> summaries;  // one per group, in group order
 };
@@ -99,9 +109,9 @@ void check_population_memory(const PopulationRun& run, std::int64_t count) {
   const auto times = static_cast<long double>(
       p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size()));
   const auto nc = static_cast<long double>(model.compartments.size());
-  const auto columns =
-      static_cast<long double>(1 + model.parameters.size() + kMetricCount +
-                               run.sweep.columns.size() + (run.replicates > 1 ? 1 : 0));
+  const auto columns = static_cast<long double>(
+      1 + model.parameters.size() + kMetricCount + run.sweep.columns.size() +
+      (run.replicates > 1 ? 1 : 0) + (run.population ? run.population->iiv.size() : 0));
   long double per_row = 8.0L * columns + 1.0L;
   if (run.trajectories) {
     Problem one = p;
@@ -111,6 +121,7 @@ void check_population_memory(const PopulationRun& run, std::int64_t count) {
     f64.concentrations = false;
     per_row += static_cast<long double>(result_bytes(one, f64));
   }
+  if (run.residual) per_row += 17.0L * times;  // ipred, dv and blq at every output time
   // The summaries' state while the run goes (the library's figure), and every group's table.
   const long double summary =
       population_summary_bytes(run) +
@@ -177,6 +188,9 @@ slowest; a swept value is the typical value. percentiles: of the per-time summar
 summary_by: what the summaries are grouped by, a list of 'replicate' and swept names (None:
 every swept parameter, the replicates pooled; []: one summary of every row).
 trajectories: also return every subject's amounts (memory grows with count).
+residual: None or {'additive': sd, 'proportional': sd} or {'exponential': sd} (standard
+deviations; with trajectories): simulated observations, 'ipred' and 'dv' [rows, times]; lloq:
+also 'blq' [rows, times] (dv < lloq), as a run file's subjects.population.residual and lloq.
 
 Rows: replicate (slowest), sweep point, subject. Returns a dict: 'times', 'compartments',
 'percentiles', 'mean' [times, compartments] and 'quantiles' [times, compartments, percentiles]
@@ -186,7 +200,8 @@ columns, 'summary_columns' names them, 'groups' [groups, columns] holds each gro
 'excluded' gain a leading groups axis. Then 'metric_names'
 and 'metrics' [rows, metrics] (of the model's observed compartment), 'ids' [rows] (1-based within
 a replicate), 'extra_columns' and 'extra' [rows, extra] (replicate, swept values),
-'parameters' [rows, parameters] (the values simulated), 'ok' [rows], 'method', 'device',
+'parameters' [rows, parameters] (the values simulated), 'eta_columns' and 'etas' [rows, etas]
+(each row's drawn etas, 'eta_<name>' in iiv's order), 'ok' [rows], 'method', 'device',
 and with trajectories 'amounts' [rows, times, compartments] (float64). The GIL is released
 while the engine runs.
 )doc";
@@ -195,7 +210,8 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
                                 std::int64_t steps, std::int64_t count, std::uint64_t seed,
                                 py::handle iiv, std::int64_t replicates, py::handle sweep,
                                 std::vector<double> percentiles, py::handle summary_by,
-                                bool trajectories, py::handle times, const std::string& method,
+                                bool trajectories, py::handle residual, py::handle lloq,
+                                py::handle times, const std::string& method,
                                 const std::string& device, const std::string& precision,
                                 const std::string& discretization, int threads) {
   const ModelPtr info = resolve_model(model);
@@ -244,6 +260,24 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
     }
     run.summary_by = std::move(by);
   }
+  if (!residual.is_none()) {
+    ResidualError e;
+    for (const auto& [key, value] : residual.cast<py::dict>()) {
+      const std::string k = str_of(key, "residual key");
+      const double sd = value.cast<double>();
+      if (k == "additive")
+        e.additive = sd;
+      else if (k == "proportional")
+        e.proportional = sd;
+      else if (k == "exponential")
+        e.exponential = sd;
+      else
+        throw InvalidArgument("residual: unknown key '" + k +
+                              "'; give additive, proportional or exponential");
+    }
+    run.residual = e;
+  }
+  if (!lloq.is_none()) run.lloq = lloq.cast<double>();
   run.summaries = true;
   run.percentiles = std::move(percentiles);
   run.trajectories = trajectories;
@@ -301,10 +335,17 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   out["extra"] = take(sink.extra, {rows, static_cast<py::ssize_t>(layout.extra_columns.size())});
   out["parameters"] =
       take(sink.parameters, {rows, static_cast<py::ssize_t>(info->parameters.size())});
+  out["eta_columns"] = names_of(layout.eta_columns);
+  out["etas"] = take(sink.etas, {rows, static_cast<py::ssize_t>(layout.eta_columns.size())});
   py::array_t<bool> ok(rows);
   std::copy(sink.ok.begin(), sink.ok.end(), ok.mutable_data());
   out["ok"] = ok;
   if (trajectories) out["amounts"] = take(sink.amounts, {rows, nt, nc});
+  if (layout.observations) {
+    out["ipred"] = take(sink.ipred, {rows, nt});
+    out["dv"] = take(sink.dv, {rows, nt});
+  }
+  if (layout.blq) out["blq"] = take(sink.blq, {rows, nt});
   out["method"] = to_string(report.summary.method);
   out["device"] = to_string(report.summary.device);
   return out;
@@ -313,15 +354,15 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
 }  // namespace
 
 void bind_population(py::module_& m) {
-  m.def("simulate_population", &simulate_population_py, kPopulationDoc, py::arg("model"),
-        py::arg("typical"), py::arg("doses"), py::arg("dt"), py::arg("steps"), py::arg("count"),
-        py::arg("seed") = 0, py::arg("iiv") = py::none(), py::arg("replicates") = 1,
-        py::arg("sweep") = py::none(),
-        py::arg("percentiles") = std::vector<double>{5.0, 50.0, 95.0},
-        py::arg("summary_by") = py::none(), py::arg("trajectories") = false,
-        py::arg("times") = py::none(), py::arg("method") = "auto", py::arg("device") = "auto",
-        py::arg("precision") = "float64", py::arg("discretization") = "exact",
-        py::arg("threads") = 0);
+  m.def(
+      "simulate_population", &simulate_population_py, kPopulationDoc, py::arg("model"),
+      py::arg("typical"), py::arg("doses"), py::arg("dt"), py::arg("steps"), py::arg("count"),
+      py::arg("seed") = 0, py::arg("iiv") = py::none(), py::arg("replicates") = 1,
+      py::arg("sweep") = py::none(), py::arg("percentiles") = std::vector<double>{5.0, 50.0, 95.0},
+      py::arg("summary_by") = py::none(), py::arg("trajectories") = false,
+      py::arg("residual") = py::none(), py::arg("lloq") = py::none(), py::arg("times") = py::none(),
+      py::arg("method") = "auto", py::arg("device") = "auto", py::arg("precision") = "float64",
+      py::arg("discretization") = "exact", py::arg("threads") = 0);
 }
 
 }  // namespace pkscan::python

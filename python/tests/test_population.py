@@ -121,6 +121,33 @@ def test_summaries_by_group_are_numpys_over_each_groups_rows():
                                    sweep={"ka": [0.5, 2.0]}, summary_by=["cl"])
 
 
+def test_residual_error_gives_the_run_files_observations(tmp_path):
+    # The same run as a run file: the same bits; and DV - IPRED ~ N(0, 0.5^2) within 5 SE
+    # (n = 2000 observations: SE of the mean 0.5 / sqrt(n), of the variance 0.25 sqrt(2 / n)).
+    r = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, dt=1, steps=4, count=500,
+                                   seed=3, iiv={"cl": 0.09}, trajectories=True, times=[1, 2, 3, 4],
+                                   residual={"additive": 0.5}, lloq=2.5)
+    assert r["dv"].shape == (500, 4) and r["blq"].dtype == np.int8
+    e = (r["dv"] - r["ipred"]).ravel()
+    assert abs(e.mean()) < 5 * 0.5 / np.sqrt(e.size)
+    assert abs(e.var(ddof=1) - 0.25) < 5 * 0.25 * np.sqrt(2 / (e.size - 1))
+    np.testing.assert_array_equal(r["blq"], (r["dv"] < 2.5).astype(np.int8))
+    cli = os.environ.get("PKSCAN_CLI")
+    if cli is None:
+        pytest.skip("PKSCAN_CLI is not set")
+    (tmp_path / "run.yaml").write_text(
+        "model: two_compartment\ntime: {dt: 1, steps: 4}\nsubjects:\n  population:\n"
+        "    count: 500\n    seed: 3\n    typical: {ka: 1.0, cl: 5.0, v_central: 20.0}\n"
+        "    iiv: {cl: 0.09}\n    residual: {additive: 0.5}\n    lloq: 2.5\n"
+        "doses:\n  - {compartment: central, time: 0, amount: 100}\n"
+        "output: {path: out.csv, times: [1, 2, 3, 4]}\n")
+    subprocess.run([cli, "run", "run.yaml", "--quiet"], cwd=tmp_path, check=True)
+    table = np.genfromtxt(tmp_path / "out.csv", delimiter=",", names=True)
+    np.testing.assert_array_equal(table["dv"], r["dv"].ravel())
+    np.testing.assert_array_equal(table["ipred"], r["ipred"].ravel())
+    np.testing.assert_array_equal(table["blq"], r["blq"].ravel())
+
+
 def test_the_same_run_as_the_run_file_gives_the_same_summary(tmp_path):
     cli = os.environ.get("PKSCAN_CLI")
     if not cli:

@@ -132,12 +132,14 @@ struct Tally {
 // Trials of one format (extension ".csv" or ".h5").
 void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
   TempDir work, results, refs;
-  // A: summaries, few output times; B: no summaries, more output times, bigger. The CSV sets
-  // differ (A: main, summary, metrics; B: main only), so each commit must also remove files.
+  // A: summaries, few output times; B: no summaries or parameter table, more output times,
+  // bigger. The CSV sets differ (A: main, summary, metrics, parameters; B: main only), so each
+  // commit must also remove files.
   const std::string a = work.file("a.yaml"), b = work.file("b.yaml"), c = work.file("c.yaml");
   write_text(a, run_yaml(1, 20000, true, "[0, 6, 12, 24, 36, 48]"));
-  write_text(b, run_yaml(2, 24000, false, "[0, 3, 6, 12, 18, 24, 36, 48]"));
-  write_text(c, run_yaml(3, 100, false, "[0, 48]"));  // the next run after SIGKILL
+  write_text(b,
+             run_yaml(2, 24000, false, "[0, 3, 6, 12, 18, 24, 36, 48]") + "  parameters: false\n");
+  write_text(c, run_yaml(3, 100, false, "[0, 48]") + "  parameters: false\n");  // after SIGKILL
   const std::string log = work.file("log.txt");
 
   // Reference sets (and the duration of a run), each written to its own directory.
@@ -151,7 +153,7 @@ void interrupt_trials(const std::string& ext, std::mt19937& rng, Tally& tally) {
     ASSERT_TRUE(o.exited && o.code == 0) << o.err;
     set[k] = visible_files(ref.path());
   }
-  ASSERT_EQ(set[0].size(), ext == ".csv" ? 3u : 1u) << names(set[0]);
+  ASSERT_EQ(set[0].size(), ext == ".csv" ? 4u : 1u) << names(set[0]);
   ASSERT_EQ(set[1].size(), 1u) << names(set[1]);
   ASSERT_NE(set[0], set[1]);
 
@@ -261,7 +263,8 @@ TEST(Interrupt, RunRemovesTheCompanionsItDoesNotWrite) {
       if (f.find(".yaml") == std::string::npos) n.push_back(f);
     return n;
   };
-  const std::vector<std::string> all = {"r.csv", "r.metrics.csv", "r.summary.csv"};
+  const std::vector<std::string> all = {"r.csv", "r.metrics.csv", "r.parameters.csv",
+                                        "r.summary.csv"};
   for (const std::string& run : {grid, dir.file("traj.yaml"), dir.file("only.yaml")}) {
     SCOPED_TRACE(run);
     CliResult r = run_pkscan({"run", dir.file("pop.yaml"), "--output", out, "-q"});
@@ -270,7 +273,10 @@ TEST(Interrupt, RunRemovesTheCompanionsItDoesNotWrite) {
     r = run_pkscan({"run", run, "--output", out, "-q"});
     ASSERT_EQ(r.status, 0) << describe(r);
     if (run == dir.file("only.yaml"))
-      EXPECT_EQ(files(), (std::vector<std::string>{"r.metrics.csv", "r.summary.csv"}));
+      EXPECT_EQ(files(),
+                (std::vector<std::string>{"r.metrics.csv", "r.parameters.csv", "r.summary.csv"}));
+    else if (run == dir.file("traj.yaml"))  // a population: its parameter table
+      EXPECT_EQ(files(), (std::vector<std::string>{"r.csv", "r.parameters.csv"}));
     else
       EXPECT_EQ(files(), std::vector<std::string>{"r.csv"});
   }

@@ -105,6 +105,25 @@ Eigen::MatrixXd omega_from_variances(const std::vector<double>& variances,
 ///         leading (row + 1) x (row + 1) block is the smallest that is not positive definite)
 Eigen::Index omega_cholesky(const Eigen::MatrixXd& block, Eigen::MatrixXd* lower = nullptr);
 
+/// Residual error of simulated observations (NONMEM's EPS with $SIGMA), as standard deviations:
+/// for the prediction IPRED (the observed compartment's concentration) and independent standard
+/// normals e1, e2 of the observation,
+///  - additive and proportional (either may be 0; both: combined): DV = IPRED (1 + prop e1) +
+///    add e2 (NONMEM's Y = IPRED + IPRED*EPS(1) + EPS(2));
+///  - exponential: DV = IPRED exp(exp e1) (log-normal around IPRED, always positive);
+/// exponential cannot be combined with the others.
+struct ResidualError {
+  double additive = 0.0;      ///< SD of the additive part (concentration units), >= 0
+  double proportional = 0.0;  ///< SD of the proportional part (a fraction of IPRED), >= 0
+  double exponential = 0.0;   ///< SD of the log of DV / IPRED, >= 0
+};
+
+/// Standard normals of the residual errors of subject `subject` of replicate `replicate`: the
+/// first `n` of a stream that depends only on (seed, replicate, subject) and is unrelated to the
+/// subject's etas (the sampler's stream). Observation k uses z[2k] (e1) and z[2k + 1] (e2).
+void residual_normals(std::uint64_t seed, std::int64_t replicate, std::int64_t subject,
+                      std::int64_t n, double* z) noexcept;
+
 /// Draws parameter rows of a checked PopulationSpec. Immutable after construction; sample()
 /// may run from several threads at once.
 class PopulationSampler {

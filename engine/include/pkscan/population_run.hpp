@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <pkscan/models/model.hpp>
@@ -47,6 +48,17 @@ struct RunLayout {
   /// Names of per-subject columns that describe a row beyond its id: "replicate", then the sweep
   /// parameters, in that order (may be empty).
   std::vector<std::string> extra_columns;
+  /// The per-row parameter table (CSV: `STEM.parameters.csv`): the parameter columns it holds
+  /// (ModelInfo::parameters indices: those the run gives a value, in model order), then the
+  /// etas (eta_columns). Empty: no table.
+  std::vector<int> parameter_table;
+  /// Names of Chunk::etas' columns, "eta_<parameter>" in the order of PopulationSpec::iiv; empty
+  /// without between-subject variability.
+  std::vector<std::string> eta_columns;
+  /// Chunks carry simulated observations (Chunk::ipred, dv; PopulationRun::residual).
+  bool observations = false;
+  /// Chunks carry BLQ flags (Chunk::blq; PopulationRun::lloq).
+  bool blq = false;
   /// Names of per-subject exposure metrics (metric_names() of summary.hpp); empty when metrics
   /// are not written.
   std::vector<std::string> metric_names;
@@ -81,6 +93,14 @@ struct Chunk {
   const double* parameters = nullptr;
   /// per subject x metric_names, row-major; null when metrics are not written
   const double* metrics = nullptr;
+  /// per subject x eta_columns, row-major: the subject's drawn etas; null without them
+  const double* etas = nullptr;
+  /// per subject x output time, row-major, with RunLayout::observations: the observed
+  /// compartment's concentration (IPRED, float64) and the simulated observation (DV)
+  const double* ipred = nullptr;
+  const double* dv = nullptr;
+  /// per subject x output time, with RunLayout::blq: 1 where DV < LLOQ, else 0
+  const std::int8_t* blq = nullptr;
 };
 
 /// A destination for one run's results. Called from one thread: write() for every chunk in row
@@ -130,8 +150,18 @@ struct PopulationRun {
   /// Parameter grid. With a population a swept value is the typical value: individual values
   /// scale with it (parameter = typical * effects * exp(eta)).
   Sweep sweep;
-  bool trajectories = true;                       ///< chunks carry the amounts
-  bool summaries = false;                         ///< per-time summaries and subject metrics
+  bool trajectories = true;  ///< chunks carry the amounts
+  bool summaries = false;    ///< per-time summaries and subject metrics
+  /// Each row's parameters (and with a population its etas) as a table of their own
+  /// (RunLayout::parameter_table; the CSV sink's `STEM.parameters.csv`).
+  bool parameter_table = false;
+  /// Residual error of simulated observations (population runs with trajectories): each row
+  /// gains IPRED and DV at every output time; the draws depend only on (seed, replicate,
+  /// subject), so a subject has the same errors at every sweep point.
+  std::optional<ResidualError> residual;
+  /// Lower limit of quantification: with a residual error, each observation gains a BLQ flag
+  /// (DV < lloq; DV keeps the simulated value). NaN: none.
+  double lloq = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> percentiles = {5, 50, 95};  ///< summary percentiles, ascending
   /// Groups of the summaries. Absent: one group per sweep point (every swept parameter), the
   /// replicates pooled; without a sweep, one summary of every row.

@@ -4,6 +4,7 @@
 /// The contract: docs/run-files.md documents every key.
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <pkscan/dataset.hpp>
@@ -24,6 +25,9 @@ struct StreamOutput {
   /// output.summaries.by: what the summaries are grouped by; absent = the library's default
   /// (PopulationRun::summary_by: every swept parameter).
   std::optional<SummaryBy> by;
+  /// output.parameters: each row's parameters (and etas) in `STEM.parameters.csv` / the HDF5
+  /// file's /etas; absent = written for populations.
+  std::optional<bool> parameters;
 };
 
 /// A parsed, validated run file.
@@ -44,9 +48,13 @@ struct RunSpec {
   /// typical values.
   std::optional<PopulationSpec> population;
   std::int64_t replicates = 1;  ///< subjects.population.replicates (NONMEM's NSUBPROBLEMS)
-  Sweep sweep;                  ///< parameter grid (`sweep`; empty when there is none)
-  StreamOutput stream;          ///< output.trajectories / output.summaries
-  std::string text;             ///< the run file's text
+  /// subjects.population.residual, as standard deviations (absent: no simulated observations)
+  std::optional<ResidualError> residual;
+  /// subjects.population.lloq (NaN: none)
+  double lloq = std::numeric_limits<double>::quiet_NaN();
+  Sweep sweep;          ///< parameter grid (`sweep`; empty when there is none)
+  StreamOutput stream;  ///< output.trajectories / output.summaries
+  std::string text;     ///< the run file's text
   /// Every file the run reads: the run file (load_run_file), subjects.dataset and
   /// subjects.population.covariates.file. The output must be none of them
   /// (check_output_not_input).
@@ -54,7 +62,8 @@ struct RunSpec {
   /// True when the run is simulated in chunks and streamed (a population, a sweep, summaries,
   /// no trajectories, or HDF5 output).
   bool streaming() const noexcept {
-    return population || !sweep.columns.empty() || stream.summaries || !stream.trajectories;
+    return population || !sweep.columns.empty() || stream.summaries || !stream.trajectories ||
+           stream.parameters.value_or(false);
   }
 };
 
