@@ -192,10 +192,14 @@ std::int64_t population_rows(const PopulationRun& run) noexcept;
 
 /// Checks the parts of `run` that run_population adds to a Problem, before anything runs: the
 /// model, replicates, the sweep (columns, each value under its parameter's rule), the population
-/// (PopulationSampler's rules on typical values, iiv, omega, covariates and effects), and that
-/// bioavailability and lag stay fixed (a population run is a run on a time grid). Errors carry
-/// field paths (Error::field(): `sweep.values[0][2]`, `population.iiv[1]`, `omega[1][0]`,
-/// `effects[0].reference`; the population's own rules name PopulationSpec's members).
+/// (PopulationSampler's rules on typical values, iiv, omega, covariates and effects), that
+/// bioavailability and lag stay fixed (a population run is a run on a time grid), the summary
+/// groups (summary_by: swept columns; the groups kept at once fit in result_byte_limit), the
+/// residual error (standard deviations finite and >= 0, exponential alone, a population and
+/// trajectories) and lloq (finite, >= 0, with a residual error). Errors carry field paths
+/// (Error::field(): `sweep.values[0][2]`, `population.iiv[1]`, `omega[1][0]`,
+/// `effects[0].reference`, `summary_by`, `residual.additive`, `lloq`; the population's own
+/// rules name PopulationSpec's members).
 /// run_population checks the same. The base problem is checked as simulate() checks it, per
 /// chunk.
 /// @throws InvalidArgument, DomainError
