@@ -26,8 +26,37 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, Fie
     L.fail(v,
            "output.summaries must be true, false or {percentiles: [numbers in 0..100], by: "
            "[replicate or swept parameters]}");
-  auto m = L.entries(v, "output.summaries", {"percentiles", "by"});
+  auto m = L.entries(v, "output.summaries", {"percentiles", "by", "replicates"});
   so.summaries = true;
+  if (auto it = m.find("replicates"); it != m.end()) {
+    // true: the 5th, 50th and 95th percentiles across replicates; or {percentiles: [...]}.
+    const YAML::Node& r = it->second.value;
+    if (r.IsScalar() && r.Tag() != "!" && (r.Scalar() == "true" || r.Scalar() == "false")) {
+      if (r.Scalar() == "true") so.replicate_percentiles = {5, 50, 95};
+    } else if (r.IsMap()) {
+      auto rm = L.entries(r, "output.summaries.replicates", {"percentiles"});
+      so.replicate_percentiles = {5, 50, 95};
+      if (auto p = rm.find("percentiles"); p != rm.end()) {
+        const YAML::Node& pl = p->second.value;
+        if (!pl.IsSequence() || pl.size() == 0 || pl.size() > 99)
+          L.fail(pl,
+                 "output.summaries.replicates.percentiles must be a list of 1 to 99 numbers "
+                 "in [0, 100]");
+        so.replicate_percentiles.clear();
+        for (std::size_t i = 0; i < pl.size(); ++i) {
+          const std::string what =
+              "output.summaries.replicates.percentiles[" + std::to_string(i + 1) + "]";
+          so.replicate_percentiles.push_back(L.number(pl[i], what));
+          fields.emplace("replicate_percentiles[" + std::to_string(i) + "]", Located{pl[i], what});
+        }
+      }
+    } else {
+      L.fail(r,
+             "output.summaries.replicates must be true, false or {percentiles: [numbers in "
+             "0..100]}");
+    }
+    fields.emplace("replicate_percentiles", Located{r, "output.summaries.replicates", false});
+  }
   if (auto it = m.find("percentiles"); it != m.end()) {
     const YAML::Node& pl = it->second.value;
     if (!pl.IsSequence() || pl.size() == 0 || pl.size() > 99)
@@ -52,6 +81,11 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
   const auto output = top.find("output");
   if (output == top.end() || !output->second.value.IsMap()) return;
   const YAML::Node summaries = output->second.value["summaries"];
+  // Summaries across replicates summarise each replicate's tables: without `by`, the default
+  // groups gain the replicate.
+  if (!spec.stream.replicate_percentiles.empty() && summaries && summaries.IsMap() &&
+      !summaries["by"])
+    spec.stream.by = SummaryBy{true, spec.sweep.columns};
   if (!summaries || !summaries.IsMap() || !summaries["by"]) return;
   const YAML::Node by = summaries["by"];
   fields.insert_or_assign("summary_by", Located{by, "output.summaries.by", false});

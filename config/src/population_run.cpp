@@ -26,6 +26,7 @@ PopulationRun population_parts(const RunSpec& spec) {
   run.summaries = spec.stream.summaries;
   run.percentiles = spec.stream.percentiles;
   run.summary_by = spec.stream.by;
+  run.replicate_percentiles = spec.stream.replicate_percentiles;
   run.parameter_table = spec.stream.parameters.value_or(spec.population.has_value());
   run.run_text = spec.text;
   run.run_file = spec.file;

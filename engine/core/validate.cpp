@@ -58,9 +58,9 @@ __attribute__((noinline, cold)) void throw_invalid(const At& at, const std::stri
 }
 
 void check_percentiles(const std::string& where, const std::vector<double>& percentiles,
-                       bool increasing) {
+                       bool increasing, const std::string& name) {
   for (std::size_t i = 0; i < percentiles.size(); ++i) {
-    const At at{"percentiles[" + std::to_string(i) + "]"};
+    const At at{name + "[" + std::to_string(i) + "]"};
     const double q = percentiles[i];
     if (!(q >= 0.0 && q <= 100.0))
       throw_invalid(at, where, at.field, format_value(q), "in [0, 100]");

@@ -38,9 +38,9 @@ struct At {
 [[noreturn]] void throw_domain(const At& at, const std::string& where, const std::string& what,
                                const std::string& value, const std::string& rule);
 // Summary percentiles: each in [0, 100] and, with `increasing`, each greater than the one before
-// (field percentiles[i]). TimeSummary and run_population apply it.
+// (field NAME[i]). TimeSummary and run_population apply it.
 void check_percentiles(const std::string& where, const std::vector<double>& percentiles,
-                       bool increasing);
+                       bool increasing, const std::string& name = "percentiles");
 
 [[noreturn]] void throw_invalid(const At& at, const std::string& where, const std::string& what,
                                 const std::string& value, const std::string& rule);

@@ -143,6 +143,15 @@ void check_run(const PopulationRun& run) {
                             "] is empty, but must hold at least one value");
   }
   if (run.summaries) detail::check_percentiles("run_population", run.percentiles, true);
+  if (!run.replicate_percentiles.empty()) {
+    if (!run.summaries || run.replicates < 2 || !run.summary_by || !run.summary_by->replicate)
+      throw InvalidArgument(
+          "run_population: summaries across replicates need the summaries grouped by "
+          "replicate and at least 2 replicates",
+          "replicate_percentiles", "", "");
+    detail::check_percentiles("run_population", run.replicate_percentiles, true,
+                              "replicate_percentiles");
+  }
   if (run.summary_by)
     for (std::size_t k = 0; k < run.summary_by->columns.size(); ++k) {
       const int c = run.summary_by->columns[k];
@@ -286,10 +295,16 @@ long double population_summary_bytes(const PopulationRun& run) {
   if (!run.summaries) return 0.0L;
   const TimeSummaryOptions options;
   const int compartments = static_cast<int>(model_of(run)->compartments.size());
-  return static_cast<long double>(Groups(run).live()) *
-             static_cast<long double>(
-                 TimeSummary::state_bytes_for(output_times(run), compartments, options)) +
-         8.0L * static_cast<long double>(options.exact_values);
+  const auto live = static_cast<long double>(Groups(run).live());
+  // Summaries across replicates keep every replicate's statistics of each group.
+  const long double across = run.replicate_percentiles.empty()
+                                 ? 0.0L
+                                 : 8.0L * live * static_cast<long double>(run.replicates) *
+                                       static_cast<long double>(output_times(run)) * compartments *
+                                       static_cast<long double>(1 + run.percentiles.size());
+  return live * static_cast<long double>(
+                    TimeSummary::state_bytes_for(output_times(run), compartments, options)) +
+         8.0L * static_cast<long double>(options.exact_values) + across;
 }
 
 std::int64_t population_rows(const PopulationRun& run) noexcept {
@@ -320,6 +335,11 @@ RunLayout population_layout(const PopulationRun& run) {
     const Groups groups(run);
     layout.summary_columns = groups.columns(model);
     layout.summary_groups = groups.total();
+    if (!run.replicate_percentiles.empty()) {
+      layout.replicate_summary_columns.assign(layout.summary_columns.begin() + 1,
+                                              layout.summary_columns.end());
+      layout.replicate_summary_groups = groups.live();
+    }
   }
   if (run.population)
     for (int c : run.population->iiv)
@@ -442,11 +462,54 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     for (std::int64_t g = 0; g < groups.live(); ++g)
       summaries.emplace_back(times, static_cast<int>(model.compartments.size()), to);
   };
+  // Summaries across replicates: per live group, every replicate's statistics (times x
+  // compartments x (mean, percentiles)), in replicate order.
+  const bool across = !spec.replicate_percentiles.empty();
+  const std::size_t n_stats = 1 + spec.percentiles.size();
+  std::vector<std::vector<double>> kept(across ? static_cast<std::size_t>(groups.live()) : 0);
   const auto write_summaries = [&](std::int64_t rep) {
     for (std::int64_t g = 0; g < groups.live(); ++g) {
       TimeSummaryTable t = summaries[static_cast<std::size_t>(g)].finish();
       if (!layout.summary_columns.empty()) t.group = groups.values(rep, g);
       sink.write_summary(t);
+      if (!across) continue;
+      std::vector<double>& k = kept[static_cast<std::size_t>(g)];
+      const std::size_t rows = t.mean.size();  // times x compartments
+      for (std::size_t i = 0; i < rows; ++i) {
+        k.push_back(t.mean[i]);
+        for (std::size_t q = 0; q + 1 < n_stats; ++q)
+          k.push_back(t.quantiles[i * (n_stats - 1) + q]);
+      }
+    }
+  };
+  const auto write_across = [&] {
+    ReplicateSummaryTable a;
+    a.times = times;
+    a.compartments = static_cast<int>(model.compartments.size());
+    a.statistics.emplace_back("mean");
+    for (double q : spec.percentiles) a.statistics.push_back("p" + format_value(q));
+    a.percentiles = spec.replicate_percentiles;
+    a.replicates = spec.replicates;
+    const std::size_t block = times.size() * model.compartments.size() * n_stats;
+    std::vector<double> v(static_cast<std::size_t>(spec.replicates));
+    for (std::int64_t g = 0; g < groups.live(); ++g) {
+      const std::vector<double>& k = kept[static_cast<std::size_t>(g)];
+      a.values.assign(block * a.percentiles.size(), 0.0);
+      for (std::size_t i = 0; i < block; ++i) {
+        bool finite = true;
+        for (std::size_t r = 0; r < v.size(); ++r) {
+          v[r] = k[r * block + i];
+          finite = finite && !std::isnan(v[r]);
+        }
+        std::sort(v.begin(), v.end());
+        for (std::size_t q = 0; q < a.percentiles.size(); ++q)
+          a.values[i * a.percentiles.size() + q] = finite
+                                                       ? sorted_percentile(v, a.percentiles[q])
+                                                       : std::numeric_limits<double>::quiet_NaN();
+      }
+      a.group = groups.values(0, g);
+      a.group.erase(a.group.begin());  // without the replicate
+      sink.write_replicate_summary(a);
     }
   };
   start_summaries();
@@ -580,6 +643,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     if (options.progress) options.progress(report.rows, total);
   }
   if (spec.summaries && !groups.by_replicate()) write_summaries(0);
+  if (across) write_across();
   sink.commit();
   return report;
 }

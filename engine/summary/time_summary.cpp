@@ -155,6 +155,16 @@ inline void rank_of(std::int64_t n, double p, std::int64_t& k, double& g) noexce
 
 }  // namespace
 
+double sorted_percentile(const std::vector<double>& sorted, double p) noexcept {
+  const auto n = static_cast<std::int64_t>(sorted.size());
+  std::int64_t k = 0;
+  double g = 0.0;
+  rank_of(n, p, k, g);
+  const double a = sorted[static_cast<std::size_t>(k)];
+  const double b = sorted[static_cast<std::size_t>(std::min(k + 1, n - 1))];
+  return lerp7(a, b, g);
+}
+
 TimeSummary::TimeSummary(std::vector<double> times, int compartments, TimeSummaryOptions options)
     : impl_(std::make_unique<Impl>()) {
   const char* where = "TimeSummary";

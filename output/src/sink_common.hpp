@@ -68,8 +68,9 @@ inline void check_chunk(const RunLayout& layout, std::int64_t written, const Chu
     throw InvalidArgument(where + ": chunk.extra is null, but layout.extra_columns has " +
                           std::to_string(layout.extra_columns.size()) + " columns");
   if (r.subjects() > 0 && layout.observations && (chunk.ipred == nullptr || chunk.dv == nullptr))
-    throw InvalidArgument(where + ": chunk.ipred or chunk.dv is null, but layout.observations "
-                                  "is set");
+    throw InvalidArgument(where +
+                          ": chunk.ipred or chunk.dv is null, but layout.observations "
+                          "is set");
   if (r.subjects() > 0 && layout.blq && chunk.blq == nullptr)
     throw InvalidArgument(where + ": chunk.blq is null, but layout.blq is set");
   if (r.subjects() > 0 && !layout.eta_columns.empty() && chunk.etas == nullptr)
@@ -141,9 +142,30 @@ class SinkProtocol {
     check_summary(layout, t, where_);
   }
   void end_summary() noexcept { ++summaries_; }
+  void begin_replicate_summary(const RunLayout& layout, const ReplicateSummaryTable& t) const {
+    if (committed_) throw InvalidArgument(where_ + ": write_replicate_summary() after commit()");
+    if (replicate_summaries_ >= layout.replicate_summary_groups)
+      throw InvalidArgument(where_ + ": write_replicate_summary() called " +
+                            std::to_string(replicate_summaries_ + 1) +
+                            " times, but layout.replicate_summary_groups is " +
+                            std::to_string(layout.replicate_summary_groups));
+    const std::size_t want = layout.times.size() * layout.model->compartments.size() *
+                             t.statistics.size() * t.percentiles.size();
+    if (t.times != layout.times || t.values.size() != want ||
+        t.group.size() != layout.replicate_summary_columns.size())
+      throw InvalidArgument(where_ +
+                            ": the summary across replicates does not match the layout "
+                            "(times, sizes or group columns)");
+  }
+  void end_replicate_summary() noexcept { ++replicate_summaries_; }
+  std::int64_t replicate_summaries() const noexcept { return replicate_summaries_; }
   void begin_commit(const RunLayout& layout) const {
     if (committed_) throw InvalidArgument(where_ + ": commit() called twice");
     check_complete(layout, written_, where_);
+    if (replicate_summaries_ != layout.replicate_summary_groups)
+      throw InvalidArgument(where_ + ": " + std::to_string(replicate_summaries_) + " of " +
+                            std::to_string(layout.replicate_summary_groups) +
+                            " summaries across replicates were written; nothing was committed");
     if (summaries_ > 0 && summaries_ != groups(layout))
       throw InvalidArgument(where_ + ": " + std::to_string(summaries_) + " of " +
                             std::to_string(groups(layout)) +
@@ -163,6 +185,7 @@ class SinkProtocol {
   std::string where_;
   std::int64_t written_ = 0;    // rows written so far
   std::int64_t summaries_ = 0;  // summary tables written so far
+  std::int64_t replicate_summaries_ = 0;
   bool committed_ = false;
 };
 

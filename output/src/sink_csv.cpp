@@ -63,6 +63,10 @@ class CsvSink final : public ResultSink {
       header += '\n';
       metrics_->write(header.data(), header.size());
     }
+    if (layout_.replicate_summary_groups == 0)
+      unit_.remove_on_commit(stem + ".replicates.csv");
+    else
+      replicates_ = &unit_.add(stem + ".replicates.csv");
     if (layout_.parameter_table.empty()) {
       unit_.remove_on_commit(stem + ".parameters.csv");
     } else {
@@ -150,6 +154,43 @@ class CsvSink final : public ResultSink {
       summary_->write(line.data(), static_cast<std::size_t>(p - line.data()));
     }
     protocol_.end_summary();
+  }
+
+  // One table per group without the replicate: the header with the first, then its rows.
+  void write_replicate_summary(const ReplicateSummaryTable& t) override {
+    protocol_.begin_replicate_summary(layout_, t);
+    const std::vector<std::string>& names = layout_.model->compartments;
+    if (protocol_.replicate_summaries() == 0) {
+      std::string header;
+      for (const std::string& g : layout_.replicate_summary_columns) header += g + ",";
+      header += "time";
+      for (const std::string& st : t.statistics)
+        for (double q : t.percentiles)
+          for (const std::string& c : names)
+            header += "," + st + "_conc_" + c + "_q" + detail::number_text(q);
+      header += '\n';
+      replicates_->write(header.data(), header.size());
+    }
+    const std::size_t n = names.size(), ns = t.statistics.size(), nq = t.percentiles.size();
+    std::vector<char> line((t.group.size() + 1 + n * ns * nq) * (detail::kMaxNumberChars + 1) + 2);
+    char* const end = line.data() + line.size();
+    for (std::size_t i = 0; i < t.times.size(); ++i) {
+      char* p = line.data();
+      for (double g : t.group) {
+        p = put(p, end, g);
+        *p++ = ',';
+      }
+      p = put(p, end, t.times[i]);
+      for (std::size_t st = 0; st < ns; ++st)
+        for (std::size_t q = 0; q < nq; ++q)
+          for (std::size_t c = 0; c < n; ++c) {
+            *p++ = ',';
+            p = put(p, end, t.values[((i * n + c) * ns + st) * nq + q]);
+          }
+      *p++ = '\n';
+      replicates_->write(line.data(), static_cast<std::size_t>(p - line.data()));
+    }
+    protocol_.end_replicate_summary();
   }
 
   void commit() override {
@@ -259,6 +300,7 @@ class CsvSink final : public ResultSink {
   AtomicFile* summary_ = nullptr;           // in unit_, created eagerly, committed only if written
   AtomicFile* metrics_ = nullptr;           // in unit_; null when there are no metrics
   AtomicFile* parameters_ = nullptr;        // in unit_; null without a parameter table
+  AtomicFile* replicates_ = nullptr;        // in unit_; null without summaries across replicates
   std::vector<char> line_;                  // one output line
   std::vector<std::vector<char>> buffers_;  // write_table: one per thread
   detail::SinkProtocol protocol_{"CSV sink"};
@@ -273,7 +315,8 @@ std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayo
 std::vector<std::string> csv_companions(const std::string& path) {
   if (!ends_with(path, ".csv")) return {};
   const std::string stem = csv_stem(path);
-  return {stem + ".summary.csv", stem + ".metrics.csv", stem + ".parameters.csv"};
+  return {stem + ".summary.csv", stem + ".metrics.csv", stem + ".parameters.csv",
+          stem + ".replicates.csv"};
 }
 
 bool is_result_path(const std::string& path) noexcept {

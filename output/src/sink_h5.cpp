@@ -461,6 +461,55 @@ class H5Sink final : public ResultSink {
     protocol_.end_summary();
   }
 
+  // The /replicates group: `values` (G, T, C, S, Q) with grouping columns, else (T, C, S, Q);
+  // row g written by the g-th call.
+  void write_replicate_summary(const ReplicateSummaryTable& t) override {
+    protocol_.begin_replicate_summary(layout_, t);
+    const QuietHdf5 quiet;
+    const bool grouped = !layout_.replicate_summary_columns.empty();
+    const hsize_t g = static_cast<hsize_t>(protocol_.replicate_summaries());
+    const hsize_t ns = t.statistics.size(), nq = t.percentiles.size();
+    std::vector<hsize_t> dims = {times_, compartments_, ns, nq};
+    if (g == 0) {
+      Id gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path_, "group replicates");
+      check(H5Pset_obj_track_times(gcpl.get(), false), path_, "group replicates: track times");
+      replicates_ =
+          checked(H5Gcreate2(file_.get(), "replicates", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
+                  H5Gclose, path_, "group replicates");
+      std::vector<hsize_t> all = dims;
+      if (grouped) all.insert(all.begin(), static_cast<hsize_t>(layout_.replicate_summary_groups));
+      replicate_values_ =
+          create_dataset(replicates_.get(), "values", H5T_IEEE_F64LE, all, false, path_);
+      write_strings_attribute(replicate_values_.get(), "statistics", t.statistics, path_);
+      Id pct = create_dataset(replicates_.get(), "percentiles", H5T_IEEE_F64LE, {nq}, false, path_);
+      write_all(pct.get(), H5T_NATIVE_DOUBLE, t.percentiles.data(), path_,
+                "dataset replicates/percentiles");
+      Id count = create_dataset(replicates_.get(), "replicates", H5T_STD_I64LE, {}, false, path_);
+      write_all(count.get(), H5T_NATIVE_INT64, &t.replicates, path_,
+                "dataset replicates/replicates");
+      if (grouped) {
+        const hsize_t k = layout_.replicate_summary_columns.size();
+        replicate_groups_ = create_dataset(
+            replicates_.get(), "groups", H5T_IEEE_F64LE,
+            {static_cast<hsize_t>(layout_.replicate_summary_groups), k}, false, path_);
+        write_strings_attribute(replicate_groups_.get(), "columns",
+                                layout_.replicate_summary_columns, path_);
+      }
+    }
+    if (grouped) {
+      dims.insert(dims.begin(), 1);
+      write_block(replicate_values_.get(), H5T_NATIVE_DOUBLE, {g, 0, 0, 0, 0}, dims,
+                  t.values.data(), path_, "dataset replicates/values");
+      write_block(replicate_groups_.get(), H5T_NATIVE_DOUBLE, {g, 0},
+                  {1, static_cast<hsize_t>(t.group.size())}, t.group.data(), path_,
+                  "dataset replicates/groups");
+    } else {
+      write_all(replicate_values_.get(), H5T_NATIVE_DOUBLE, t.values.data(), path_,
+                "dataset replicates/values");
+    }
+    protocol_.end_replicate_summary();
+  }
+
   void commit() override {
     protocol_.begin_commit(layout_);
     {
@@ -494,7 +543,8 @@ class H5Sink final : public ResultSink {
   // The /summary group and its datasets written group by group.
   std::vector<Id*> summary_ids() {
     return {&summary_mean_,     &summary_quantiles_, &summary_count_,
-            &summary_excluded_, &summary_groups_,    &summary_};
+            &summary_excluded_, &summary_groups_,    &summary_,
+            &replicate_values_, &replicate_groups_,  &replicates_};
   }
 
   void close_all() noexcept {
@@ -558,6 +608,7 @@ class H5Sink final : public ResultSink {
   bool extendible_;
   Id file_;
   Id amount_, concentration_, id_, extra_, parameters_set_, metrics_, etas_, ipred_, dv_, blq_;
+  Id replicates_, replicate_values_, replicate_groups_;
   Id summary_, summary_mean_, summary_quantiles_, summary_count_, summary_excluded_,
       summary_groups_;
   bool summary_exact_ = true;  // every group's percentiles so far are exact

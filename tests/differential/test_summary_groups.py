@@ -189,3 +189,77 @@ def test_groups_that_cannot_be_held_are_refused_before_anything_is_written(tmp_p
         assert "summaries of 10000 groups kept at once need" in p.stderr, p.stderr
         assert "run.yaml:10:1:" in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert sorted(f.name for f in tmp_path.iterdir()) == ["run.yaml"]
+
+
+REPLICATES = """model: two_compartment
+time: {{dt: 1, steps: 6}}
+subjects:
+  population:
+    count: 50
+    seed: 2
+    replicates: {replicates}
+    typical: {{ka: 1.0, cl: 5.0, v_central: 20}}
+    iiv: {{cl: 0.09}}
+sweep:
+  ka: [0.5, 2]
+doses:
+  - {{compartment: depot, time: 0, amount: 100}}
+output:
+  path: {path}
+  trajectories: false
+  summaries: {{percentiles: [5, 50, 95], {by}replicates: {{percentiles: [10, 50, 90]}}}}
+"""
+
+
+def run_replicates(tmp_path, replicates=20, by="", path="rep.csv", expect=0):
+    (tmp_path / "run.yaml").write_text(REPLICATES.format(replicates=replicates, by=by, path=path))
+    p = subprocess.run([os.environ["PKSCAN_CLI"], "run", "run.yaml", "--quiet"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == expect, p.stderr
+    return p.stderr
+
+
+def test_summaries_across_replicates_are_numpys_percentiles_of_each_replicates_statistics(
+        tmp_path):
+    run_replicates(tmp_path)
+    header, per_rep = read_csv(tmp_path / "rep.summary.csv")
+    assert header[:3] == ["replicate", "ka", "time"]  # grouped by replicate as well (default)
+    rheader, across = read_csv(tmp_path / "rep.replicates.csv")
+    stats = ["mean", "p5", "p50", "p95"]
+    assert rheader == ["ka", "time"] + [f"{s}_conc_{c}_q{q}" for s in stats for q in (10, 50, 90)
+                                        for c in COMPARTMENTS]
+    nt = 7
+    assert len(across) == 2 * nt
+    for g, ka in enumerate([0.5, 2.0]):
+        rows = per_rep[per_rep[:, 1] == ka]          # 20 replicates x 7 times
+        assert len(rows) == 20 * nt
+        values = rows[:, 3:].reshape(20, nt, len(stats), len(COMPARTMENTS))
+        want = np.percentile(values, [10, 50, 90], axis=0)  # (q, t, s, c)
+        block = across[g * nt:(g + 1) * nt]
+        np.testing.assert_array_equal(block[:, 0], ka)
+        got = block[:, 2:].reshape(nt, len(stats), 3, len(COMPARTMENTS))  # (t, s, q, c)
+        np.testing.assert_allclose(got, want.transpose(1, 2, 0, 3), rtol=1e-13, atol=1e-300)
+
+
+def test_summaries_across_replicates_in_hdf5(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    run_replicates(tmp_path)
+    _, across = read_csv(tmp_path / "rep.replicates.csv")
+    run_replicates(tmp_path, path="rep.h5")
+    with h5py.File(tmp_path / "rep.h5", "r") as f:
+        r = f["replicates"]
+        assert r["values"].shape == (2, 7, 2, 4, 3)  # groups, times, compartments, stats, q
+        assert list(r["percentiles"][...]) == [10, 50, 90] and r["replicates"][()] == 20
+        np.testing.assert_array_equal(r["groups"][...], [[0.5], [2.0]])
+        got = r["values"][...].transpose(0, 1, 3, 4, 2).reshape(14, -1)  # (g t), (s q c)
+        np.testing.assert_array_equal(got, across[:, 2:])
+
+
+@pytest.mark.parametrize("replicates,by,words", [
+    (20, "by: [ka], ", "need the summaries grouped by replicate"),
+    (1, "", "at least 2 replicates"),
+])
+def test_summaries_across_replicates_need_replicates(tmp_path, replicates, by, words):
+    err = run_replicates(tmp_path, replicates=replicates, by=by, expect=2)
+    assert words in err and err.count("\n") == 1, err
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["run.yaml"]

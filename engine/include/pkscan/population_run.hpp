@@ -71,6 +71,10 @@ struct RunLayout {
   /// Number of summary tables ResultSink::write_summary() receives (1 without groups; 0 without
   /// summaries).
   std::int64_t summary_groups = 0;
+  /// Summaries across replicates (PopulationRun::replicate_percentiles): their grouping columns
+  /// (summary_columns without "replicate") and the number of tables; 0: none.
+  std::vector<std::string> replicate_summary_columns;
+  std::int64_t replicate_summary_groups = 0;
   bool trajectories = true;  ///< amounts/concentrations per subject and time are written
   int threads = 0;           ///< threads a sink may use to format a chunk (0 = pkscan's default)
   std::string run_text;      ///< the run description's text (a run file; stored by the HDF5 sink)
@@ -103,6 +107,21 @@ struct Chunk {
   const std::int8_t* blq = nullptr;
 };
 
+/// Summaries across replicates: for each group of the run's summaries without the replicate
+/// (its values of RunLayout::replicate_summary_columns), output time and compartment, the
+/// percentiles across replicates (type 7, exact) of each replicate's summary statistics: the
+/// mean and each summary percentile (a prediction interval of each statistic).
+struct ReplicateSummaryTable {
+  std::vector<double> times;            ///< output times
+  int compartments = 0;                 ///< number of compartments
+  std::vector<std::string> statistics;  ///< "mean", then "p<q>" per summary percentile
+  std::vector<double> percentiles;      ///< percentiles across replicates, e.g. {5, 50, 95}
+  /// times x compartments x statistics x percentiles, row-major
+  std::vector<double> values;
+  std::int64_t replicates = 0;  ///< replicates summarised
+  std::vector<double> group;    ///< the group's values (empty without grouping columns)
+};
+
 /// A destination for one run's results. Called from one thread: write() for every chunk in row
 /// order, write_summary() once per summary group (RunLayout::summary_groups times, in group
 /// order; a group's table arrives once its last row has been written), then commit().
@@ -113,6 +132,9 @@ class ResultSink {
   virtual void write(const Chunk& chunk) = 0;
   /// Takes the per-time summary of one group (TimeSummaryTable::group says which).
   virtual void write_summary(const TimeSummaryTable& table) = 0;
+  /// Takes the summary across replicates of one group (RunLayout::replicate_summary_groups
+  /// calls, in group order, after the last write_summary()). The default ignores it.
+  virtual void write_replicate_summary(const ReplicateSummaryTable& /*table*/) {}
   /// The run is complete.
   virtual void commit() = 0;
 };
@@ -166,6 +188,9 @@ struct PopulationRun {
   /// Groups of the summaries. Absent: one group per sweep point (every swept parameter), the
   /// replicates pooled; without a sweep, one summary of every row.
   std::optional<SummaryBy> summary_by;
+  /// Summaries across replicates at these percentiles (ascending, in [0, 100]); empty: none.
+  /// Needs replicates > 1 and summaries grouped by replicate (summary_by.replicate).
+  std::vector<double> replicate_percentiles;
   std::string run_text;  ///< provenance for the sink (RunLayout)
   std::string run_file;
 };

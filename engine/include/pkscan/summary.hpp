@@ -165,6 +165,10 @@ class TimeSummary {
   std::unique_ptr<Impl> impl_;
 };
 
+/// The p-th percentile (type 7, numpy.percentile's default) of `sorted`: ascending, not
+/// empty, p in [0, 100].
+double sorted_percentile(const std::vector<double>& sorted, double p) noexcept;
+
 /// Number of exposure metrics per subject.
 inline constexpr int kMetricCount = 4;
 

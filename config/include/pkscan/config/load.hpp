@@ -25,6 +25,8 @@ struct StreamOutput {
   /// output.summaries.by: what the summaries are grouped by; absent = the library's default
   /// (PopulationRun::summary_by: every swept parameter).
   std::optional<SummaryBy> by;
+  /// output.summaries.replicates: percentiles across replicates (empty: none).
+  std::vector<double> replicate_percentiles;
   /// output.parameters: each row's parameters (and etas) in `STEM.parameters.csv` / the HDF5
   /// file's /etas; absent = written for populations.
   std::optional<bool> parameters;
