@@ -132,27 +132,10 @@ class CsvSink final : public ResultSink {
     }
     const std::size_t n = names.size();
     const std::size_t nq = t.percentiles.size();
-    std::vector<char> line((t.group.size() + 1 + n + n * nq) * (detail::kMaxNumberChars + 1) + 2);
-    char* const end = line.data() + line.size();
-    for (std::size_t i = 0; i < t.times.size(); ++i) {
-      char* p = line.data();
-      for (double g : t.group) {
-        p = put(p, end, g);
-        *p++ = ',';
-      }
-      p = put(p, end, t.times[i]);
-      for (std::size_t c = 0; c < n; ++c) {
-        *p++ = ',';
-        p = put(p, end, t.mean[i * n + c]);
-      }
-      for (std::size_t q = 0; q < nq; ++q)
-        for (std::size_t c = 0; c < n; ++c) {
-          *p++ = ',';
-          p = put(p, end, t.quantiles[(i * n + c) * nq + q]);
-        }
-      *p++ = '\n';
-      summary_->write(line.data(), static_cast<std::size_t>(p - line.data()));
-    }
+    // Per time: the means, then each percentile's compartments.
+    write_time_rows(*summary_, t.group, t.times, n + n * nq, [&](std::size_t i, std::size_t j) {
+      return j < n ? t.mean[i * n + j] : t.quantiles[(i * n + (j - n) % n) * nq + (j - n) / n];
+    });
     protocol_.end_summary();
   }
 
@@ -172,24 +155,11 @@ class CsvSink final : public ResultSink {
       replicates_->write(header.data(), header.size());
     }
     const std::size_t n = names.size(), ns = t.statistics.size(), nq = t.percentiles.size();
-    std::vector<char> line((t.group.size() + 1 + n * ns * nq) * (detail::kMaxNumberChars + 1) + 2);
-    char* const end = line.data() + line.size();
-    for (std::size_t i = 0; i < t.times.size(); ++i) {
-      char* p = line.data();
-      for (double g : t.group) {
-        p = put(p, end, g);
-        *p++ = ',';
-      }
-      p = put(p, end, t.times[i]);
-      for (std::size_t st = 0; st < ns; ++st)
-        for (std::size_t q = 0; q < nq; ++q)
-          for (std::size_t c = 0; c < n; ++c) {
-            *p++ = ',';
-            p = put(p, end, t.values[((i * n + c) * ns + st) * nq + q]);
-          }
-      *p++ = '\n';
-      replicates_->write(line.data(), static_cast<std::size_t>(p - line.data()));
-    }
+    // Per time: statistic, then percentile across replicates, then compartment.
+    write_time_rows(*replicates_, t.group, t.times, n * ns * nq, [&](std::size_t i, std::size_t j) {
+      const std::size_t c = j % n, q = (j / n) % nq, st = j / (n * nq);
+      return t.values[((i * n + c) * ns + st) * nq + q];
+    });
     protocol_.end_replicate_summary();
   }
 
@@ -251,6 +221,29 @@ class CsvSink final : public ResultSink {
         *p++ = '\n';
         trajectories_->write(line, static_cast<std::size_t>(p - line));
       }
+    }
+  }
+
+  // The rows of one group's per-time table: the group's values, the time, then `columns`
+  // values value(i, j) of time i.
+  template <class Value>
+  static void write_time_rows(AtomicFile& file, const std::vector<double>& group,
+                              const std::vector<double>& times, std::size_t columns, Value value) {
+    std::vector<char> line((group.size() + 1 + columns) * (detail::kMaxNumberChars + 1) + 2);
+    char* const end = line.data() + line.size();
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      char* p = line.data();
+      for (double g : group) {
+        p = put(p, end, g);
+        *p++ = ',';
+      }
+      p = put(p, end, times[i]);
+      for (std::size_t j = 0; j < columns; ++j) {
+        *p++ = ',';
+        p = put(p, end, value(i, j));
+      }
+      *p++ = '\n';
+      file.write(line.data(), static_cast<std::size_t>(p - line.data()));
     }
   }
 
