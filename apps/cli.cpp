@@ -111,6 +111,7 @@ std::string rows_written(const config::RunReport& r) {
   const std::string n = std::to_string(r.rows);
   switch (r.kind) {
     case config::RunKind::Dataset:
+    case config::RunKind::Design:
       return n + " observation rows";
     case config::RunKind::Streamed:
       return n + (r.rows == 1 ? " subject" : " subjects") +

@@ -5,7 +5,9 @@
 #include <map>
 #include <memory>
 #include <pkscan/backend.hpp>
+#include <pkscan/config/population_run.hpp>
 #include <pkscan/dataset.hpp>
+#include <pkscan/design.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>
 #include <pkscan/output/output.hpp>
@@ -16,6 +18,65 @@
 #include "load_sections.hpp"
 
 namespace pkscan::config::detail {
+
+namespace {
+
+// `output: {path, parameters}` of a dataset or design run; the other keys say why they are not
+// used.
+void parse_dataset_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, bool design) {
+  auto it = top.find("output");
+  if (it == top.end()) return;
+  auto out = L.entries(it->second.value, "output",
+                       {"path", "times", "trajectories", "summaries", "parameters"});
+  spec.output_line = it->second.key.Mark().line + 1;
+  spec.output_column = it->second.key.Mark().column + 1;
+  for (const char* key : {"times", "trajectories", "summaries", "parameters"}) {
+    auto t = out.find(key);
+    if (t == out.end()) continue;
+    if (design && std::string(key) == "parameters") {
+      const YAML::Node& b = t->second.value;
+      if (!b.IsScalar() || b.Tag() == "!" || (b.Scalar() != "true" && b.Scalar() != "false"))
+        L.fail(b, "output.parameters must be true or false");
+      spec.stream.parameters = b.Scalar() == "true";
+      continue;
+    }
+    L.fail(t->second.key, "output." + std::string(key) +
+                              " is not used with subjects.dataset (the result is one row per "
+                              "observation record of the dataset); remove it");
+  }
+  if (auto pth = out.find("path"); pth != out.end()) {
+    spec.output_path =
+        L.scalar_string(pth->second.value, "output.path", "a file path ending in .csv");
+    const std::string& op = spec.output_path;
+    if (op.size() < 5 || op.compare(op.size() - 4, 4, ".csv") != 0)
+      L.fail(pth->second.value, "output.path is \"" + op + "\", but must end in .csv");
+    spec.output_path_line = pth->second.value.Mark().line + 1;
+    spec.output_path_column = pth->second.value.Mark().column + 1;
+  }
+}
+
+// A design simulation: `subjects: {dataset: FILE, population: {...}}` (NONMEM's $SIM).
+void parse_design(const Loader& L, const Loader::Entries& top, RunSpec& spec,
+                  const std::shared_ptr<const ModelInfo>& model_ptr,
+                  const std::shared_ptr<Dataset>& data, const YAML::Node& pop_node,
+                  const YAML::Mark& engine_mark) {
+  FieldTable fields;
+  parse_population(L, pop_node, model_ptr, spec, fields, data.get());
+  parse_dataset_output(L, top, spec, true);
+  if (std::string why; !is_backend_available(spec.options.method, spec.options.device, &why))
+    throw BackendUnavailable(L.where(engine_mark) + ": engine.method: " + why);
+  spec.dataset = data;
+  // The dataset's cells are reported at their file, line and column (ConfigError); the
+  // population's values at their nodes; a dataset column that gives a varied parameter at the
+  // dataset node.
+  fields.emplace("data.parameter_columns",
+                 Located{top.at("subjects").value["dataset"], "subjects.dataset", false});
+  fields.emplace("population", Located{pop_node, "subjects.population", false});
+  fields.emplace("replicates", Located{pop_node, "subjects.population.replicates", false});
+  L.checked(locate_in(fields), [&] { check_design_run(to_design_run(spec)); });
+}
+
+}  // namespace
 
 // A run on a NONMEM dataset: `subjects: {dataset: FILE, parameters: {...}}`, `output: {path}`.
 void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spec,
@@ -55,11 +116,17 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
     L.fail(it->second.key,
            "subjects.count is not used with subjects.dataset (the dataset's IDs are the subjects); "
            "remove it");
-  if (auto it = subj.find("population"); it != subj.end())
-    L.fail(it->second.key,
-           "subjects.population cannot be given with subjects.dataset (the dataset's IDs are the "
-           "subjects, their parameters come from its columns and subjects.parameters); remove one "
-           "of them");
+  const auto pop_it = subj.find("population");
+  if (pop_it != subj.end()) {
+    if (auto it = subj.find("parameters"); it != subj.end())
+      L.fail(it->second.key,
+             "subjects.parameters cannot be given with subjects.population (the population's "
+             "typical values give the parameters of a design simulation); remove it");
+    if (auto it = top.find("engine"); it != top.end() && spec.options.device == Device::Cuda)
+      L.fail(it->second.value["device"],
+             "engine.device is cuda, but a design simulation (subjects.dataset with "
+             "subjects.population) runs on the CPU; remove engine.device or give cpu");
+  }
   const YAML::Node dnode = subj.at("dataset").value;
   const std::string dpath =
       L.scalar_string(dnode, "subjects.dataset", "the path of a NONMEM-format CSV file");
@@ -67,10 +134,17 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
   auto data = std::make_shared<Dataset>(read_dataset(resolved, model));
   spec.inputs.push_back(output::InputFile{"subjects.dataset", resolved});
   try {
-    output::check_dataset_columns(*data,
-                                  model);  // its covariates go to the result beside its columns
+    // Its covariates go to the result beside the result's own columns.
+    if (pop_it != subj.end())
+      output::check_design_columns(*data, model);
+    else
+      output::check_dataset_columns(*data, model);
   } catch (const InvalidArgument& e) {
     L.fail(dnode, e.what());
+  }
+  if (pop_it != subj.end()) {
+    parse_design(L, top, spec, model_ptr, data, pop_it->second.value, engine_mark);
+    return;
   }
   const std::int64_t count = static_cast<std::int64_t>(data->subjects.size());
   p.parameters = ParameterBatch(model_ptr, count);
@@ -117,26 +191,7 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
       }
     }
   }
-  if (auto it = top.find("output"); it != top.end()) {
-    auto out = L.entries(it->second.value, "output",
-                         {"path", "times", "trajectories", "summaries", "parameters"});
-    spec.output_line = it->second.key.Mark().line + 1;
-    spec.output_column = it->second.key.Mark().column + 1;
-    for (const char* key : {"times", "trajectories", "summaries", "parameters"})
-      if (auto t = out.find(key); t != out.end())
-        L.fail(t->second.key, "output." + std::string(key) +
-                                  " is not used with subjects.dataset (the result is one row per "
-                                  "observation record of the dataset); remove it");
-    if (auto pth = out.find("path"); pth != out.end()) {
-      spec.output_path =
-          L.scalar_string(pth->second.value, "output.path", "a file path ending in .csv");
-      const std::string& op = spec.output_path;
-      if (op.size() < 5 || op.compare(op.size() - 4, 4, ".csv") != 0)
-        L.fail(pth->second.value, "output.path is \"" + op + "\", but must end in .csv");
-      spec.output_path_line = pth->second.value.Mark().line + 1;
-      spec.output_path_column = pth->second.value.Mark().column + 1;
-    }
-  }
+  parse_dataset_output(L, top, spec, false);
   // Availability of the requested path (device cuda runs datasets too): exit status 3, not 2.
   if (std::string why; !is_backend_available(spec.options.method, spec.options.device, &why))
     throw BackendUnavailable(L.where(engine_mark) + ": engine." +

@@ -93,18 +93,30 @@ void read_covariates(const std::string& path, PopulationSpec& pop, std::int64_t 
 
 void parse_population(const Loader& L, const YAML::Node& node,
                       const std::shared_ptr<const ModelInfo>& model_ptr, RunSpec& spec,
-                      FieldTable& fields) {
+                      FieldTable& fields, const Dataset* design) {
   const ModelInfo& model = *model_ptr;
   auto pop_keys = L.entries(
       node, "subjects.population",
-      {"count", "seed", "replicates", "typical", "iiv", "covariates", "residual", "lloq"});
+      {"count", "seed", "replicates", "typical", "iiv", "iov", "covariates", "residual", "lloq"});
   const std::string ctx = "subjects.population";
   auto need = [&](const std::string& k) -> const Loader::Entry& {
     auto it = pop_keys.find(k);
     if (it == pop_keys.end()) L.fail(node, "missing key '" + k + "' in " + ctx);
     return it->second;
   };
-  const std::int64_t count = L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
+  if (design) {
+    if (auto it = pop_keys.find("count"); it != pop_keys.end())
+      L.fail(it->second.key, ctx +
+                                 ".count is not used with subjects.dataset (every replicate "
+                                 "simulates each of the dataset's subjects once); remove it");
+  } else if (auto it = pop_keys.find("iov"); it != pop_keys.end()) {
+    L.fail(it->second.key, ctx +
+                               ".iov needs subjects.dataset (the occasions are a column of the "
+                               "dataset); remove it, or simulate on a dataset");
+  }
+  const std::int64_t count =
+      design ? static_cast<std::int64_t>(design->subjects.size())
+             : L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
   const auto seed = static_cast<std::uint64_t>(
       L.integer(need("seed").value, ctx + ".seed", 0, (std::int64_t{1} << 53)));
   // Typical values at the model's defaults (NaN for the unused one of micro constants /
@@ -143,8 +155,19 @@ void parse_population(const Loader& L, const YAML::Node& node,
     spec.residual = e;
   }
   if (auto it = pop_keys.find("lloq"); it != pop_keys.end()) {
-    spec.lloq = L.finite(it->second.value, ctx + ".lloq", "finite and >= 0", false);
-    fields.emplace("lloq", Located{it->second.value, ctx + ".lloq", false});
+    const YAML::Node& v = it->second.value;
+    char* end = nullptr;
+    // With a dataset, a name is the column that holds each observation's LLOQ.
+    if (design && v.IsScalar() && !v.Scalar().empty() &&
+        (std::strtod(v.Scalar().c_str(), &end), end != v.Scalar().c_str() + v.Scalar().size())) {
+      spec.lloq_column = v.Scalar();
+      fields.emplace("lloq_column", Located{v, ctx + ".lloq", false});
+    } else {
+      spec.lloq = L.finite(
+          v, ctx + ".lloq",
+          design ? "finite and >= 0, or the name of a dataset column" : "finite and >= 0", false);
+    }
+    fields.emplace("lloq", Located{v, ctx + ".lloq", false});
   }
 
   // typical values
@@ -248,75 +271,171 @@ void parse_population(const Loader& L, const YAML::Node& node,
     }
   }
 
-  // covariates: {file: CSV, effects: [{parameter, covariate, type, coefficient, reference}]}
+  // covariates: {file: CSV, effects: [{parameter, covariate, type, coefficient, reference}]};
+  // with a dataset, {effects: [...]} on its columns.
   if (auto it = pop_keys.find("covariates"); it != pop_keys.end()) {
     const YAML::Node& cn = it->second.value;
     auto cv = L.entries(cn, ctx + ".covariates", {"file", "effects"});
     auto fi = cv.find("file");
-    if (fi == cv.end()) L.fail(cn, "missing key 'file' in " + ctx + ".covariates");
-    const std::string path =
-        L.resolve(L.scalar_string(fi->second.value, ctx + ".covariates.file",
-                                  "the path of a CSV file with one row per subject"));
-    fields.emplace("covariates", Located{fi->second.value, ctx + ".covariates.file", false});
-    if (!std::ifstream(path, std::ios::binary))
-      L.fail(fi->second.value,
-             ctx + ".covariates.file: cannot read \"" + path + "\": " + std::strerror(errno));
-    read_covariates(path, pop, pop.count);
-    const std::int64_t rows =
-        static_cast<std::int64_t>(pop.covariates.size() / pop.covariate_names.size());
-    if (rows != pop.count)
-      L.fail(fi->second.value, ctx + ".covariates.file has " + std::to_string(rows) +
-                                   " rows, but " + ctx + ".count is " + std::to_string(pop.count) +
-                                   "; give one row per subject");
+    if (design && fi != cv.end())
+      L.fail(fi->second.key, ctx +
+                                 ".covariates.file is not used with subjects.dataset (the "
+                                 "covariates are the dataset's columns); remove it");
+    if (!design && fi == cv.end()) L.fail(cn, "missing key 'file' in " + ctx + ".covariates");
+    if (!design) {
+      const std::string path =
+          L.resolve(L.scalar_string(fi->second.value, ctx + ".covariates.file",
+                                    "the path of a CSV file with one row per subject"));
+      fields.emplace("covariates", Located{fi->second.value, ctx + ".covariates.file", false});
+      if (!std::ifstream(path, std::ios::binary))
+        L.fail(fi->second.value,
+               ctx + ".covariates.file: cannot read \"" + path + "\": " + std::strerror(errno));
+      read_covariates(path, pop, pop.count);
+      const std::int64_t rows =
+          static_cast<std::int64_t>(pop.covariates.size() / pop.covariate_names.size());
+      if (rows != pop.count)
+        L.fail(fi->second.value, ctx + ".covariates.file has " + std::to_string(rows) +
+                                     " rows, but " + ctx + ".count is " +
+                                     std::to_string(pop.count) + "; give one row per subject");
+      spec.inputs.push_back(output::InputFile{"subjects.population.covariates.file", path});
+    }
     // Covariates act only through their effects: a file without any would be read for nothing.
     const auto ei = cv.find("effects");
     if (ei == cv.end() || (ei->second.value.IsSequence() && ei->second.value.size() == 0))
-      L.fail(ei == cv.end() ? fi->second.key : ei->second.value,
-             ctx +
-                 ".covariates has no effects, so its file would be read and used by nothing; "
-                 "give effects: [{parameter, covariate, type, coefficient, reference}, ...] or "
-                 "remove covariates");
-    {
-      const YAML::Node& el = ei->second.value;
-      if (!el.IsSequence())
-        L.fail(el, ctx +
-                       ".covariates.effects must be a list of {parameter, covariate, type, "
-                       "coefficient, reference}");
-      for (std::size_t i = 0; i < el.size(); ++i) {
-        const std::string ectx = ctx + ".covariates.effects[" + std::to_string(i + 1) + "]";
-        auto e =
-            L.entries(el[i], ectx, {"parameter", "covariate", "type", "coefficient", "reference"});
-        for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
-          if (e.find(k) == e.end())
-            L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
-        CovariateEffect eff;
-        eff.parameter = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
-        const std::string f = "effects[" + std::to_string(i) + "].";
-        for (const char* key : {"parameter", "covariate", "reference"})
-          fields.emplace(f + key, Located{e.at(key).value, ectx + "." + key});
-        fields.emplace("population." + f + "parameter",
-                       Located{e.at("parameter").value, ectx + ".parameter"});
-        fields.emplace(f + "theta", Located{e.at("coefficient").value, ectx + ".coefficient"});
-        const std::string cov =
-            L.scalar_string(e.at("covariate").value, ectx + ".covariate", "a covariate column");
-        const auto ci = std::find(pop.covariate_names.begin(), pop.covariate_names.end(), cov);
-        if (ci == pop.covariate_names.end())
-          L.fail(e.at("covariate").value, ectx + ".covariate is \"" + cov +
-                                              "\", but the covariates file has the columns " +
-                                              join(pop.covariate_names));
-        eff.covariate = static_cast<int>(ci - pop.covariate_names.begin());
-        const std::string type =
-            L.scalar_string(e.at("type").value, ectx + ".type", "power or exponential");
-        if (type != "power" && type != "exponential")
-          L.fail(e.at("type").value,
-                 ectx + ".type is \"" + type + "\", but must be power or exponential");
-        eff.model = type == "power" ? CovariateModel::Power : CovariateModel::Exponential;
-        eff.theta = L.number(e.at("coefficient").value, ectx + ".coefficient");
-        eff.reference = L.number(e.at("reference").value, ectx + ".reference");
-        pop.effects.push_back(eff);
+      L.fail(ei == cv.end() ? (design ? it->second.key : fi->second.key) : ei->second.value,
+             ctx + (design ? ".covariates has no effects; give effects: [{parameter, covariate, "
+                             "type, coefficient, reference}, ...] or remove covariates"
+                           : ".covariates has no effects, so its file would be read and used by "
+                             "nothing; give effects: [{parameter, covariate, type, coefficient, "
+                             "reference}, ...] or remove covariates"));
+    const YAML::Node& el = ei->second.value;
+    if (!el.IsSequence())
+      L.fail(el, ctx +
+                     ".covariates.effects must be a list of {parameter, covariate, type, "
+                     "coefficient, reference}");
+    for (std::size_t i = 0; i < el.size(); ++i) {
+      const std::string ectx = ctx + ".covariates.effects[" + std::to_string(i + 1) + "]";
+      auto e =
+          L.entries(el[i], ectx, {"parameter", "covariate", "type", "coefficient", "reference"});
+      for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
+        if (e.find(k) == e.end()) L.fail(el[i], "missing key '" + std::string(k) + "' in " + ectx);
+      CovariateEffect eff;
+      eff.parameter = named_parameter(L, model, e.at("parameter").value, ectx + ".parameter");
+      const std::string f = "effects[" + std::to_string(i) + "].";
+      for (const char* key : {"parameter", "covariate", "reference"})
+        fields.emplace(f + key, Located{e.at(key).value, ectx + "." + key});
+      fields.emplace("population." + f + "parameter",
+                     Located{e.at("parameter").value, ectx + ".parameter"});
+      fields.emplace(f + "theta", Located{e.at("coefficient").value, ectx + ".coefficient"});
+      const std::string cov =
+          L.scalar_string(e.at("covariate").value, ectx + ".covariate", "a covariate column");
+      auto ci = std::find(pop.covariate_names.begin(), pop.covariate_names.end(), cov);
+      if (design && ci == pop.covariate_names.end()) {
+        // The dataset's column (the library reads it on every record).
+        if (std::find(design->covariate_columns.begin(), design->covariate_columns.end(), cov) ==
+            design->covariate_columns.end())
+          L.fail(e.at("covariate").value,
+                 ectx + ".covariate is \"" + cov + "\", but the dataset " + design->file +
+                     " has no such column (its columns beyond the NONMEM items and parameters: " +
+                     join(design->covariate_columns) + ")");
+        pop.covariate_names.push_back(cov);
+        ci = pop.covariate_names.end() - 1;
       }
+      if (ci == pop.covariate_names.end())
+        L.fail(e.at("covariate").value, ectx + ".covariate is \"" + cov +
+                                            "\", but the covariates file has the columns " +
+                                            join(pop.covariate_names));
+      eff.covariate = static_cast<int>(ci - pop.covariate_names.begin());
+      const std::string type =
+          L.scalar_string(e.at("type").value, ectx + ".type", "power or exponential");
+      if (type != "power" && type != "exponential")
+        L.fail(e.at("type").value,
+               ectx + ".type is \"" + type + "\", but must be power or exponential");
+      eff.model = type == "power" ? CovariateModel::Power : CovariateModel::Exponential;
+      eff.theta = L.number(e.at("coefficient").value, ectx + ".coefficient");
+      eff.reference = L.number(e.at("reference").value, ectx + ".reference");
+      pop.effects.push_back(eff);
     }
-    spec.inputs.push_back(output::InputFile{"subjects.population.covariates.file", path});
+  }
+
+  // iov: {occasion: COLUMN, variances: {name: variance, ...}} or {occasion, block, omega}
+  if (auto it = pop_keys.find("iov"); it != pop_keys.end()) {
+    const YAML::Node& iv = it->second.value;
+    const std::string ictx = ctx + ".iov";
+    auto o = L.entries(iv, ictx, {"occasion", "variances", "block", "omega"});
+    auto oc = o.find("occasion");
+    if (oc == o.end()) L.fail(iv, "missing key 'occasion' in " + ictx + " (the occasion column)");
+    spec.occasion = L.scalar_string(oc->second.value, ictx + ".occasion", "a dataset column");
+    fields.emplace("occasion", Located{oc->second.value, ictx + ".occasion", false});
+    const bool block = o.count("block") || o.count("omega");
+    if (block == (o.count("variances") > 0))
+      L.fail(iv, ictx +
+                     " needs variances: {parameter: variance, ...} or block: [names] with omega: "
+                     "[lower triangle] (one of them)");
+    if (block) {
+      auto bi = o.find("block");
+      auto oi = o.find("omega");
+      if (bi == o.end() || oi == o.end())
+        L.fail(iv, ictx +
+                       " needs both block (the parameter names) and omega (the lower "
+                       "triangle of their covariance, row by row)");
+      const YAML::Node& bn = bi->second.value;
+      if (!bn.IsSequence() || bn.size() == 0)
+        L.fail(bn, ictx + ".block must be a non-empty list of parameter names");
+      for (std::size_t i = 0; i < bn.size(); ++i) {
+        if (!bn[i].IsScalar())
+          L.fail(bn[i], ictx + ".block[" + std::to_string(i + 1) + "] must be a name");
+        const int col = named_parameter(L, model, bn[i], ictx + ".block");
+        for (int c : pop.iov)
+          if (c == col) L.fail(bn[i], ictx + ".block names " + bn[i].Scalar() + " twice");
+        fields.emplace("iov[" + std::to_string(i) + "]",
+                       Located{bn[i], ictx + ".block[" + std::to_string(i + 1) + "]"});
+        pop.iov.push_back(col);
+      }
+      const std::size_t m = pop.iov.size();
+      const YAML::Node& on = oi->second.value;
+      if (!on.IsSequence() || on.size() != m * (m + 1) / 2)
+        L.fail(on, ictx + ".omega must be a list of " + std::to_string(m * (m + 1) / 2) +
+                       " numbers: the lower triangle of the " + std::to_string(m) + "x" +
+                       std::to_string(m) + " covariance, row by row");
+      pop.iov_omega =
+          Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(m));
+      std::size_t k = 0;
+      for (std::size_t r = 0; r < m; ++r)
+        for (std::size_t c = 0; c <= r; ++c, ++k) {
+          const std::string what = ictx + ".omega[" + std::to_string(k + 1) + "]";
+          const double v = L.number(on[k], what);
+          fields.emplace("iov_omega[" + std::to_string(r) + "][" + std::to_string(c) + "]",
+                         Located{on[k], what});
+          pop.iov_omega(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) = v;
+          pop.iov_omega(static_cast<Eigen::Index>(c), static_cast<Eigen::Index>(r)) = v;
+        }
+      fields.emplace("iov_omega", Located{on, ictx + ".omega"});
+    } else {
+      const YAML::Node& vn = o.at("variances").value;
+      if (!vn.IsMap() || vn.size() == 0)
+        L.fail(vn, ictx + ".variances must be a mapping of parameter names to variances");
+      std::vector<YAML::Node> values;
+      for (const auto& kv : vn) {
+        const int col = named_parameter(L, model, kv.first, ictx + ".variances");
+        for (int c : pop.iov)
+          if (c == col) L.fail(kv.first, ictx + ".variances names " + kv.first.Scalar() + " twice");
+        const std::string a = std::to_string(pop.iov.size());
+        const std::string what = ictx + ".variances." + kv.first.Scalar();
+        fields.emplace("iov[" + a + "]", Located{kv.first, what});
+        fields.emplace("iov_omega[" + a + "][" + a + "]", Located{kv.second, what});
+        values.push_back(kv.second);
+        pop.iov.push_back(col);
+      }
+      const std::size_t m = pop.iov.size();
+      pop.iov_omega =
+          Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(m));
+      for (std::size_t k = 0; k < m; ++k)
+        pop.iov_omega(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(k)) =
+            L.number(values[k], ictx + ".variances." +
+                                    model.parameters[static_cast<std::size_t>(pop.iov[k])].name);
+      fields.emplace("iov_omega", Located{vn, ictx + ".variances"});
+    }
   }
 }
 

@@ -117,9 +117,12 @@ PopulationRun population_parts(const RunSpec& spec);
 // (relative to the run file's folder; added to spec.inputs). Its values' rules are the library's
 // (check_population_run); `fields` gets where each value is, under the library's field paths
 // (typical[c], iiv[a], omega[i][j], effects[e].reference, ...).
+// With `design` (a design run: subjects.dataset with subjects.population) there is no count and
+// no covariates file: the covariates of effects are the dataset's columns, `iov` names its
+// occasion column and `lloq` may name a column.
 void parse_population(const Loader& L, const YAML::Node& node,
                       const std::shared_ptr<const ModelInfo>& model_ptr, RunSpec& spec,
-                      FieldTable& fields);
+                      FieldTable& fields, const Dataset* design = nullptr);
 
 // `sweep: {parameter: [values], ...}`; `fields` gets sweep.columns[k] and sweep.values[k][j].
 Sweep parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,

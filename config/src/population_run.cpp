@@ -41,6 +41,20 @@ PopulationRun to_population_run(const RunSpec& spec) {
   return run;
 }
 
+DesignRun to_design_run(const RunSpec& spec) {
+  DesignRun run;
+  run.data = spec.dataset;
+  if (spec.population) run.population = *spec.population;
+  run.occasion = spec.occasion;
+  run.replicates = spec.replicates;
+  run.residual = spec.residual;
+  run.lloq = spec.lloq;
+  run.lloq_column = spec.lloq_column;
+  run.parameter_table = spec.stream.parameters.value_or(true);
+  run.options = spec.options;
+  return run;
+}
+
 PopulationRunReport run_streaming(const RunSpec& spec, const std::string& path,
                                   const PopulationRunOptions& options) {
   const PopulationRun run = to_population_run(spec);

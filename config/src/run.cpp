@@ -19,6 +19,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 RunKind run_kind(const RunSpec& spec, const std::string& path) noexcept {
+  if (spec.design()) return RunKind::Design;
   if (spec.dataset) return RunKind::Dataset;
   if (spec.streaming() || !ends_with(path, ".csv")) return RunKind::Streamed;
   return RunKind::Grid;
@@ -57,6 +58,18 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
           output::write_dataset_csv(result, *spec.dataset, spec.problem.parameters.info(), path,
                                     output::csv_companions(path));
       rep.rows = result.rows();
+      return rep;
+    }
+    case RunKind::Design: {
+      const DesignRun run = to_design_run(spec);
+      std::unique_ptr<DesignSink> sink = output::make_design_sink(path, design_layout(run));
+      DesignProgressFn progress;
+      if (options.progress)
+        progress = [&](std::int64_t done, std::int64_t total) {
+          options.progress(done * design_rows(run), total * design_rows(run));
+        };
+      rep.summary = run_design(run, *sink, progress);
+      rep.rows = design_rows(run) * run.replicates;
       return rep;
     }
     case RunKind::Streamed: {

@@ -14,6 +14,7 @@
 
 #include "api/plan.hpp"
 #include "core/validate.hpp"
+#include "population/residual.hpp"
 
 namespace pkscan {
 
@@ -194,20 +195,7 @@ void check_run(const PopulationRun& run) {
     }
   }
   if (run.residual) {
-    const ResidualError& e = *run.residual;
-    const std::pair<const char*, double> sds[] = {
-        {"additive", e.additive}, {"proportional", e.proportional}, {"exponential", e.exponential}};
-    for (const auto& [name, sd] : sds)
-      if (!(std::isfinite(sd) && sd >= 0.0))
-        throw DomainError("run_population: the residual error's " + std::string(name) +
-                              " standard deviation is " + format_value(sd) +
-                              ", but must be finite and >= 0",
-                          std::string("residual.") + name, format_value(sd), "finite and >= 0");
-    if (e.exponential > 0.0 && (e.additive > 0.0 || e.proportional > 0.0))
-      throw InvalidArgument(
-          "run_population: an exponential residual error cannot be combined with an additive "
-          "or proportional one",
-          "residual.exponential", format_value(e.exponential), "");
+    detail::check_residual("run_population", *run.residual);
     if (!run.population)
       throw InvalidArgument(
           "run_population: a residual error needs a population (its draws come from its seed)",
@@ -224,10 +212,7 @@ void check_run(const PopulationRun& run) {
           "run_population: lloq needs a residual error (BLQ flags the simulated "
           "observations)",
           "lloq", format_value(run.lloq), "");
-    if (!(std::isfinite(run.lloq) && run.lloq >= 0.0))
-      throw DomainError(
-          "run_population: lloq is " + format_value(run.lloq) + ", but must be finite and >= 0",
-          "lloq", format_value(run.lloq), "finite and >= 0");
+    detail::check_lloq("run_population", run.lloq);
   }
   if (run.summaries) {
     const long double need = population_summary_bytes(run);
@@ -393,8 +378,7 @@ void observe_rows(const PopulationRun& run, const RunLayout& layout, const Simul
         const double c = static_cast<double>(amounts.data()[(s * nt + t) * nc + obs]) / v;
         const double e1 = z[static_cast<std::size_t>(2 * t)];
         const double e2 = z[static_cast<std::size_t>(2 * t + 1)];
-        const double y = e.exponential > 0.0 ? c * std::exp(e.exponential * e1)
-                                             : c * (1.0 + e.proportional * e1) + e.additive * e2;
+        const double y = detail::observation(e, c, e1, e2);
         ipred[k] = c;
         dv[k] = y;
         if (flag) blq[k] = y < run.lloq ? 1 : 0;

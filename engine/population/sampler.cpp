@@ -214,43 +214,43 @@ Eigen::Index omega_cholesky(const Eigen::MatrixXd& block, Eigen::MatrixXd* lower
   return bad - 1;
 }
 
-PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec)) {
-  if (!spec_.model) detail::throw_invalid(kWhere, "model", "not set", "a model description");
-  const ModelInfo& model = *spec_.model;
-  columns_ = static_cast<int>(model.parameters.size());
-  if (spec_.count < 1) detail::throw_invalid(kWhere, "count", std::to_string(spec_.count), ">= 1");
-  if (spec_.typical.size() != model.parameters.size())
-    bad_size("typical values (one per parameter of " + model.name + ")", spec_.typical.size(),
-             model.parameters.size());
+namespace {
 
-  // Variability: columns, Omega's shape and values.
-  const std::size_t m = spec_.iiv.size();
-  eta_of_column_.assign(static_cast<std::size_t>(columns_), -1);
+// Checks the variability of `cols` (parameter columns; `list` names them in messages: "iiv" or
+// "iov") with covariance `om` (`omega` names it: "omega" or "iov_omega") and factors it: of_column
+// maps each parameter column to its index in cols or -1, nonzero lists the indices with a
+// non-zero variance, chol is the lower factor with zero rows and columns for zero variances.
+void factor_variability(const PopulationSpec& spec, int columns, const std::vector<int>& cols,
+                        const Eigen::MatrixXd& om, const std::string& list,
+                        const std::string& omega, std::vector<int>& of_column,
+                        std::vector<int>& nonzero, Eigen::MatrixXd& chol) {
+  const ModelInfo& model = *spec.model;
+  const std::size_t m = cols.size();
+  of_column.assign(static_cast<std::size_t>(columns), -1);
   for (std::size_t a = 0; a < m; ++a) {
-    const int c = spec_.iiv[a];
-    if (c < 0 || c >= columns_)
-      detail::throw_invalid(kWhere, "iiv[" + std::to_string(a) + "] (a parameter column)",
-                            std::to_string(c), "in [0, " + std::to_string(columns_) + ")");
-    if (eta_of_column_[static_cast<std::size_t>(c)] >= 0)
-      detail::throw_invalid(kWhere, "iiv[" + std::to_string(a) + "]", name_of(model, c),
+    const int c = cols[a];
+    if (c < 0 || c >= columns)
+      detail::throw_invalid(kWhere, list + "[" + std::to_string(a) + "] (a parameter column)",
+                            std::to_string(c), "in [0, " + std::to_string(columns) + ")");
+    if (of_column[static_cast<std::size_t>(c)] >= 0)
+      detail::throw_invalid(kWhere, list + "[" + std::to_string(a) + "]", name_of(model, c),
                             "a parameter not already listed");
-    eta_of_column_[static_cast<std::size_t>(c)] = static_cast<int>(a);
-    if (!std::isfinite(spec_.typical[static_cast<std::size_t>(c)]))
+    of_column[static_cast<std::size_t>(c)] = static_cast<int>(a);
+    if (!std::isfinite(spec.typical[static_cast<std::size_t>(c)]))
       detail::throw_domain(detail::At{"typical[" + std::to_string(c) + "]"}, kWhere,
                            "typical value of " + name_of(model, c),
-                           format_value(spec_.typical[static_cast<std::size_t>(c)]),
-                           "finite (it has iiv)");
+                           format_value(spec.typical[static_cast<std::size_t>(c)]),
+                           "finite (it has " + list + ")");
   }
-  const Eigen::MatrixXd& om = spec_.omega;
   if (static_cast<std::size_t>(om.rows()) != m || static_cast<std::size_t>(om.cols()) != m)
-    detail::throw_invalid(kWhere, "omega size",
-                          std::to_string(om.rows()) + " x " + std::to_string(om.cols()),
-                          std::to_string(m) + " x " + std::to_string(m) + " (one row per iiv)");
-  auto omega_at = [](std::size_t i, std::size_t j) {
-    return detail::At{"omega[" + std::to_string(i) + "][" + std::to_string(j) + "]"};
+    detail::throw_invalid(
+        kWhere, omega + " size", std::to_string(om.rows()) + " x " + std::to_string(om.cols()),
+        std::to_string(m) + " x " + std::to_string(m) + " (one row per " + list + ")");
+  auto omega_at = [&omega](std::size_t i, std::size_t j) {
+    return detail::At{omega + "[" + std::to_string(i) + "][" + std::to_string(j) + "]"};
   };
   auto label = [&](std::size_t i, std::size_t j) {
-    return "omega(" + name_of(model, spec_.iiv[i]) + ", " + name_of(model, spec_.iiv[j]) + ")";
+    return omega + "(" + name_of(model, cols[i]) + ", " + name_of(model, cols[j]) + ")";
   };
   for (std::size_t i = 0; i < m; ++i) {
     const auto ii = static_cast<Eigen::Index>(i);
@@ -264,55 +264,75 @@ PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec
                              "finite");
       const double scale = std::sqrt(om(ii, ii) * om(jj, jj));
       if (std::fabs(om(ii, jj) - om(jj, ii)) > 1e-12 * scale)
-        detail::throw_domain(
-            omega_at(i, j), kWhere, label(i, j), format_value(om(ii, jj)),
-            "equal to " + label(j, i) + " = " + format_value(om(jj, ii)) + " (omega is symmetric)");
+        detail::throw_domain(omega_at(i, j), kWhere, label(i, j), format_value(om(ii, jj)),
+                             "equal to " + label(j, i) + " = " + format_value(om(jj, ii)) + " (" +
+                                 omega + " is symmetric)");
     }
   }
   for (std::size_t i = 0; i < m; ++i) {
     const auto ii = static_cast<Eigen::Index>(i);
     if (om(ii, ii) > 0.0) {
-      nonzero_.push_back(static_cast<int>(i));
+      nonzero.push_back(static_cast<int>(i));
       continue;
     }
     for (std::size_t j = 0; j < m; ++j)
       if (j != i && om(ii, static_cast<Eigen::Index>(j)) != 0.0)
         detail::throw_domain(omega_at(std::max(i, j), std::min(i, j)), kWhere, label(i, j),
                              format_value(om(ii, static_cast<Eigen::Index>(j))),
-                             "0 because the variance of " + name_of(model, spec_.iiv[i]) + " is 0");
+                             "0 because the variance of " + name_of(model, cols[i]) + " is 0");
   }
   // Cholesky factor of the block of non-zero variances (omega_cholesky: the rule is there).
-  const Eigen::Index k = static_cast<Eigen::Index>(nonzero_.size());
+  const Eigen::Index k = static_cast<Eigen::Index>(nonzero.size());
   Eigen::MatrixXd block(k, k);
   for (Eigen::Index a = 0; a < k; ++a)
     for (Eigen::Index b = 0; b < k; ++b)
       block(a, b) =
-          a >= b ? om(nonzero_[static_cast<std::size_t>(a)], nonzero_[static_cast<std::size_t>(b)])
-                 : om(nonzero_[static_cast<std::size_t>(b)], nonzero_[static_cast<std::size_t>(a)]);
+          a >= b ? om(nonzero[static_cast<std::size_t>(a)], nonzero[static_cast<std::size_t>(b)])
+                 : om(nonzero[static_cast<std::size_t>(b)], nonzero[static_cast<std::size_t>(a)]);
   Eigen::MatrixXd lower;
   if (const Eigen::Index failed = omega_cholesky(block, &lower); failed >= 0) {
     const Eigen::Index bad = failed + 1;
     std::string names;
     for (Eigen::Index a = 0; a < bad; ++a)
       names += (a ? ", " : "") +
-               name_of(model,
-                       spec_.iiv[static_cast<std::size_t>(nonzero_[static_cast<std::size_t>(a)])]);
+               name_of(model, cols[static_cast<std::size_t>(nonzero[static_cast<std::size_t>(a)])]);
     const std::string value =
         "not positive definite (its factorisation fails at " +
-        name_of(model,
-                spec_.iiv[static_cast<std::size_t>(nonzero_[static_cast<std::size_t>(bad - 1)])]) +
+        name_of(model, cols[static_cast<std::size_t>(nonzero[static_cast<std::size_t>(bad - 1)])]) +
         ")";
     // About the whole block, not one value: no rule for a front end to reword.
-    throw DomainError(std::string(kWhere) + ": the omega block of " + names + " is " + value +
+    throw DomainError(std::string(kWhere) + ": the " + omega + " block of " + names + " is " +
+                          value +
                           ", but must be positive definite (correlations strictly inside (-1, "
                           "1), no parameter a combination of the others)",
-                      "omega", value, "");
+                      omega, value, "");
   }
-  chol_ = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(m));
+  chol = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(m));
   for (Eigen::Index a = 0; a < k; ++a)
     for (Eigen::Index b = 0; b <= a; ++b)
-      chol_(nonzero_[static_cast<std::size_t>(a)], nonzero_[static_cast<std::size_t>(b)]) =
+      chol(nonzero[static_cast<std::size_t>(a)], nonzero[static_cast<std::size_t>(b)]) =
           lower(a, b);
+}
+
+}  // namespace
+
+PopulationSampler::PopulationSampler(PopulationSpec spec) : spec_(std::move(spec)) {
+  if (!spec_.model) detail::throw_invalid(kWhere, "model", "not set", "a model description");
+  const ModelInfo& model = *spec_.model;
+  columns_ = static_cast<int>(model.parameters.size());
+  if (spec_.count < 1) detail::throw_invalid(kWhere, "count", std::to_string(spec_.count), ">= 1");
+  if (spec_.typical.size() != model.parameters.size())
+    bad_size("typical values (one per parameter of " + model.name + ")", spec_.typical.size(),
+             model.parameters.size());
+
+  // Variability: columns, Omega's shape and values (between subjects, and between occasions).
+  factor_variability(spec_, columns_, spec_.iiv, spec_.omega, "iiv", "omega", eta_of_column_,
+                     nonzero_, chol_);
+  factor_variability(spec_, columns_, spec_.iov, spec_.iov_omega, "iov", "iov_omega",
+                     kappa_of_column_, iov_nonzero_, iov_chol_);
+  if (spec_.iov.size() > static_cast<std::size_t>(kMaxKappas))
+    detail::throw_invalid(kWhere, "iov size", std::to_string(spec_.iov.size()),
+                          "<= " + std::to_string(kMaxKappas) + " parameters");
 
   // Covariates and effects.
   const std::size_t ncov = spec_.covariate_names.size();
@@ -418,25 +438,56 @@ void PopulationSampler::sample(std::int64_t replicate, std::int64_t first_subjec
           s += chol_(ia, nonzero_[static_cast<std::size_t>(b)]) * z[static_cast<std::size_t>(b)];
         eta[static_cast<std::size_t>(ia)] = s;
       }
-      double* row = rows + j * columns_;
-      const double* cov = spec_.covariates.data() + static_cast<std::size_t>(subject) * ncov;
-      for (int c = 0; c < columns_; ++c) {
-        double p = spec_.typical[static_cast<std::size_t>(c)];
-        for (int e : effects_of_column_[static_cast<std::size_t>(c)]) {
-          const CovariateEffect& f = spec_.effects[static_cast<std::size_t>(e)];
-          const double x = cov[f.covariate];
-          p *= f.model == CovariateModel::Power ? std::pow(x / f.reference, f.theta)
-                                                : std::exp(f.theta * (x - f.reference));
-        }
-        const int a = eta_of_column_[static_cast<std::size_t>(c)];
-        if (a >= 0) p *= std::exp(eta[static_cast<std::size_t>(a)]);
-        row[c] = p;
-      }
+      individual(eta.data(), nullptr,
+                 spec_.covariates.data() + static_cast<std::size_t>(subject) * ncov,
+                 rows + j * columns_);
       if (etas_out)
         std::memcpy(etas_out + j * m, eta.data(), static_cast<std::size_t>(m) * sizeof(double));
     }
   }
   error.rethrow();
+}
+
+void PopulationSampler::individual(const double* eta, const double* kappa, const double* covariates,
+                                   double* row) const noexcept {
+  for (int c = 0; c < columns_; ++c) {
+    double p = spec_.typical[static_cast<std::size_t>(c)];
+    for (int e : effects_of_column_[static_cast<std::size_t>(c)]) {
+      const CovariateEffect& f = spec_.effects[static_cast<std::size_t>(e)];
+      const double x = covariates[f.covariate];
+      p *= f.model == CovariateModel::Power ? std::pow(x / f.reference, f.theta)
+                                            : std::exp(f.theta * (x - f.reference));
+    }
+    const int a = eta_of_column_[static_cast<std::size_t>(c)];
+    const int o = kappa ? kappa_of_column_[static_cast<std::size_t>(c)] : -1;
+    if (o >= 0)
+      p *= std::exp((a >= 0 ? eta[a] : 0.0) + kappa[o]);
+    else if (a >= 0)
+      p *= std::exp(eta[a]);
+    row[c] = p;
+  }
+}
+
+void PopulationSampler::occasion(std::int64_t replicate, std::int64_t subject,
+                                 std::int64_t occasion, double* kappa) const noexcept {
+  const int m = kappas();
+  const int k = static_cast<int>(iov_nonzero_.size());
+  // A round of its own over the subject's key and the occasion: unrelated to the etas' and the
+  // residual errors' streams, and to the other occasions'.
+  Xoshiro256 g(mix64(subject_key(spec_.seed, static_cast<std::uint64_t>(replicate),
+                                 static_cast<std::uint64_t>(subject)) ^
+                     0x9B05688C2B3E6C1Full) +
+               mix64(static_cast<std::uint64_t>(occasion) ^ 0x1F83D9ABFB41BD6Bull));
+  double z[kMaxKappas];
+  normals(g, k, z);
+  for (int a = 0; a < m; ++a) kappa[a] = 0.0;
+  for (int a = 0; a < k; ++a) {
+    const int ia = iov_nonzero_[static_cast<std::size_t>(a)];
+    double s = 0.0;
+    for (int b = 0; b <= a; ++b)
+      s += iov_chol_(ia, iov_nonzero_[static_cast<std::size_t>(b)]) * z[b];
+    kappa[ia] = s;
+  }
 }
 
 }  // namespace pkscan

@@ -92,20 +92,46 @@ std::vector<std::string> dataset_result_columns(const ModelInfo& model) {
   return columns;
 }
 
-void check_dataset_columns(const Dataset& data, const ModelInfo& model) {
-  const std::vector<std::string> result = dataset_result_columns(model);
+namespace {
+
+// No covariate column of `data` is named like one of `result` (the result's own columns) or
+// starts with amount_ or conc_, ignoring case.
+void check_result_columns(const Dataset& data, const std::vector<std::string>& result) {
   for (const std::string& c : data.covariate_columns) {
     const std::string l = lower(c);
     if (l.rfind("amount_", 0) != 0 && l.rfind("conc_", 0) != 0 &&
         std::find(result.begin(), result.end(), l) == result.end())
       continue;
+    std::string names;
+    for (const std::string& r : result)
+      if (r.rfind("amount_", 0) != 0 && r.rfind("conc_", 0) != 0) names += r + ", ";
     const auto at = std::find(data.columns.begin(), data.columns.end(), c);
     throw InvalidArgument("dataset column " + c + " (column " +
                           std::to_string(at - data.columns.begin() + 1) + " of " + data.file +
                           ") would be written beside the result's own columns, but its name is "
-                          "one of theirs (id, time, dv, pred, and every amount_* and conc_* "
-                          "name, compared ignoring case); rename it in the dataset");
+                          "one of theirs (" +
+                          names +
+                          "and every amount_* and conc_* name, compared ignoring case); rename "
+                          "it in the dataset");
   }
+}
+
+}  // namespace
+
+void check_dataset_columns(const Dataset& data, const ModelInfo& model) {
+  check_result_columns(data, dataset_result_columns(model));
+}
+
+std::vector<std::string> design_result_columns(const ModelInfo& model) {
+  std::vector<std::string> columns = {"id", "time"};
+  for (const std::string& c : model.compartments) columns.push_back("amount_" + c);
+  for (const std::string& c : model.compartments) columns.push_back("conc_" + c);
+  for (const char* c : {"replicate", "ipred", "dv", "blq"}) columns.emplace_back(c);
+  return columns;
+}
+
+void check_design_columns(const Dataset& data, const ModelInfo& model) {
+  check_result_columns(data, design_result_columns(model));
 }
 
 }  // namespace pkscan::output

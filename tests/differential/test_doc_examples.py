@@ -60,6 +60,14 @@ def complete(doc, folder):
     if dataset is None:
         run.setdefault("time", COMPLETION["time"])
         run.setdefault("doses", COMPLETION["doses"])
+    elif not (folder / dataset).exists() and "population" in subjects:
+        # A design simulation: the covariates and occasions its effects and iov name.
+        rows = ["ID,TIME,AMT,CMT,EVID,DV,WT,OCC"]
+        for s in range(1, 9):
+            wt = 50 + 7 * s
+            rows += [f"{s},0,100,1,1,.,{wt},1", f"{s},1,.,2,0,1.5,{wt},1",
+                     f"{s},12,100,1,1,.,{wt},2", f"{s},14,.,2,0,2.5,{wt},2"]
+        (folder / dataset).write_text("\n".join(rows) + "\n")
     elif not (folder / dataset).exists():
         lists = [len(v) for v in subjects.get("parameters", {}).values() if isinstance(v, list)]
         rows = [DATASET_HEADER]

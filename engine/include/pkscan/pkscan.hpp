@@ -6,6 +6,7 @@
 #include <pkscan/build_config.hpp>
 #include <pkscan/checks.hpp>
 #include <pkscan/dataset.hpp>
+#include <pkscan/design.hpp>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/events.hpp>

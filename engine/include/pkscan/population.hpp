@@ -6,7 +6,8 @@
 ///
 /// For subject i of replicate r, every parameter column p is
 ///
-///     p_i = typical_p * f_1(cov_i) * f_2(cov_i) * ... * exp(eta_ip),
+///     p_i = typical_p * f_1(cov_i) * f_2(cov_i) * ... * exp(eta_ip)  (exp(eta_ip + kappa_iop)
+///                                                                    at occasion o with IOV),
 ///
 /// multiplied in that order: the covariate effects on p in the order they are listed, then
 /// exp(eta) when p has variability (for a parameter without variability the factor is
@@ -71,6 +72,13 @@ struct PopulationSpec {
   std::vector<double> covariates;
   /// Covariate effects, applied in this order.
   std::vector<CovariateEffect> effects;
+  /// Columns with between-occasion variability (IOV; NONMEM's `$OMEGA BLOCK(n) ... SAME`): each
+  /// occasion of a subject draws its own kappa ~ N(0, iov_omega), and the exponent of the
+  /// parameter is eta + kappa (kappa alone without iiv). Distinct; at most kMaxKappas. The
+  /// occasions come from a dataset's occasion column (design runs, design.hpp).
+  std::vector<int> iov;
+  /// Covariance of kappa (iov.size() square), the same for every occasion; the rules of omega.
+  Eigen::MatrixXd iov_omega;
 
   /// An empty spec (no model).
   PopulationSpec() = default;
@@ -124,6 +132,9 @@ struct ResidualError {
 void residual_normals(std::uint64_t seed, std::int64_t replicate, std::int64_t subject,
                       std::int64_t n, double* z) noexcept;
 
+/// Most parameters with between-occasion variability (PopulationSpec::iov).
+inline constexpr int kMaxKappas = 64;
+
 /// Draws parameter rows of a checked PopulationSpec. Immutable after construction; sample()
 /// may run from several threads at once.
 class PopulationSampler {
@@ -145,8 +156,25 @@ class PopulationSampler {
   int etas() const noexcept { return static_cast<int>(spec_.iiv.size()); }
   /// Subjects per replicate.
   std::int64_t count() const noexcept { return spec_.count; }
+  /// Number of kappas per occasion (spec().iov.size()).
+  int kappas() const noexcept { return static_cast<int>(spec_.iov.size()); }
   /// Lower Cholesky factor of Omega (zero rows and columns where the variance is zero).
   const Eigen::MatrixXd& cholesky() const noexcept { return chol_; }
+
+  /// The parameter row of one subject (the formula at the top of this file): typical values,
+  /// the covariate effects at `covariates` (one value per covariate_names), then exp(eta) or,
+  /// for columns with IOV when `kappa` is given, exp(eta + kappa). The same operations as
+  /// sample(), so a row from sample()'s etas and the subject's covariates is the same bits.
+  /// @param eta etas() values; kappa kappas() values or null; row parameters() values
+  /// Power effects need covariate values > 0 (not checked here).
+  void individual(const double* eta, const double* kappa, const double* covariates,
+                  double* row) const noexcept;
+  /// The kappas (kappas() values) of occasion `occasion` of subject `subject` of replicate
+  /// `replicate`: kappa = L z with L the factor of iov_omega and z standard normals from a stream
+  /// that depends only on (seed, replicate, subject, occasion), unrelated to the etas' and the
+  /// residual errors' streams. Any occasion number (the occasion column's value) may be used.
+  void occasion(std::int64_t replicate, std::int64_t subject, std::int64_t occasion,
+                double* kappa) const noexcept;
 
   /// Fills the parameter rows of subjects first_subject .. first_subject + count - 1 of
   /// replicate `replicate` (both 0-based), in parallel over subjects with OpenMP.
@@ -165,6 +193,9 @@ class PopulationSampler {
   Eigen::MatrixXd chol_;            // m x m lower factor, zero rows/cols for zero variances
   std::vector<int> nonzero_;        // indices (into iiv) of non-zero variances, in order
   std::vector<int> eta_of_column_;  // per column: index into iiv or -1
+  Eigen::MatrixXd iov_chol_;        // the same for iov_omega
+  std::vector<int> iov_nonzero_;
+  std::vector<int> kappa_of_column_;                 // per column: index into iov or -1
   std::vector<std::vector<int>> effects_of_column_;  // per column: indices into effects
 };
 

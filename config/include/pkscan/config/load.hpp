@@ -52,8 +52,12 @@ struct RunSpec {
   std::int64_t replicates = 1;  ///< subjects.population.replicates (NONMEM's NSUBPROBLEMS)
   /// subjects.population.residual, as standard deviations (absent: no simulated observations)
   std::optional<ResidualError> residual;
-  /// subjects.population.lloq (NaN: none)
+  /// subjects.population.lloq (NaN: none, or a column: lloq_column)
   double lloq = std::numeric_limits<double>::quiet_NaN();
+  /// With subjects.dataset: the dataset column holding each observation's LLOQ (`lloq: NAME`)
+  std::string lloq_column;
+  /// With subjects.dataset: the occasion column of subjects.population.iov
+  std::string occasion;
   Sweep sweep;          ///< parameter grid (`sweep`; empty when there is none)
   StreamOutput stream;  ///< output.trajectories / output.summaries
   std::string text;     ///< the run file's text
@@ -61,6 +65,8 @@ struct RunSpec {
   /// subjects.population.covariates.file. The output must be none of them
   /// (check_output_not_input).
   std::vector<output::InputFile> inputs;
+  /// True for a design simulation: subjects.dataset with subjects.population.
+  bool design() const noexcept { return dataset && population; }
   /// True when the run is simulated in chunks and streamed (a population, a sweep, summaries,
   /// no trajectories, or HDF5 output).
   bool streaming() const noexcept {

@@ -12,6 +12,7 @@
 /// (paired comparison), and results do not depend on the thread count or the chunk size.
 
 #include <pkscan/config/load.hpp>
+#include <pkscan/design.hpp>
 #include <pkscan/population_run.hpp>
 #include <string>
 
@@ -19,6 +20,10 @@ namespace pkscan::config {
 
 /// The library's description of a streamed run file (its population, sweep and outputs).
 PopulationRun to_population_run(const RunSpec& spec);
+
+/// The library's description of a design simulation (spec.design(): subjects.dataset with
+/// subjects.population).
+DesignRun to_design_run(const RunSpec& spec);
 
 /// Simulates a streamed run (spec.streaming() or an HDF5 path) with run_population() and writes
 /// it to `path` (.csv or .h5) as one unit (sink.hpp); the sink is made (its files created under

@@ -26,6 +26,8 @@ class OutputPathError : public InvalidArgument {
 enum class RunKind {
   Grid,      ///< subjects on a time grid, held in memory and written as CSV
   Dataset,   ///< a NONMEM dataset's records (`subjects: {dataset: ...}`), written as CSV
+  Design,    ///< a design simulation (`subjects: {dataset, population}`): replicates of the
+             ///< dataset's records with drawn parameters, streamed to CSV
   Streamed,  ///< a population, sweep or replicates, or any run to HDF5: streamed in chunks
 };
 
@@ -33,7 +35,8 @@ enum class RunKind {
 struct RunReport {
   RunKind kind = RunKind::Grid;
   RunSummary summary;        ///< the compute path, its timings and the non-finite subjects
-  std::int64_t rows = 0;     ///< subjects (Grid), observation rows (Dataset), rows (Streamed)
+  std::int64_t rows = 0;     ///< subjects (Grid), observation rows (Dataset, Design: all
+                             ///< replicates), rows (Streamed)
   std::int64_t times = 0;    ///< output times per subject (Grid), 0 otherwise
   bool summaries = false;    ///< summaries were written (Streamed)
   bool trajectories = true;  ///< trajectories were written (Grid, Dataset: always)

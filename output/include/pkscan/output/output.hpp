@@ -116,6 +116,14 @@ std::vector<std::string> dataset_result_columns(const ModelInfo& model);
 /// @throws InvalidArgument "dataset column NAME (column K of FILE) ..."
 void check_dataset_columns(const Dataset& data, const ModelInfo& model);
 
+/// The columns a design run's result may hold before the covariates (make_design_sink):
+/// `id,time,amount_<c>...,conc_<c>...,replicate,ipred,dv,blq`.
+std::vector<std::string> design_result_columns(const ModelInfo& model);
+
+/// check_dataset_columns for a design run's result (design_result_columns).
+/// @throws InvalidArgument "dataset column NAME (column K of FILE) ..."
+void check_design_columns(const Dataset& data, const ModelInfo& model);
+
 /// Writes the contract CSV: header `id,time,amount_<c>...,conc_<c>...` (compartment names of
 /// `model`), one row per subject and output time, numbers in shortest round-trip form.
 /// `stale`: files removed in the same commit (an OutputUnit), e.g. csv_companions(path) so that

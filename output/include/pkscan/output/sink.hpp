@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <pkscan/design.hpp>
 #include <pkscan/models/model.hpp>
 #include <pkscan/population_run.hpp>
 #include <pkscan/result.hpp>
@@ -67,5 +68,16 @@ std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayo
 /// process: a program that keeps running after such an error should call H5dont_atexit() before
 /// any HDF5 call (the pkscan program does).
 std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayout& layout);
+
+/// The CSV sink of a design run (design.hpp). `path` holds one row per observation record and
+/// replicate: `id,time,amount_<c>...,conc_<c>...[,replicate],ipred[,dv][,blq],<covariates>`
+/// (replicate 1-based, only with more than one; dv and blq with a residual error and an LLOQ;
+/// the dataset's covariate columns as written), replicate by replicate in dataset order.
+/// `<stem>.parameters.csv` (with DesignLayout::parameter_table): `id[,replicate][,occasion],
+/// <parameters>,eta_<p>...,iov_<p>...`, one row per subject (and occasion). The files are one
+/// OutputUnit with the other companions of `path` (csv_companions), which the commit removes.
+/// @throws InvalidArgument for a path not ending in .csv or a covariate column named like a
+///         result column (check_design_columns); Error when a file cannot be created
+std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout);
 
 }  // namespace pkscan::output

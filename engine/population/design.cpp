@@ -1,0 +1,475 @@
+// Design simulations (design.hpp): a dataset's records with parameters drawn per replicate.
+//
+// The drawn parameters reach the event solver as dataset parameter columns: a private copy of
+// the dataset gains one column per parameter the population varies, and each replicate writes
+// every record's values into it before simulate_dataset_into() runs the copy. A subject whose
+// records all carry the same values gets one parameter row (the event plan merges equal
+// consecutive records), so constant covariates cost what a dataset run costs.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <pkscan/design.hpp>
+#include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/parallel.hpp"
+#include "population/residual.hpp"
+
+namespace pkscan {
+
+namespace {
+
+constexpr const char* kWho = "run_design";
+
+// The 1-based column of `name` in the dataset's header (0 when absent).
+int header_column(const Dataset& d, const std::string& name) {
+  for (std::size_t i = 0; i < d.columns.size(); ++i)
+    if (d.columns[i] == name) return static_cast<int>(i + 1);
+  return 0;
+}
+
+// Index of `name` in the dataset's covariate columns: the exact spelling, else ignoring case
+// (as NONMEM items are matched); -1 when absent.
+int covariate_slot(const Dataset& d, const std::string& name) {
+  for (std::size_t i = 0; i < d.covariate_columns.size(); ++i)
+    if (d.covariate_columns[i] == name) return static_cast<int>(i);
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (std::size_t i = 0; i < d.covariate_columns.size(); ++i)
+    if (lower(d.covariate_columns[i]) == lower(name)) return static_cast<int>(i);
+  return -1;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "(none)" : s;
+}
+
+// A dataset cell read as a number: finite, else a ConfigError at its file, line and column.
+double cell_number(const Dataset& d, const DatasetRecord& r, int slot, const std::string& what,
+                   const std::string& rule) {
+  const std::string& text = r.covariates[static_cast<std::size_t>(slot)];
+  const std::string& name = d.covariate_columns[static_cast<std::size_t>(slot)];
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
+    throw ConfigError(d.file, static_cast<int>(r.line), header_column(d, name),
+                      what + " column " + name + " is \"" + text + "\", but must be " + rule);
+  return v;
+}
+
+// Everything a design run prepares once: the sampler, the dataset copy with the drawn columns,
+// every record's covariate values and occasion, the parameter table's rows and the observation
+// rows of each subject.
+struct Design {
+  std::shared_ptr<const ModelInfo> model;
+  std::unique_ptr<PopulationSampler> sampler;
+  Dataset data;                        // the copy the solver runs
+  std::vector<int> drawn;              // model columns written per record
+  std::vector<int> drawn_slot;         // their slots in data.parameter_columns
+  std::vector<std::int64_t> record0;   // per subject: its first record's index in the flat arrays
+  std::vector<double> cov;             // per record x covariate_names
+  std::vector<std::int64_t> occasion;  // per record (with iov)
+  std::vector<double> lloq;            // per observation row (an LLOQ column)
+  std::vector<std::int64_t> obs0;      // per subject: its first observation row (and the total)
+  std::vector<std::int64_t> table0;    // per subject: its first table row (and the total)
+  std::vector<std::int64_t> table_record;  // per table row: its first record (within the subject)
+  std::vector<std::int64_t> table_subject;
+  std::vector<double> table_occasion;
+  bool iov = false;
+};
+
+Design prepare(const DesignRun& run) {
+  if (!run.data) throw InvalidArgument(std::string(kWho) + ": no dataset", "data", "null", "");
+  if (!run.population.model)
+    throw InvalidArgument(std::string(kWho) + ": the population has no model", "population.model",
+                          "null", "");
+  if (run.replicates < 1)
+    throw DomainError(std::string(kWho) + ": replicates is " + std::to_string(run.replicates) +
+                          ", but must be >= 1",
+                      "replicates", std::to_string(run.replicates), ">= 1");
+  if (run.residual) detail::check_residual(kWho, *run.residual);
+  const bool has_lloq = !std::isnan(run.lloq) || !run.lloq_column.empty();
+  if (has_lloq && !run.residual)
+    throw InvalidArgument(
+        std::string(kWho) + ": lloq needs a residual error (BLQ flags the simulated observations)",
+        run.lloq_column.empty() ? "lloq" : "lloq_column", "", "");
+  if (!std::isnan(run.lloq)) detail::check_lloq(kWho, run.lloq);
+  if (!std::isnan(run.lloq) && !run.lloq_column.empty())
+    throw InvalidArgument(std::string(kWho) + ": give lloq or lloq_column, not both", "lloq", "",
+                          "");
+  const Dataset& src = *run.data;
+  const PopulationSpec& pop = run.population;
+  Design d;
+  d.model = pop.model;
+  const ModelInfo& model = *pop.model;
+  const std::int64_t n = static_cast<std::int64_t>(src.subjects.size());
+
+  // Covariates: dataset columns, read as numbers on every record.
+  std::vector<int> slot(pop.covariate_names.size());
+  std::vector<char> power(pop.covariate_names.size(), 0);
+  for (const CovariateEffect& e : pop.effects)
+    if (e.covariate >= 0 && static_cast<std::size_t>(e.covariate) < power.size() &&
+        e.model == CovariateModel::Power)
+      power[static_cast<std::size_t>(e.covariate)] = 1;
+  for (std::size_t k = 0; k < slot.size(); ++k) {
+    slot[k] = covariate_slot(src, pop.covariate_names[k]);
+    if (slot[k] < 0) {
+      // The field of the first effect that uses it (the loader reports it there).
+      std::string field = "covariate_names[" + std::to_string(k) + "]";
+      for (std::size_t e = 0; e < pop.effects.size(); ++e)
+        if (pop.effects[e].covariate == static_cast<int>(k)) {
+          field = "effects[" + std::to_string(e) + "].covariate";
+          break;
+        }
+      throw InvalidArgument(std::string(kWho) + ": the covariate " + pop.covariate_names[k] +
+                                " is not a column of the dataset " + src.file +
+                                " (its covariate columns: " + join(src.covariate_columns) + ")",
+                            field, pop.covariate_names[k], "");
+    }
+  }
+  const std::size_t ncov = slot.size();
+  int occ_slot = -1;
+  d.iov = !pop.iov.empty();
+  if (d.iov) {
+    if (run.occasion.empty())
+      throw InvalidArgument(std::string(kWho) +
+                                ": between-occasion variability needs the dataset's occasion "
+                                "column",
+                            "occasion", "", "");
+    occ_slot = covariate_slot(src, run.occasion);
+    if (occ_slot < 0)
+      throw InvalidArgument(std::string(kWho) + ": the occasion column " + run.occasion +
+                                " is not a column of the dataset " + src.file +
+                                " (its covariate columns: " + join(src.covariate_columns) + ")",
+                            "occasion", run.occasion, "");
+  } else if (!run.occasion.empty()) {
+    throw InvalidArgument(std::string(kWho) + ": an occasion column (" + run.occasion +
+                              ") is given without between-occasion variability (iov)",
+                          "occasion", run.occasion, "");
+  }
+  int lloq_slot = -1;
+  if (!run.lloq_column.empty()) {
+    lloq_slot = covariate_slot(src, run.lloq_column);
+    if (lloq_slot < 0)
+      throw InvalidArgument(std::string(kWho) + ": the LLOQ column " + run.lloq_column +
+                                " is not a column of the dataset " + src.file +
+                                " (its covariate columns: " + join(src.covariate_columns) + ")",
+                            "lloq_column", run.lloq_column, "");
+  }
+
+  d.record0.resize(static_cast<std::size_t>(n) + 1);
+  d.obs0.resize(static_cast<std::size_t>(n) + 1);
+  d.table0.resize(static_cast<std::size_t>(n) + 1);
+  std::int64_t records = 0;
+  std::int64_t obs = 0;
+  for (std::int64_t s = 0; s < n; ++s) {
+    d.record0[static_cast<std::size_t>(s)] = records;
+    d.obs0[static_cast<std::size_t>(s)] = obs;
+    for (const DatasetRecord& r : src.subjects[static_cast<std::size_t>(s)].records) {
+      ++records;
+      obs += r.evid == 0;
+    }
+  }
+  d.record0.back() = records;
+  d.obs0.back() = obs;
+  d.cov.resize(static_cast<std::size_t>(records) * ncov);
+  if (d.iov) d.occasion.resize(static_cast<std::size_t>(records));
+  if (lloq_slot >= 0) d.lloq.resize(static_cast<std::size_t>(obs));
+  PopulationSpec spec = pop;
+  spec.count = n;
+  spec.covariates.assign(static_cast<std::size_t>(n) * ncov, 0.0);
+  std::int64_t row = 0;
+  std::int64_t table = 0;
+  for (std::int64_t s = 0; s < n; ++s) {
+    const DatasetSubject& subj = src.subjects[static_cast<std::size_t>(s)];
+    d.table0[static_cast<std::size_t>(s)] = table;
+    std::vector<std::int64_t> seen;  // this subject's occasions
+    for (std::size_t j = 0; j < subj.records.size(); ++j) {
+      const DatasetRecord& r = subj.records[j];
+      const std::int64_t at = d.record0[static_cast<std::size_t>(s)] + static_cast<std::int64_t>(j);
+      for (std::size_t k = 0; k < ncov; ++k) {
+        const double v = cell_number(src, r, slot[k], "covariate",
+                                     power[k] ? "a number > 0 (a power effect uses it)"
+                                              : "a finite number (a covariate effect uses it)");
+        if (power[k] && !(v > 0.0))
+          throw ConfigError(
+              src.file, static_cast<int>(r.line),
+              header_column(src, src.covariate_columns[static_cast<std::size_t>(slot[k])]),
+              "covariate column " + pop.covariate_names[k] + " is \"" +
+                  r.covariates[static_cast<std::size_t>(slot[k])] +
+                  "\", but must be a number > 0 (a power effect uses it)");
+        d.cov[static_cast<std::size_t>(at) * ncov + k] = v;
+        if (j == 0) spec.covariates[static_cast<std::size_t>(s) * ncov + k] = v;
+      }
+      if (d.iov) {
+        const double v =
+            cell_number(src, r, occ_slot, "occasion", "a whole number (the occasion's number)");
+        if (v != std::floor(v) || std::fabs(v) > 9007199254740992.0)
+          throw ConfigError(
+              src.file, static_cast<int>(r.line),
+              header_column(src, src.covariate_columns[static_cast<std::size_t>(occ_slot)]),
+              "occasion column " + run.occasion + " is \"" +
+                  r.covariates[static_cast<std::size_t>(occ_slot)] +
+                  "\", but must be a whole number (the occasion's number)");
+        const auto o = static_cast<std::int64_t>(v);
+        d.occasion[static_cast<std::size_t>(at)] = o;
+        if (std::find(seen.begin(), seen.end(), o) == seen.end()) {
+          seen.push_back(o);
+          d.table_record.push_back(static_cast<std::int64_t>(j));
+          d.table_subject.push_back(s);
+          d.table_occasion.push_back(v);
+          ++table;
+        }
+      } else if (j == 0) {
+        d.table_record.push_back(0);
+        d.table_subject.push_back(s);
+        ++table;
+      }
+      if (r.evid == 0) {
+        if (lloq_slot >= 0) {
+          const double v =
+              cell_number(src, r, lloq_slot, "LLOQ", "a finite number >= 0 (the record's LLOQ)");
+          if (!(v >= 0.0))
+            throw ConfigError(
+                src.file, static_cast<int>(r.line),
+                header_column(src, src.covariate_columns[static_cast<std::size_t>(lloq_slot)]),
+                "LLOQ column " + run.lloq_column + " is \"" +
+                    r.covariates[static_cast<std::size_t>(lloq_slot)] +
+                    "\", but must be a finite number >= 0 (the record's LLOQ)");
+          d.lloq[static_cast<std::size_t>(row)] = v;
+        }
+        ++row;
+      }
+    }
+  }
+  d.table0.back() = table;
+  d.sampler = std::make_unique<PopulationSampler>(std::move(spec));
+
+  // The columns drawn per record; none may also be a dataset column.
+  std::vector<char> varies(model.parameters.size(), 0);
+  for (int c : pop.iiv) varies[static_cast<std::size_t>(c)] = 1;
+  for (int c : pop.iov) varies[static_cast<std::size_t>(c)] = 1;
+  for (const CovariateEffect& e : pop.effects) varies[static_cast<std::size_t>(e.parameter)] = 1;
+  for (const std::string& c : src.parameter_columns) {
+    const int col = parameter_index(model, c);
+    if (col >= 0 && varies[static_cast<std::size_t>(col)])
+      throw InvalidArgument(std::string(kWho) + ": the dataset " + src.file + " has a column " + c +
+                                ", but the population varies " + c +
+                                " (iiv, iov or a covariate effect); rename or remove the column, "
+                                "or remove the variability",
+                            "data.parameter_columns", c, "");
+  }
+  d.data = src;
+  for (std::size_t c = 0; c < varies.size(); ++c) {
+    if (!varies[c]) continue;
+    d.drawn.push_back(static_cast<int>(c));
+    d.drawn_slot.push_back(static_cast<int>(d.data.parameter_columns.size()));
+    d.data.parameter_columns.push_back(model.parameters[c].name);
+  }
+  for (DatasetSubject& subj : d.data.subjects)
+    for (DatasetRecord& r : subj.records) r.parameters.resize(d.data.parameter_columns.size());
+  return d;
+}
+
+// Writes every record's drawn parameters of subject s into the copy, from its etas (null: 0)
+// and, with iov, the kappas of each record's occasion in `replicate` (replicate < 0: 0).
+void fill_subject(const Design& d, std::int64_t s, std::int64_t replicate, const double* eta,
+                  std::vector<double>& kappa, std::vector<double>& row, Dataset& data) {
+  const PopulationSampler& smp = *d.sampler;
+  const std::size_t ncov = smp.spec().covariate_names.size();
+  DatasetSubject& subj = data.subjects[static_cast<std::size_t>(s)];
+  std::int64_t current = 0;
+  bool have = false;
+  for (std::size_t j = 0; j < subj.records.size(); ++j) {
+    const std::size_t at = static_cast<std::size_t>(d.record0[static_cast<std::size_t>(s)]) + j;
+    if (d.iov && replicate >= 0 && (!have || d.occasion[at] != current)) {
+      current = d.occasion[at];
+      have = true;
+      smp.occasion(replicate, s, current, kappa.data());
+    }
+    smp.individual(eta, d.iov ? kappa.data() : nullptr, d.cov.data() + at * ncov, row.data());
+    DatasetRecord& r = subj.records[j];
+    for (std::size_t k = 0; k < d.drawn.size(); ++k)
+      r.parameters[static_cast<std::size_t>(d.drawn_slot[k])] =
+          row[static_cast<std::size_t>(d.drawn[k])];
+  }
+}
+
+// A batch of every subject's typical row: the values of the columns that are not drawn.
+ParameterBatch typical_batch(const Design& d, std::int64_t subjects) {
+  ParameterBatch batch(d.model, subjects);
+  const std::vector<double>& typ = d.sampler->spec().typical;
+  double* v = batch.mutable_values();
+  for (std::int64_t s = 0; s < subjects; ++s)
+    std::copy(typ.begin(), typ.end(), v + s * static_cast<std::int64_t>(typ.size()));
+  return batch;
+}
+
+}  // namespace
+
+std::int64_t design_rows(const DesignRun& run) noexcept {
+  if (!run.data) return 0;
+  return run.data->observation_count();
+}
+
+DesignLayout design_layout(const DesignRun& run) {
+  DesignLayout l;
+  l.model = run.population.model;
+  l.data = run.data;
+  l.replicates = run.replicates;
+  l.observations = run.residual.has_value();
+  l.blq = run.residual.has_value() && (!std::isnan(run.lloq) || !run.lloq_column.empty());
+  if (run.parameter_table && l.model) {
+    for (std::size_t c = 0; c < l.model->parameters.size(); ++c)
+      if (!std::isnan(run.population.typical[c])) l.parameter_table.push_back(static_cast<int>(c));
+    for (int c : run.population.iiv)
+      l.eta_columns.push_back("eta_" + l.model->parameters[static_cast<std::size_t>(c)].name);
+    for (int c : run.population.iov)
+      l.iov_columns.push_back("iov_" + l.model->parameters[static_cast<std::size_t>(c)].name);
+    l.occasions = !run.population.iov.empty();
+  }
+  return l;
+}
+
+namespace {
+
+// check_design_run's checks after prepare().
+void check_prepared(Design& d, const DesignRun& run) {
+  // Every record's parameters at eta = 0 and kappa = 0: the typical values under the covariate
+  // effects (an effect that overflows is found here).
+  const std::int64_t n = static_cast<std::int64_t>(d.data.subjects.size());
+  std::vector<double> eta(static_cast<std::size_t>(d.sampler->etas()) + 1, 0.0);
+  std::vector<double> kappa(static_cast<std::size_t>(d.sampler->kappas()) + 1, 0.0);
+  std::vector<double> row(static_cast<std::size_t>(d.sampler->parameters()));
+  for (std::int64_t s = 0; s < n; ++s) fill_subject(d, s, -1, eta.data(), kappa, row, d.data);
+  check_dataset(d.data, typical_batch(d, n), run.options);
+}
+
+}  // namespace
+
+void check_design_run(const DesignRun& run) {
+  Design d = prepare(run);
+  check_prepared(d, run);
+}
+
+RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress) {
+  Design d = prepare(run);
+  check_prepared(d, run);
+  const DesignLayout layout = design_layout(run);
+  const PopulationSampler& smp = *d.sampler;
+  const std::int64_t n = static_cast<std::int64_t>(d.data.subjects.size());
+  const int m = smp.etas();
+  const int np = smp.parameters();
+  const int threads = resolve_threads(run.options.threads);
+  const ParameterBatch batch = typical_batch(d, n);
+  std::vector<double> base(static_cast<std::size_t>(n * np));
+  std::vector<double> etas(static_cast<std::size_t>(n * m));
+  const std::int64_t obs = d.obs0.back();
+  std::vector<double> dv(layout.observations ? static_cast<std::size_t>(obs) : 0);
+  std::vector<std::int8_t> blq(layout.blq ? static_cast<std::size_t>(obs) : 0);
+  const std::int64_t trows = d.table0.back();
+  std::vector<double> tparams, tetas, tkappas;
+  if (run.parameter_table) {
+    tparams.resize(static_cast<std::size_t>(trows * np));
+    tetas.resize(static_cast<std::size_t>(trows * m));
+    tkappas.resize(static_cast<std::size_t>(trows * smp.kappas()));
+  }
+  DatasetResult result;
+  RunSummary total;
+  for (std::int64_t rep = 0; rep < run.replicates; ++rep) {
+    smp.sample(rep, 0, n, base.data(), etas.data(), run.options.threads);
+    struct Scratch {
+      std::vector<double> kappa, row, z;
+    };
+    detail::parallel_for(
+        n, threads, 64,
+        [&] {
+          return Scratch{std::vector<double>(static_cast<std::size_t>(smp.kappas()) + 1),
+                         std::vector<double>(static_cast<std::size_t>(np)),
+                         {}};
+        },
+        [&](std::int64_t s, Scratch& w) {
+          const double* eta = etas.data() + s * m;
+          fill_subject(d, s, rep, eta, w.kappa, w.row, d.data);
+          if (!run.parameter_table) return;
+          const DatasetSubject& subj = d.data.subjects[static_cast<std::size_t>(s)];
+          for (std::int64_t t = d.table0[static_cast<std::size_t>(s)];
+               t < d.table0[static_cast<std::size_t>(s) + 1]; ++t) {
+            const std::size_t ut = static_cast<std::size_t>(t);
+            const DatasetRecord& r = subj.records[static_cast<std::size_t>(d.table_record[ut])];
+            // The record's full row: the typical values, its dataset cells, then the drawn ones.
+            double* out = tparams.data() + t * np;
+            std::copy(batch.row(s), batch.row(s) + np, out);
+            for (std::size_t c = 0; c < d.data.parameter_columns.size(); ++c) {
+              const int col = parameter_index(*d.model, d.data.parameter_columns[c]);
+              if (col >= 0 && !std::isnan(r.parameters[c])) out[col] = r.parameters[c];
+            }
+            std::copy(eta, eta + m, tetas.data() + t * m);
+            if (d.iov)
+              smp.occasion(rep, s, static_cast<std::int64_t>(d.table_occasion[ut]),
+                           tkappas.data() + t * smp.kappas());
+          }
+        });
+    try {
+      simulate_dataset_into(d.data, batch, run.options, result);
+    } catch (const DomainError& e) {
+      throw DomainError(std::string(e.what()) + " (replicate " + std::to_string(rep + 1) + ")",
+                        e.field(), e.value(), e.rule());
+    }
+    total.method = result.summary.method;
+    total.device = result.summary.device;
+    total.threads = result.summary.threads;
+    total.prepare_seconds += result.summary.prepare_seconds;
+    total.scan_seconds += result.summary.scan_seconds;
+    total.non_finite_subjects += result.summary.non_finite_subjects;
+    if (run.residual) {
+      const ResidualError& e = *run.residual;
+      const std::uint64_t seed = smp.spec().seed;
+      detail::parallel_for(
+          n, threads, 64, [] { return std::vector<double>(); },
+          [&](std::int64_t s, std::vector<double>& z) {
+            const std::int64_t a = d.obs0[static_cast<std::size_t>(s)];
+            const std::int64_t k = d.obs0[static_cast<std::size_t>(s) + 1] - a;
+            z.resize(static_cast<std::size_t>(2 * k));
+            residual_normals(seed, rep, s, 2 * k, z.data());
+            for (std::int64_t i = 0; i < k; ++i) {
+              const std::size_t at = static_cast<std::size_t>(a + i);
+              const double y =
+                  detail::observation(e, result.prediction[at], z[static_cast<std::size_t>(2 * i)],
+                                      z[static_cast<std::size_t>(2 * i + 1)]);
+              dv[at] = y;
+              if (layout.blq) blq[at] = y < (d.lloq.empty() ? run.lloq : d.lloq[at]) ? 1 : 0;
+            }
+          });
+    }
+    DesignChunk c;
+    c.replicate = rep;
+    c.result = &result;
+    if (layout.observations) c.dv = dv.data();
+    if (layout.blq) c.blq = blq.data();
+    if (run.parameter_table) {
+      c.table_rows = trows;
+      c.table_subject = d.table_subject.data();
+      c.table_occasion = d.iov ? d.table_occasion.data() : nullptr;
+      c.table_parameters = tparams.data();
+      c.table_etas = tetas.data();
+      c.table_kappas = tkappas.data();
+    }
+    sink.write(c);
+    if (progress) progress(rep + 1, run.replicates);
+  }
+  sink.commit();
+  return total;
+}
+
+}  // namespace pkscan

@@ -1,0 +1,136 @@
+// The CSV sink of design runs (make_design_sink in sink.hpp): the observation rows of every
+// replicate in `path`, the parameter table in `<stem>.parameters.csv`, one OutputUnit.
+#include <memory>
+#include <pkscan/error.hpp>
+#include <pkscan/output/output.hpp>
+#include <pkscan/output/sink.hpp>
+#include <string>
+#include <vector>
+
+#include "csv_format.hpp"
+#include "text.hpp"
+
+namespace pkscan::output {
+
+namespace {
+
+using detail::put;
+
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+class DesignCsvSink final : public DesignSink {
+ public:
+  DesignCsvSink(const std::string& path, const DesignLayout& layout)
+      : layout_(layout), unit_(path) {
+    if (!detail::ends_with(path, ".csv"))
+      throw InvalidArgument("make_design_sink: the path \"" + path + "\" must end in .csv");
+    if (!layout_.model || !layout_.data)
+      throw InvalidArgument("make_design_sink: the layout has no model or no dataset");
+    check_design_columns(*layout_.data, *layout_.model);
+    const ModelInfo& model = *layout_.model;
+    const std::string stem = path.substr(0, path.size() - 4);
+    rows_ = &unit_.add(path);
+    for (const std::string& c : csv_companions(path))
+      if (layout_.parameter_table.empty() || c != stem + ".parameters.csv")
+        unit_.remove_on_commit(c);
+    std::string header = "id,time";
+    for (const std::string& c : model.compartments) header += ",amount_" + c;
+    for (const std::string& c : model.compartments) header += ",conc_" + c;
+    if (layout_.replicates > 1) header += ",replicate";
+    header += ",ipred";
+    if (layout_.observations) header += ",dv";
+    if (layout_.blq) header += ",blq";
+    for (const std::string& c : layout_.data->covariate_columns) header += "," + csv_field(c);
+    header += '\n';
+    rows_->write(header.data(), header.size());
+    if (!layout_.parameter_table.empty()) {
+      table_ = &unit_.add(stem + ".parameters.csv");
+      std::string h = "id";
+      if (layout_.replicates > 1) h += ",replicate";
+      if (layout_.occasions) h += ",occasion";
+      for (int c : layout_.parameter_table)
+        h += "," + model.parameters[static_cast<std::size_t>(c)].name;
+      for (const std::string& e : layout_.eta_columns) h += "," + e;
+      for (const std::string& e : layout_.iov_columns) h += "," + e;
+      h += '\n';
+      table_->write(h.data(), h.size());
+    }
+  }
+
+  void write(const DesignChunk& c) override {
+    if (c.replicate != next_)
+      throw InvalidArgument("DesignSink::write: replicate " + std::to_string(c.replicate + 1) +
+                            " arrived, but " + std::to_string(next_ + 1) + " was next");
+    ++next_;
+    const DatasetResult& r = *c.result;
+    const Dataset& data = *layout_.data;
+    const int n = r.compartments;
+    char num[detail::kMaxNumberChars];
+    auto put_num = [&](auto v) {
+      line_ += ',';
+      line_.append(num, static_cast<std::size_t>(put(num, num + sizeof num, v) - num));
+    };
+    for (std::int64_t i = 0; i < r.rows(); ++i) {
+      const std::size_t ui = static_cast<std::size_t>(i);
+      const DatasetSubject& subj = data.subjects[static_cast<std::size_t>(r.subject[ui])];
+      const DatasetRecord& rec = subj.records[static_cast<std::size_t>(r.record[ui])];
+      line_ = csv_field(subj.id);
+      put_num(r.time[ui]);
+      for (int k = 0; k < n; ++k)
+        put_num(r.amounts[ui * static_cast<std::size_t>(n) + static_cast<std::size_t>(k)]);
+      for (int k = 0; k < n; ++k)
+        put_num(r.concentrations[ui * static_cast<std::size_t>(n) + static_cast<std::size_t>(k)]);
+      if (layout_.replicates > 1) put_num(c.replicate + 1);
+      put_num(r.prediction[ui]);
+      if (layout_.observations) put_num(c.dv[ui]);
+      if (layout_.blq) put_num(static_cast<int>(c.blq[ui]));
+      for (const std::string& cov : rec.covariates) line_ += "," + csv_field(cov);
+      line_ += '\n';
+      rows_->write(line_.data(), line_.size());
+    }
+    if (!table_) return;
+    const std::size_t np = layout_.model->parameters.size();
+    const std::size_t ne = layout_.eta_columns.size();
+    const std::size_t nk = layout_.iov_columns.size();
+    for (std::int64_t t = 0; t < c.table_rows; ++t) {
+      const std::size_t ut = static_cast<std::size_t>(t);
+      line_ = csv_field(data.subjects[static_cast<std::size_t>(c.table_subject[ut])].id);
+      if (layout_.replicates > 1) put_num(c.replicate + 1);
+      if (layout_.occasions) put_num(c.table_occasion[ut]);
+      for (int col : layout_.parameter_table)
+        put_num(c.table_parameters[ut * np + static_cast<std::size_t>(col)]);
+      for (std::size_t e = 0; e < ne; ++e) put_num(c.table_etas[ut * ne + e]);
+      for (std::size_t e = 0; e < nk; ++e) put_num(c.table_kappas[ut * nk + e]);
+      line_ += '\n';
+      table_->write(line_.data(), line_.size());
+    }
+  }
+
+  void commit() override {
+    if (next_ != layout_.replicates)
+      throw InvalidArgument("DesignSink::commit: " + std::to_string(next_) + " of " +
+                            std::to_string(layout_.replicates) + " replicates were written");
+    unit_.commit();
+  }
+
+ private:
+  DesignLayout layout_;
+  OutputUnit unit_;
+  AtomicFile* rows_ = nullptr;
+  AtomicFile* table_ = nullptr;
+  std::int64_t next_ = 0;
+  std::string line_;
+};
+
+}  // namespace
+
+std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout) {
+  return std::make_unique<DesignCsvSink>(path, layout);
+}
+
+}  // namespace pkscan::output
