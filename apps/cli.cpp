@@ -14,6 +14,7 @@
 #include "options.hpp"
 #include "plot.hpp"
 #include "progress.hpp"
+#include "vpc.hpp"
 
 namespace pkscan::cli {
 
@@ -170,11 +171,13 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   FitOptions fo;
   CLI::App* fit = add_fit_command(app, fo);
   fit->footer(kExitHelp);
+  VpcCommand vo;
+  CLI::App* vpc = add_vpc_command(app, vo);
 
   if (!args.empty() && !args[0].empty() && args[0][0] != '-' && args[0] != "run" &&
-      args[0] != "validate" && args[0] != "plot" && args[0] != "fit") {
+      args[0] != "validate" && args[0] != "plot" && args[0] != "fit" && args[0] != "vpc") {
     err << "pkscan: error: unknown command '" << args[0]
-        << "'; commands: run, validate, plot, fit (see pkscan --help)\n";
+        << "'; commands: run, validate, plot, fit, vpc (see pkscan --help)\n";
     return kExitBadInput;
   }
   try {
@@ -200,6 +203,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (plot->parsed()) {
       c.file = po.result;
       run_plot(po, out);
+      return kExitOk;
+    }
+    if (vpc->parsed()) {
+      c.file = vo.file;
+      run_vpc_command(vo, out, err, c.terminal);
       return kExitOk;
     }
     if (fit->parsed()) {

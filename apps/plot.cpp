@@ -31,9 +31,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The gnuplot program: o.gnuplot, else $PKSCAN_GNUPLOT, else `gnuplot` on PATH.
-std::string find_gnuplot(const PlotOptions& o) {
-  std::string name = o.gnuplot;
+// The gnuplot program: `program`, else $PKSCAN_GNUPLOT, else `gnuplot` on PATH.
+std::string find_gnuplot(const std::string& program) {
+  std::string name = program;
   std::string source;
   if (name.empty()) {
     const char* env = std::getenv("PKSCAN_GNUPLOT");
@@ -168,17 +168,12 @@ CLI::App* add_plot_command(CLI::App& app, PlotOptions& o) {
   return plot;
 }
 
-void run_plot(const PlotOptions& o, std::ostream& out) {
-  if (!plot::ends_with(o.output, ".png"))
-    throw InvalidArgument("--output is \"" + o.output + "\", but must end in .png");
-  const output::Curves data =
-      output::read_result(o.result, o.compartment, o.max_subjects, o.max_groups);
-  const plot::Script script = plot::make_script(data, o);
-  const TempDir dir(o.output);  // a bad output directory is bad input, gnuplot or not
-  const std::string gnuplot = find_gnuplot(o);
+void render_png(const std::string& script, const std::string& output, const std::string& program) {
+  const TempDir dir(output);  // a bad output directory is bad input, gnuplot or not
+  const std::string gnuplot = find_gnuplot(program);
   {
     std::ofstream f(dir.file("plot.gp"), std::ios::binary);
-    f << script.text;
+    f << script;
     f.close();
     if (!f) throw Error("cannot write the gnuplot script in " + dir.path());
   }
@@ -197,8 +192,17 @@ void run_plot(const PlotOptions& o, std::ostream& out) {
     throw Error("gnuplot failed: it wrote no image" + (line.empty() ? "" : ": " + line));
   }
   ::chmod(png.c_str(), 0644);
-  if (::rename(png.c_str(), o.output.c_str()) != 0)
-    throw Error("cannot move the image into place at " + o.output + ": " + std::strerror(errno));
+  if (::rename(png.c_str(), output.c_str()) != 0)
+    throw Error("cannot move the image into place at " + output + ": " + std::strerror(errno));
+}
+
+void run_plot(const PlotOptions& o, std::ostream& out) {
+  if (!plot::ends_with(o.output, ".png"))
+    throw InvalidArgument("--output is \"" + o.output + "\", but must end in .png");
+  const output::Curves data =
+      output::read_result(o.result, o.compartment, o.max_subjects, o.max_groups);
+  const plot::Script script = plot::make_script(data, o);
+  render_png(script.text, o.output, o.gnuplot);
   out << "pkscan: wrote " << o.output << " (" << o.width << "x" << o.height << ", " << script.what
       << ")\n";
 }

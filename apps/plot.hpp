@@ -39,4 +39,10 @@ CLI::App* add_plot_command(CLI::App& app, PlotOptions& options);
 // file behind on failure and never writes a partial PNG.
 void run_plot(const PlotOptions& options, std::ostream& out);
 
+// Runs the gnuplot `script`, which must write `plot.png` in its working directory (a private
+// temporary directory next to `output`), and moves the image to `output`. `program` is the
+// gnuplot to run (empty: $PKSCAN_GNUPLOT, else `gnuplot` on PATH). Errors as run_plot; no file
+// is left behind on failure.
+void render_png(const std::string& script, const std::string& output, const std::string& program);
+
 }  // namespace pkscan::cli

@@ -15,6 +15,11 @@ struct Script {
 };
 
 bool ends_with(const std::string& s, const std::string& suffix);
+// A gnuplot single-quoted string (control characters become spaces).
+std::string gp_quote(const std::string& s);
+// The lines that select the PNG terminal (pngcairo when present) at this size and the output
+// `plot.png`.
+std::string png_preamble(int width, int height);
 // Shortest text that reads back as `v`.
 std::string number_text(double v);
 

@@ -18,21 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A gnuplot single-quoted string: no escapes are processed inside, '' stands for '; control
-// characters become spaces.
-std::string gp_quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) {
-    if (ch == '\'')
-      q += "''";
-    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
-      q += ' ';
-    else
-      q += ch;
-  }
-  return q + "'";
-}
-
 bool drawable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
 
 // The colours of the groups of a summary by group, in group order (matplotlib's tab10); they
@@ -71,6 +56,36 @@ std::size_t line_block(std::ostream& s, const std::string& name, const std::vect
 
 }  // namespace
 
+// A gnuplot single-quoted string: no escapes are processed inside, '' stands for '; control
+// characters become spaces.
+std::string gp_quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) {
+    if (ch == '\'')
+      q += "''";
+    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+      q += ' ';
+    else
+      q += ch;
+  }
+  return q + "'";
+}
+
+std::string png_preamble(int width, int height) {
+  const std::string size = std::to_string(width) + "," + std::to_string(height);
+  // pngcairo when this gnuplot has it (antialiased), else the libgd png terminal.
+  return "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+         "  set terminal pngcairo noenhanced size " +
+         size +
+         " font 'Sans,10'\n"
+         "} else {\n"
+         "  set terminal png noenhanced size " +
+         size +
+         "\n"
+         "}\n"
+         "set output 'plot.png'\n";
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -83,14 +98,7 @@ std::string number_text(double v) {
 
 Script make_script(const output::Curves& d, const PlotOptions& o) {
   std::ostringstream s;
-  const std::string size = std::to_string(o.width) + "," + std::to_string(o.height);
-  // pngcairo when this gnuplot has it (antialiased), else the libgd png terminal.
-  s << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-    << "  set terminal pngcairo noenhanced size " << size << " font 'Sans,10'\n"
-    << "} else {\n"
-    << "  set terminal png noenhanced size " << size << "\n"
-    << "}\n"
-    << "set output 'plot.png'\n";
+  s << png_preamble(o.width, o.height);
   std::string key_title;  // a summary by group: what its lines and bands are
   std::string title = o.title.empty() ? fs::path(o.result).filename().string() : o.title;
   const std::int64_t drawn_subjects = static_cast<std::int64_t>(d.subjects.size());

@@ -63,6 +63,7 @@
 // Implementation: one pass over the text, line by line, with a reused field buffer. Nothing
 // is printed; every problem throws ConfigError through the cold `fail` helper.
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -81,6 +82,28 @@ std::int64_t Dataset::observation_count() const noexcept {
   for (const DatasetSubject& s : subjects)
     for (const DatasetRecord& r : s.records) n += r.evid == 0 ? 1 : 0;
   return n;
+}
+
+int Dataset::covariate_index(const std::string& name) const noexcept {
+  for (std::size_t i = 0; i < covariate_columns.size(); ++i)
+    if (covariate_columns[i] == name) return static_cast<int>(i);
+  auto same = [](const std::string& a, const std::string& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t k = 0; k < a.size(); ++k)
+      if (std::tolower(static_cast<unsigned char>(a[k])) !=
+          std::tolower(static_cast<unsigned char>(b[k])))
+        return false;
+    return true;
+  };
+  for (std::size_t i = 0; i < covariate_columns.size(); ++i)
+    if (same(covariate_columns[i], name)) return static_cast<int>(i);
+  return -1;
+}
+
+int Dataset::header_column(const std::string& name) const noexcept {
+  for (std::size_t i = 0; i < columns.size(); ++i)
+    if (columns[i] == name) return static_cast<int>(i + 1);
+  return 0;
 }
 
 std::int64_t Dataset::record_count() const noexcept {

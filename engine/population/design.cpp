@@ -13,6 +13,7 @@
 #include <pkscan/design.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/threads.hpp>
+#include <pkscan/vpc.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,27 +26,6 @@ namespace pkscan {
 namespace {
 
 constexpr const char* kWho = "run_design";
-
-// The 1-based column of `name` in the dataset's header (0 when absent).
-int header_column(const Dataset& d, const std::string& name) {
-  for (std::size_t i = 0; i < d.columns.size(); ++i)
-    if (d.columns[i] == name) return static_cast<int>(i + 1);
-  return 0;
-}
-
-// Index of `name` in the dataset's covariate columns: the exact spelling, else ignoring case
-// (as NONMEM items are matched); -1 when absent.
-int covariate_slot(const Dataset& d, const std::string& name) {
-  for (std::size_t i = 0; i < d.covariate_columns.size(); ++i)
-    if (d.covariate_columns[i] == name) return static_cast<int>(i);
-  auto lower = [](std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-  };
-  for (std::size_t i = 0; i < d.covariate_columns.size(); ++i)
-    if (lower(d.covariate_columns[i]) == lower(name)) return static_cast<int>(i);
-  return -1;
-}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -62,7 +42,7 @@ double cell_number(const Dataset& d, const DatasetRecord& r, int slot, const std
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
-    throw ConfigError(d.file, static_cast<int>(r.line), header_column(d, name),
+    throw ConfigError(d.file, static_cast<int>(r.line), d.header_column(name),
                       what + " column " + name + " is \"" + text + "\", but must be " + rule);
   return v;
 }
@@ -122,7 +102,7 @@ Design prepare(const DesignRun& run) {
         e.model == CovariateModel::Power)
       power[static_cast<std::size_t>(e.covariate)] = 1;
   for (std::size_t k = 0; k < slot.size(); ++k) {
-    slot[k] = covariate_slot(src, pop.covariate_names[k]);
+    slot[k] = src.covariate_index(pop.covariate_names[k]);
     if (slot[k] < 0) {
       // The field of the first effect that uses it (the loader reports it there).
       std::string field = "covariate_names[" + std::to_string(k) + "]";
@@ -146,7 +126,7 @@ Design prepare(const DesignRun& run) {
                                 ": between-occasion variability needs the dataset's occasion "
                                 "column",
                             "occasion", "", "");
-    occ_slot = covariate_slot(src, run.occasion);
+    occ_slot = src.covariate_index(run.occasion);
     if (occ_slot < 0)
       throw InvalidArgument(std::string(kWho) + ": the occasion column " + run.occasion +
                                 " is not a column of the dataset " + src.file +
@@ -159,7 +139,7 @@ Design prepare(const DesignRun& run) {
   }
   int lloq_slot = -1;
   if (!run.lloq_column.empty()) {
-    lloq_slot = covariate_slot(src, run.lloq_column);
+    lloq_slot = src.covariate_index(run.lloq_column);
     if (lloq_slot < 0)
       throw InvalidArgument(std::string(kWho) + ": the LLOQ column " + run.lloq_column +
                                 " is not a column of the dataset " + src.file +
@@ -204,7 +184,7 @@ Design prepare(const DesignRun& run) {
         if (power[k] && !(v > 0.0))
           throw ConfigError(
               src.file, static_cast<int>(r.line),
-              header_column(src, src.covariate_columns[static_cast<std::size_t>(slot[k])]),
+              src.header_column(src.covariate_columns[static_cast<std::size_t>(slot[k])]),
               "covariate column " + pop.covariate_names[k] + " is \"" +
                   r.covariates[static_cast<std::size_t>(slot[k])] +
                   "\", but must be a number > 0 (a power effect uses it)");
@@ -217,7 +197,7 @@ Design prepare(const DesignRun& run) {
         if (v != std::floor(v) || std::fabs(v) > 9007199254740992.0)
           throw ConfigError(
               src.file, static_cast<int>(r.line),
-              header_column(src, src.covariate_columns[static_cast<std::size_t>(occ_slot)]),
+              src.header_column(src.covariate_columns[static_cast<std::size_t>(occ_slot)]),
               "occasion column " + run.occasion + " is \"" +
                   r.covariates[static_cast<std::size_t>(occ_slot)] +
                   "\", but must be a whole number (the occasion's number)");
@@ -242,7 +222,7 @@ Design prepare(const DesignRun& run) {
           if (!(v >= 0.0))
             throw ConfigError(
                 src.file, static_cast<int>(r.line),
-                header_column(src, src.covariate_columns[static_cast<std::size_t>(lloq_slot)]),
+                src.header_column(src.covariate_columns[static_cast<std::size_t>(lloq_slot)]),
                 "LLOQ column " + run.lloq_column + " is \"" +
                     r.covariates[static_cast<std::size_t>(lloq_slot)] +
                     "\", but must be a finite number >= 0 (the record's LLOQ)");
@@ -360,6 +340,15 @@ void check_prepared(Design& d, const DesignRun& run) {
 void check_design_run(const DesignRun& run) {
   Design d = prepare(run);
   check_prepared(d, run);
+}
+
+std::vector<double> design_population_predictions(const DesignRun& run) {
+  Design d = prepare(run);
+  check_prepared(d, run);  // leaves every record's parameters at eta = 0 and kappa = 0
+  DatasetResult result;
+  simulate_dataset_into(d.data, typical_batch(d, static_cast<std::int64_t>(d.data.subjects.size())),
+                        run.options, result);
+  return std::move(result.prediction);
 }
 
 RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress) {

@@ -59,6 +59,11 @@ struct Dataset {
   std::int64_t observation_count() const noexcept;
   /// Number of records, over all subjects.
   std::int64_t record_count() const noexcept;
+  /// Index of a covariate column: `name` as written, else compared ignoring case (as NONMEM
+  /// data items are); -1 when there is none.
+  int covariate_index(const std::string& name) const noexcept;
+  /// 1-based position of the column `name` (as written) in the header; 0 when absent.
+  int header_column(const std::string& name) const noexcept;
 };
 
 /// Largest dataset read_dataset and parse_dataset accept, in bytes (1 GiB).

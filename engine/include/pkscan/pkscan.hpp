@@ -20,3 +20,4 @@
 #include <pkscan/summary.hpp>
 #include <pkscan/threads.hpp>
 #include <pkscan/types.hpp>
+#include <pkscan/vpc.hpp>

@@ -7,6 +7,7 @@
 #include <pkscan/events.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/types.hpp>
+#include <pkscan/vpc.hpp>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,15 @@ std::vector<std::string> design_result_columns(const ModelInfo& model);
 /// check_dataset_columns for a design run's result (design_result_columns).
 /// @throws InvalidArgument "dataset column NAME (column K of FILE) ..."
 void check_design_columns(const Dataset& data, const ModelInfo& model);
+
+/// The columns of a VPC table (write_vpc_csv): `[stratum,]bin,lower,upper,time,observations`,
+/// `obs_p<q>` per percentile, `sim_p<q>_lo,sim_p<q>_median,sim_p<q>_hi` per percentile, and with
+/// an LLOQ `obs_blq,sim_blq_lo,sim_blq_median,sim_blq_hi`.
+std::vector<std::string> vpc_columns(const VpcTable& table);
+
+/// Writes a VPC's table as CSV (vpc_columns; one row per bin, strata in order; bin counts from 1
+/// across the file), atomically. @throws Error on I/O failure (the target is then untouched).
+void write_vpc_csv(const VpcTable& table, const std::string& path);
 
 /// Writes the contract CSV: header `id,time,amount_<c>...,conc_<c>...` (compartment names of
 /// `model`), one row per subject and output time, numbers in shortest round-trip form.
