@@ -51,7 +51,7 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   spec.text = text;
   const Loader::Entries top = L.entries(root, "the run file",
                                         {"model", "discretization", "time", "subjects", "doses",
-                                         "output", "engine", "precision", "sweep"});
+                                         "output", "engine", "precision", "sweep", "arms"});
   Problem& p = spec.problem;
   const std::shared_ptr<const ModelInfo> model_ptr = parse_model(L, top);
   const YAML::Mark engine_mark = parse_options(L, top, spec);
@@ -81,12 +81,13 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
                                 " at every grid point, so they would not be used; remove it "
                                 "from sweep, or give one number (which the sweep replaces)");
   }
-  parse_summary_by(L, top, *model_ptr, spec, population_fields);
   check_run_size(L, spec, subjects, model_ptr, time.steps);
   fill_parameters(L, spec, subjects, model_ptr);
+  parse_arms(L, top, spec, population_fields);  // the grid and the population are read
+  parse_summary_by(L, top, *model_ptr, spec, population_fields);
+  parse_doses(L, top, spec, population_fields);
   if (spec.streaming())
     L.checked(locate_in(population_fields), [&] { check_population_run(population_parts(spec)); });
-  parse_doses(L, top, p);
   if (p.discretization == Discretization::Euler)
     L.checked(locate_time(time), [&] { check_euler_step(p.parameters, p.grid.dt); });
 

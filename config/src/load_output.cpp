@@ -85,7 +85,7 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
   // groups gain the replicate.
   if (!spec.stream.replicate_percentiles.empty() && summaries && summaries.IsMap() &&
       !summaries["by"])
-    spec.stream.by = SummaryBy{true, spec.sweep.columns};
+    spec.stream.by = SummaryBy{true, spec.sweep.columns, !spec.arms.empty()};
   if (!summaries || !summaries.IsMap() || !summaries["by"]) return;
   const YAML::Node by = summaries["by"];
   fields.insert_or_assign("summary_by", Located{by, "output.summaries.by", false});
@@ -105,6 +105,12 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
       replicate = groups.replicate = true;
       continue;
     }
+    if (k.Scalar() == "arm") {
+      if (spec.arms.empty()) L.fail(k, what + " is arm, but the run has no arms");
+      if (groups.arm) L.fail(k, what + " repeats arm");
+      groups.arm = true;
+      continue;
+    }
     const int col = named_parameter(L, model, k, what);
     const std::string& name = model.parameters[static_cast<std::size_t>(col)].name;
     const std::vector<int>& swept = spec.sweep.columns;
@@ -116,6 +122,10 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
       L.fail(k, what + " names " + name + " twice");
     groups.columns.push_back(col);
   }
+  if (!spec.arms.empty() && !groups.arm)
+    L.fail(by,
+           "output.summaries.by must include arm: the summaries of a run with arms are "
+           "grouped by arm");
   spec.stream.by = std::move(groups);
 }
 

@@ -93,7 +93,7 @@ void read_covariates(const std::string& path, PopulationSpec& pop, std::int64_t 
 
 void parse_population(const Loader& L, const YAML::Node& node,
                       const std::shared_ptr<const ModelInfo>& model_ptr, RunSpec& spec,
-                      FieldTable& fields, const Dataset* design) {
+                      FieldTable& fields, const Dataset* design, std::int64_t arms_count) {
   const ModelInfo& model = *model_ptr;
   auto pop_keys = L.entries(
       node, "subjects.population",
@@ -114,9 +114,16 @@ void parse_population(const Loader& L, const YAML::Node& node,
                                ".iov needs subjects.dataset (the occasions are a column of the "
                                "dataset); remove it, or simulate on a dataset");
   }
-  const std::int64_t count =
-      design ? static_cast<std::int64_t>(design->subjects.size())
-             : L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
+  std::int64_t count = arms_count;
+  if (design) {
+    count = static_cast<std::int64_t>(design->subjects.size());
+  } else if (arms_count == 0 || pop_keys.count("count")) {
+    count = L.integer(need("count").value, ctx + ".count", 1, 1'000'000'000'000);
+    if (arms_count > 0 && count != arms_count)
+      L.fail(pop_keys.at("count").value,
+             ctx + ".count is " + std::to_string(count) + ", but the arms' counts add up to " +
+                 std::to_string(arms_count) + "; give one of them, or make them agree");
+  }
   const auto seed = static_cast<std::uint64_t>(
       L.integer(need("seed").value, ctx + ".seed", 0, (std::int64_t{1} << 53)));
   // Typical values at the model's defaults (NaN for the unused one of micro constants /

@@ -55,8 +55,26 @@ struct TimeNodes {
 TimeNodes parse_time(const Loader& L, const Loader::Entries& top, const YAML::Node& root,
                      Problem& p);
 
-// `doses` into p.doses (the grid is read).
-void parse_doses(const Loader& L, const Loader::Entries& top, Problem& p);
+// A list of doses at `list` (named `name` in messages: "doses", "arms[1].doses") into `doses`
+// and `scaling` (one DoseScaling per dose, or none when no dose depends on the subject): each
+// {compartment, time, amount | bands, rate, duration, every, repeat, per}; `per` and `bands`
+// name columns of pop's covariates. Checked by check_doses at their nodes (p's grid and model);
+// `fields` (if given) gets where `<scaling_field>[i].covariate` is.
+void parse_dose_list(const Loader& L, const YAML::Node& list, const std::string& name,
+                     const Problem& p, const PopulationSpec* pop, std::vector<DoseEvent>& doses,
+                     std::vector<DoseScaling>& scaling, FieldTable* fields,
+                     const std::string& scaling_field);
+
+// `doses` into spec.problem.doses and spec.dose_scaling (the grid, the parameters and the
+// population are read); an error with arms.
+void parse_doses(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields);
+
+// The subjects of `arms` when every arm gives a count (0 otherwise): the population's count.
+std::int64_t arms_count(const Loader& L, const Loader::Entries& top);
+
+// `arms` into spec.arms (after subjects and the population): names, counts or shares of
+// population.count, and doses. `fields` gets where arms[k].* are.
+void parse_arms(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields);
 
 // Where the library's errors about grid.dt and grid.steps point (time.dt, time.steps).
 Locate locate_time(const TimeNodes& time);
@@ -120,9 +138,12 @@ PopulationRun population_parts(const RunSpec& spec);
 // With `design` (a design run: subjects.dataset with subjects.population) there is no count and
 // no covariates file: the covariates of effects are the dataset's columns, `iov` names its
 // occasion column and `lloq` may name a column.
+// `arms_count` (> 0): the subjects the arms give, the population's count when it has none (and
+// what its count must be otherwise).
 void parse_population(const Loader& L, const YAML::Node& node,
                       const std::shared_ptr<const ModelInfo>& model_ptr, RunSpec& spec,
-                      FieldTable& fields, const Dataset* design = nullptr);
+                      FieldTable& fields, const Dataset* design = nullptr,
+                      std::int64_t arms_count = 0);
 
 // `sweep: {parameter: [values], ...}`; `fields` gets sweep.columns[k] and sweep.values[k][j].
 Sweep parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,

@@ -55,7 +55,7 @@ GridSubjects parse_subjects(const Loader& L, const Loader::Entries& top, const Y
         L.fail(it->second.key, "subjects." + std::string(k) +
                                    " cannot be given with subjects.population (the population's "
                                    "count and typical values say it); remove it");
-    parse_population(L, pit->second.value, model_ptr, spec, fields);
+    parse_population(L, pit->second.value, model_ptr, spec, fields, nullptr, arms_count(L, top));
   }
   // With a population, subjects.parameters is absent: an empty mapping stands in for it.
   // Initialised once, never assigned (yaml_reader.hpp).

@@ -22,6 +22,8 @@ PopulationRun population_parts(const RunSpec& spec) {
   run.residual = spec.residual;
   run.lloq = spec.lloq;
   run.sweep = spec.sweep;
+  run.dose_scaling = spec.dose_scaling;
+  run.arms = spec.arms;
   run.trajectories = spec.stream.trajectories;
   run.summaries = spec.stream.summaries;
   run.percentiles = spec.stream.percentiles;

@@ -176,21 +176,28 @@ Curves read_summary_csv(const std::string& path, const std::string& asked, int m
         "percentiles " + number_text(pcts.begin()->first) + "-" + number_text(pcts.rbegin()->first);
   }
   std::vector<double> key(time_col), first_key;
+  std::vector<std::string> arm_names;          // the arm column's names, numbered from 1
   std::map<std::vector<double>, int> started;  // group -> the line of its first row
   std::size_t times = 0;                       // rows of the current group so far
   // A group that ends must have had as many times as the first.
   const auto end_group = [&] {
     if (d.groups > 1 && times != d.t.size())
-      throw InvalidArgument("group " + group_label(d.group_columns, key) + " (from line " +
-                            std::to_string(started[key]) + ") has " + std::to_string(times) +
-                            " times, but group " + group_label(d.group_columns, first_key) +
-                            " has " + std::to_string(d.t.size()) +
-                            "; every group must have the same times");
+      throw InvalidArgument("group " + group_label(d.group_columns, key, arm_names) +
+                            " (from line " + std::to_string(started[key]) + ") has " +
+                            std::to_string(times) + " times, but group " +
+                            group_label(d.group_columns, first_key, arm_names) + " has " +
+                            std::to_string(d.t.size()) + "; every group must have the same times");
   };
   std::vector<std::string> f;
   while (in.next_row(f, header.size())) {
     std::vector<double> row_key(time_col);
     for (std::size_t j = 0; j < time_col; ++j) {
+      if (header[j] == "arm") {  // an arm's name: numbered in order of first appearance
+        auto a = std::find(arm_names.begin(), arm_names.end(), f[j]);
+        if (a == arm_names.end()) a = arm_names.insert(arm_names.end(), f[j]);
+        row_key[j] = static_cast<double>(a - arm_names.begin() + 1);
+        continue;
+      }
       row_key[j] = parse_number(f[j], header[j], in.line_no());
       if (!std::isfinite(row_key[j]))
         throw InvalidArgument("line " + std::to_string(in.line_no()) + ": column " + header[j] +
@@ -201,8 +208,8 @@ Curves read_summary_csv(const std::string& path, const std::string& asked, int m
       const auto [it, fresh] = started.emplace(row_key, in.line_no());
       if (!fresh)
         throw InvalidArgument("line " + std::to_string(in.line_no()) + ": group " +
-                              group_label(d.group_columns, row_key) + " started on line " +
-                              std::to_string(it->second) +
+                              group_label(d.group_columns, row_key, arm_names) +
+                              " started on line " + std::to_string(it->second) +
                               " and other groups came between, but the rows of a group must be "
                               "contiguous");
       key = row_key;
@@ -210,15 +217,16 @@ Curves read_summary_csv(const std::string& path, const std::string& asked, int m
       ++d.groups;
       times = 0;
       if (d.groups <= max_groups)
-        d.bands.push_back(Band{group_label(d.group_columns, key), key, {}, {}, {}});
+        d.bands.push_back(Band{group_label(d.group_columns, key, arm_names), key, {}, {}, {}});
     }
     const double t = parse_number(f[time_col], "time", in.line_no());
     if (d.groups == 1) {
       d.t.push_back(t);
     } else if (times >= d.t.size() || t != d.t[times]) {
-      const std::string first = "group " + group_label(d.group_columns, first_key);
+      const std::string first = "group " + group_label(d.group_columns, first_key, arm_names);
       throw InvalidArgument(
-          "line " + std::to_string(in.line_no()) + ": group " + group_label(d.group_columns, key) +
+          "line " + std::to_string(in.line_no()) + ": group " +
+          group_label(d.group_columns, key, arm_names) +
           (times >= d.t.size()
                ? " has more than the " + std::to_string(d.t.size()) + " times of " + first
                : " has time " + number_text(t) + " where " + first + " has " +
@@ -293,12 +301,15 @@ std::string choose_compartment(const std::vector<std::string>& available,
   return available.front();
 }
 
-std::string group_label(const std::vector<std::string>& columns,
-                        const std::vector<double>& values) {
+std::string group_label(const std::vector<std::string>& columns, const std::vector<double>& values,
+                        const std::vector<std::string>& arm_names) {
   std::string label;
-  for (std::size_t i = 0; i < columns.size() && i < values.size(); ++i)
+  for (std::size_t i = 0; i < columns.size() && i < values.size(); ++i) {
+    const bool named =
+        columns[i] == "arm" && values[i] >= 1 && values[i] <= static_cast<double>(arm_names.size());
     label += (i ? ", " : "") + columns[i] + (columns[i] == "replicate" ? " " : " = ") +
-             number_text(values[i]);
+             (named ? arm_names[static_cast<std::size_t>(values[i]) - 1] : number_text(values[i]));
+  }
   return label;
 }
 

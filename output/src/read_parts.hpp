@@ -12,7 +12,9 @@ namespace pkscan::output::detail {
 std::string choose_compartment(const std::vector<std::string>& available, const std::string& asked);
 
 // The label of a summary group: "ka = 0.5", "replicate 2, ka = 1" (one value per column).
-std::string group_label(const std::vector<std::string>& columns, const std::vector<double>& values);
+// "arm = high, replicate 2, ka = 1": an arm's number (1-based) as its name in arm_names.
+std::string group_label(const std::vector<std::string>& columns, const std::vector<double>& values,
+                        const std::vector<std::string>& arm_names = {});
 
 // An HDF5 result: its summary when it has one (of a summary by group, the first max_groups
 // groups), else the first max_subjects subjects.

@@ -87,7 +87,8 @@ class CsvSink final : public ResultSink {
     const std::size_t numbers = std::max(
         5 + 2 * static_cast<std::size_t>(compartments_) + extras + layout_.metric_names.size(),
         1 + extras + layout_.parameter_table.size() + layout_.eta_columns.size());
-    line_.resize(numbers * (detail::kMaxNumberChars + 1) + 2);
+    for (const std::string& a : layout_.arm_names) arm_chars_ = std::max(arm_chars_, a.size());
+    line_.resize(numbers * (detail::kMaxNumberChars + 1) + arm_chars_ + 2);
     buffers_.resize(static_cast<std::size_t>(resolve_threads(layout_.threads)));
   }
 
@@ -205,7 +206,7 @@ class CsvSink final : public ResultSink {
         }
         for (std::size_t e = 0; e < extras; ++e) {
           *p++ = ',';
-          p = put(p, end, extra[e]);
+          p = put_extra(p, end, e, extra[e]);
         }
         if (chunk.ipred != nullptr) {
           const std::size_t k = static_cast<std::size_t>(s * times + t);
@@ -227,14 +228,15 @@ class CsvSink final : public ResultSink {
   // The rows of one group's per-time table: the group's values, the time, then `columns`
   // values value(i, j) of time i.
   template <class Value>
-  static void write_time_rows(AtomicFile& file, const std::vector<double>& group,
-                              const std::vector<double>& times, std::size_t columns, Value value) {
-    std::vector<char> line((group.size() + 1 + columns) * (detail::kMaxNumberChars + 1) + 2);
+  void write_time_rows(AtomicFile& file, const std::vector<double>& group,
+                       const std::vector<double>& times, std::size_t columns, Value value) const {
+    std::vector<char> line((group.size() + 1 + columns) * (detail::kMaxNumberChars + 1) +
+                           arm_chars_ + 2);
     char* const end = line.data() + line.size();
     for (std::size_t i = 0; i < times.size(); ++i) {
       char* p = line.data();
-      for (double g : group) {
-        p = put(p, end, g);
+      for (std::size_t g = 0; g < group.size(); ++g) {
+        p = put_extra(p, end, g, group[g]);
         *p++ = ',';
       }
       p = put(p, end, times[i]);
@@ -272,7 +274,7 @@ class CsvSink final : public ResultSink {
         p = put(p, end, chunk.ids != nullptr ? chunk.ids[s] : chunk.first + s + 1);
         for (std::size_t e = 0; e < extras; ++e) {
           *p++ = ',';
-          p = put(p, end, chunk.extra[us * extras + e]);
+          p = put_extra(p, end, e, chunk.extra[us * extras + e]);
         }
         for (std::size_t j = 0; j < columns; ++j) {
           *p++ = ',';
@@ -286,7 +288,17 @@ class CsvSink final : public ResultSink {
       file.write(buffers_[static_cast<std::size_t>(k)].data(), used[static_cast<std::size_t>(k)]);
   }
 
+  // Value v of extra (or group) column `column`: the arm's name in the `arm` column (always the
+  // first with arms), else the number.
+  char* put_extra(char* p, char* end, std::size_t column, double v) const {
+    if (column != 0 || layout_.arm_names.empty()) return put(p, end, v);
+    const std::string& name = layout_.arm_names[static_cast<std::size_t>(v) - 1];
+    std::copy(name.begin(), name.end(), p);
+    return p + name.size();
+  }
+
   RunLayout layout_;
+  std::size_t arm_chars_ = 0;  // the longest arm name
   int compartments_;
   OutputUnit unit_;                         // the files below, committed together
   AtomicFile* trajectories_ = nullptr;      // in unit_; null when !layout.trajectories

@@ -306,6 +306,8 @@ class H5Sink final : public ResultSink {
                               {rows_, static_cast<hsize_t>(layout_.extra_columns.size())},
                               extendible_, path_);
       write_strings_attribute(extra_.get(), "columns", layout_.extra_columns, path_);
+      if (!layout_.arm_names.empty())
+        write_strings_attribute(extra_.get(), "arm_names", layout_.arm_names, path_);
     }
     if (layout_.observations) {
       ipred_ = create_dataset(root, "ipred", H5T_IEEE_F64LE, {rows_, times_}, extendible_, path_);
@@ -425,6 +427,8 @@ class H5Sink final : public ResultSink {
       if (grouped) {
         summary_groups_ = create_dataset(s, "groups", H5T_IEEE_F64LE, {groups, k}, false, path_);
         write_strings_attribute(summary_groups_.get(), "columns", layout_.summary_columns, path_);
+        if (!layout_.arm_names.empty())
+          write_strings_attribute(summary_groups_.get(), "arm_names", layout_.arm_names, path_);
       }
       summary_exact_ = true;
     }

@@ -59,7 +59,8 @@ def complete(doc, folder):
             run["subjects"] = COMPLETION["subjects"]
     if dataset is None:
         run.setdefault("time", COMPLETION["time"])
-        run.setdefault("doses", COMPLETION["doses"])
+        if "arms" not in run:  # each arm has its doses
+            run.setdefault("doses", COMPLETION["doses"])
     elif not (folder / dataset).exists() and "population" in subjects:
         # A design simulation: the covariates and occasions its effects and iov name.
         rows = ["ID,TIME,AMT,CMT,EVID,DV,WT,OCC"]
@@ -78,9 +79,10 @@ def complete(doc, folder):
     population = subjects.get("population", {})
     covariates = population.get("covariates", {}).get("file")
     if covariates and not (folder / covariates).exists():
+        count = population.get("count") or sum(a["count"] for a in run.get("arms", []))
         names = sorted({e["covariate"] for e in population["covariates"]["effects"]})
         lines = [",".join(names)] + [",".join(f"{50 + (37 * i) % 50}" for _ in names)
-                                     for i in range(population["count"])]
+                                     for i in range(count)]
         (folder / covariates).write_text("\n".join(lines) + "\n")
     return run
 

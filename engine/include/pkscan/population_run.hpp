@@ -45,9 +45,12 @@ struct RunLayout {
   /// Total number of simulated subjects (replicates x grid x subjects). When > 0, commit()
   /// checks that exactly this many rows were written; 0 = not known in advance.
   std::int64_t rows = 0;
-  /// Names of per-subject columns that describe a row beyond its id: "replicate", then the sweep
-  /// parameters, in that order (may be empty).
+  /// Names of per-subject columns that describe a row beyond its id: "arm" (with arms),
+  /// "replicate", then the sweep parameters, in that order (may be empty).
   std::vector<std::string> extra_columns;
+  /// With arms: the names of the arms; the `arm` column holds the arm's number k (1-based), whose
+  /// name is arm_names[k - 1] (CSV writes the name).
+  std::vector<std::string> arm_names;
   /// The per-row parameter table (CSV: `STEM.parameters.csv`): the parameter columns it holds
   /// (ModelInfo::parameters indices: those the run gives a value, in model order), then the
   /// etas (eta_columns). Empty: no table.
@@ -157,6 +160,32 @@ struct Sweep {
 struct SummaryBy {
   bool replicate = false;    ///< one group per replicate
   std::vector<int> columns;  ///< swept parameters (entries of Sweep::columns): one group per value
+  bool arm = false;          ///< one group per arm (a run with arms needs it)
+};
+
+/// A dose line whose amount depends on the subject (a population's covariate): per unit of the
+/// covariate (mg/kg: the line's amount times the covariate's value) or by band (a dose table).
+/// A linear model's amounts are linear in its doses, so a subject's amounts are those of the
+/// line's amount scaled by the subject's factor, and lines with different factors add up.
+struct DoseScaling {
+  /// Column of PopulationSpec::covariate_names; -1: the line's amount as given.
+  int covariate = -1;
+  /// Bands: empty for an amount per unit of the covariate; else ascending finite edges, and
+  /// band_amounts (edges + 1 amounts, finite and >= 0): the amount for a covariate below
+  /// edges[0], in [edges[k - 1], edges[k]), and from the last edge on. The line's amount is then
+  /// not used.
+  std::vector<double> band_edges;
+  std::vector<double> band_amounts;
+  /// The subject's multiplier of the line's amount (per unit: x; bands: the band's amount).
+  double factor(double x) const noexcept;
+};
+
+/// One arm of a trial on a time grid: its own subjects and doses.
+struct Arm {
+  std::string name;              ///< written in the `arm` column
+  std::int64_t count = 0;        ///< subjects of the arm, >= 1
+  std::vector<DoseEvent> doses;  ///< the arm's dose lines (the run's problem.doses are not used)
+  std::vector<DoseScaling> scaling;  ///< per dose line, or empty (every amount as given)
 };
 
 /// A population or sweep run.
@@ -185,9 +214,18 @@ struct PopulationRun {
   /// (DV < lloq; DV keeps the simulated value). NaN: none.
   double lloq = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> percentiles = {5, 50, 95};  ///< summary percentiles, ascending
-  /// Groups of the summaries. Absent: one group per sweep point (every swept parameter), the
-  /// replicates pooled; without a sweep, one summary of every row.
+  /// Groups of the summaries. Absent: one group per arm and sweep point (every swept
+  /// parameter), the replicates pooled; without arms and a sweep, one summary of every row.
   std::optional<SummaryBy> summary_by;
+  /// Per-subject dose amounts: one DoseScaling per line of problem.doses, or empty (needs a
+  /// population with the covariates it names).
+  std::vector<DoseScaling> dose_scaling;
+  /// Arms (a trial): the population's subjects are split into the arms in order (arm k has the
+  /// subjects after those of the arms before it: their draws and covariate rows), each with its
+  /// own doses; population.count is the sum of the counts. Rows then go arm by arm (the arm
+  /// slowest, then replicate, sweep point, subject), with an `arm` column first, and the
+  /// summaries are grouped by arm (summary_by.arm). Empty: one arm of problem.doses.
+  std::vector<Arm> arms;
   /// Summaries across replicates at these percentiles (ascending, in [0, 100]); empty: none.
   /// Needs replicates > 1 and summaries grouped by replicate (summary_by.replicate).
   std::vector<double> replicate_percentiles;

@@ -142,6 +142,14 @@ class SimulationResult {
   /// Which path ran and how long it took.
   const RunSummary& summary() const noexcept { return summary_; }
 
+  /// Per-subject dose scaling (a linear model's amounts are linear in its doses): multiplies
+  /// every amount and concentration of subject s by factors[s] (subjects() values).
+  void scale_subjects(const double* factors) noexcept;
+  /// Superposition of dose lines: adds `other`'s amounts and concentrations, subject s's
+  /// multiplied by factors[s]; a subject is Ok only when it is Ok in both.
+  /// @throws InvalidArgument when `other` has other subjects, times, compartments or precision
+  void add_scaled(const SimulationResult& other, const double* factors);
+
  private:
   friend class ResultBuilder;
   std::int64_t subjects_ = 0;

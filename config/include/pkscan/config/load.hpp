@@ -58,7 +58,11 @@ struct RunSpec {
   std::string lloq_column;
   /// With subjects.dataset: the occasion column of subjects.population.iov
   std::string occasion;
-  Sweep sweep;          ///< parameter grid (`sweep`; empty when there is none)
+  Sweep sweep;  ///< parameter grid (`sweep`; empty when there is none)
+  /// Per-subject amounts of `doses` (`per`, `bands`): one per dose line, or empty
+  std::vector<DoseScaling> dose_scaling;
+  /// `arms`: each arm's name, count and doses (empty: none)
+  std::vector<Arm> arms;
   StreamOutput stream;  ///< output.trajectories / output.summaries
   std::string text;     ///< the run file's text
   /// Every file the run reads: the run file (load_run_file), subjects.dataset and
@@ -70,8 +74,8 @@ struct RunSpec {
   /// True when the run is simulated in chunks and streamed (a population, a sweep, summaries,
   /// no trajectories, or HDF5 output).
   bool streaming() const noexcept {
-    return population || !sweep.columns.empty() || stream.summaries || !stream.trajectories ||
-           stream.parameters.value_or(false);
+    return population || !arms.empty() || !sweep.columns.empty() || stream.summaries ||
+           !stream.trajectories || stream.parameters.value_or(false);
   }
 };
 
