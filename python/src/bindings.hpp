@@ -1,7 +1,7 @@
 #pragma once
 // Private header of the pkscan Python module: what its files share (module.cpp, convert.cpp,
-// simulate_bindings.cpp, population_bindings.cpp, dataset_bindings.cpp, predictor_bindings.cpp,
-// jax_ffi.cpp). Not installed.
+// simulate_bindings.cpp, population_bindings.cpp, design_bindings.cpp, dataset_bindings.cpp,
+// predictor_bindings.cpp, jax_ffi.cpp). Not installed.
 //
 // Every function here is called with the GIL held; it reads or makes Python objects. Checks
 // throw pkscan::InvalidArgument (translated to ValueError), as the library does.
@@ -116,6 +116,9 @@ void bind_datasets(py::module_& m);
 
 /// Adds simulate_population (population_bindings.cpp).
 void bind_population(py::module_& m);
+
+/// Adds simulate_design (design_bindings.cpp).
+void bind_design(py::module_& m);
 
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);
