@@ -1,7 +1,7 @@
 #pragma once
 // Private header of the pkscan Python module: what its files share (module.cpp, convert.cpp,
-// simulate_bindings.cpp, population_bindings.cpp, dataset_bindings.cpp, predictor_bindings.cpp,
-// jax_ffi.cpp). Not installed.
+// simulate_bindings.cpp, population_bindings.cpp, design_bindings.cpp, dataset_bindings.cpp,
+// predictor_bindings.cpp, jax_ffi.cpp). Not installed.
 //
 // Every function here is called with the GIL held; it reads or makes Python objects. Checks
 // throw pkscan::InvalidArgument (translated to ValueError), as the library does.
@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <pkscan/dataset.hpp>
 #include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
+#include <pkscan/population.hpp>
 #include <pkscan/types.hpp>
 #include <string>
 #include <vector>
@@ -92,6 +94,20 @@ void check_memory(const std::string& who, long double need, const std::string& w
 /// duration, every, repeat}; None gives none.
 std::vector<DoseEvent> read_doses(const ModelInfo& model, py::handle doses);
 
+/// The typical values of a population (PopulationSpec::typical): {name or alias: number} over
+/// the model's defaults (population_bindings.cpp, as the other population readers).
+std::vector<double> read_typical(const ModelPtr& model, py::handle typical);
+
+/// Variability of `spec`'s parameters: {name: variance of <of>} (diagonal) or {'block': [names],
+/// 'omega': [lower triangle of the covariance]} appends the parameter columns to `columns` and
+/// sets `omega`; None gives none. `what` names the argument in messages ("iiv", "iov").
+void read_omega(py::handle h, const std::string& what, const std::string& of,
+                const PopulationSpec& spec, std::vector<int>& columns, Eigen::MatrixXd& omega);
+
+/// A residual error {'additive', 'proportional', 'exponential': standard deviation}; None gives
+/// none.
+std::optional<ResidualError> read_residual(py::handle residual);
+
 /// Adds simulate, Engine and GridGradient to the module (simulate_bindings.cpp).
 void bind_simulate(py::module_& m);
 
@@ -100,6 +116,9 @@ void bind_datasets(py::module_& m);
 
 /// Adds simulate_population (population_bindings.cpp).
 void bind_population(py::module_& m);
+
+/// Adds simulate_design (design_bindings.cpp).
+void bind_design(py::module_& m);
 
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);

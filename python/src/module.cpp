@@ -14,7 +14,8 @@
 //   and exception types match the library's.
 //
 // The module's files: convert.cpp (Python values -> pkscan values), simulate_bindings.cpp
-// (simulate, Engine, GridGradient), dataset_bindings.cpp (datasets), predictor_bindings.cpp
+// (simulate, Engine, GridGradient), population_bindings.cpp (simulate_population),
+// design_bindings.cpp (simulate_design), dataset_bindings.cpp (datasets), predictor_bindings.cpp
 // (Predictor) and jax_ffi.cpp (pkscan.jax's XLA handlers); this one defines the module, the
 // Model class and the error translation.
 #include <pybind11/numpy.h>
@@ -137,5 +138,6 @@ A linear model: compartments in state order; flows as (from, to, rate) tuples or
       "result_byte_limit); for pkscan.jax.");
   bind_simulate(m);
   bind_population(m);
+  bind_design(m);
   bind_datasets(m);
 }

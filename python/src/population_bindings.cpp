@@ -1,6 +1,7 @@
 // pkscan.simulate_population: virtual populations, replicates and parameter sweeps without a run
 // file, through the library's population driver (pkscan::run_population) into a sink that keeps
-// the summaries and the per-subject metrics in memory (and the amounts when asked for).
+// the summaries and the per-subject metrics in memory (and the amounts when asked for); and the
+// readers of a population's typical values, variability and residual error (bindings.hpp).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <pkscan/checks.hpp>
 #include <pkscan/pkscan.hpp>
 #include <string>
@@ -77,23 +79,6 @@ class MemorySink final : public ResultSink {
   std::vector<TimeSummaryTable> summaries;  // one per group, in group order
 };
 
-template <class T>
-py::array_t<T> array(const std::vector<T>& v, std::vector<py::ssize_t> shape) {
-  py::array_t<T> a(shape);
-  std::copy(v.begin(), v.end(), a.mutable_data());
-  return a;
-}
-
-// The array viewing `v`'s values, which it takes over (no copy: a table of every row is held
-// once).
-template <class T>
-py::array_t<T> take(std::vector<T>& v, std::vector<py::ssize_t> shape) {
-  if (v.empty()) return array(v, std::move(shape));
-  auto owned = std::make_unique<std::vector<T>>(std::move(v));
-  const T* data = owned->data();
-  return view(data, std::move(shape), owning_capsule(std::move(owned)));
-}
-
 // What simulate_population holds for the run (bytes; long double, so that absurd sizes do not
 // wrap): per row (replicate x sweep point x subject) its id, extra columns, parameters, metrics
 // and `ok` flag, and with trajectories its amounts (float64: result_bytes of one subject); the
@@ -136,41 +121,6 @@ void check_population_memory(const PopulationRun& run, std::int64_t count) {
                std::string("use a smaller count, fewer replicates or sweep points, fewer steps "
                            "or sparse output times, summary_by fewer swept parameters") +
                    (run.trajectories ? ", or trajectories=False" : ""));
-}
-
-// iiv: {name: variance} (diagonal Omega) or {"block": [names], "omega": [lower triangle]}.
-void read_iiv(py::handle iiv, PopulationSpec& spec) {
-  if (iiv.is_none()) return;
-  if (!py::isinstance<py::dict>(iiv))
-    throw InvalidArgument(
-        "iiv must be None, {name: variance of eta} or {'block': [names], 'omega': [lower "
-        "triangle of the covariance]}");
-  const py::dict d = py::reinterpret_borrow<py::dict>(iiv);
-  if (d.contains("block") || d.contains("omega")) {
-    if (!d.contains("block") || !d.contains("omega"))
-      throw InvalidArgument("iiv: a block needs both 'block' (names) and 'omega'");
-    for (py::handle name : d["block"])
-      spec.iiv.push_back(spec.column(str_of(name, "iiv block entry")));
-    const auto m = static_cast<Eigen::Index>(spec.iiv.size());
-    const std::vector<double> tri = d["omega"].cast<std::vector<double>>();
-    if (static_cast<Eigen::Index>(tri.size()) != m * (m + 1) / 2)
-      throw InvalidArgument("iiv: omega has " + std::to_string(tri.size()) +
-                            " values, but a block of " + std::to_string(m) + " needs " +
-                            std::to_string(m * (m + 1) / 2) + " (the lower triangle, row by row)");
-    spec.omega = Eigen::MatrixXd::Zero(m, m);
-    std::size_t k = 0;
-    for (Eigen::Index r = 0; r < m; ++r)
-      for (Eigen::Index c = 0; c <= r; ++c) spec.omega(r, c) = spec.omega(c, r) = tri[k++];
-    return;
-  }
-  std::vector<double> variances;
-  for (const auto& [name, value] : d) {
-    spec.iiv.push_back(spec.column(str_of(name, "iiv key")));
-    variances.push_back(value.cast<double>());
-  }
-  const auto m = static_cast<Eigen::Index>(variances.size());
-  spec.omega = Eigen::MatrixXd::Zero(m, m);
-  for (Eigen::Index i = 0; i < m; ++i) spec.omega(i, i) = variances[static_cast<std::size_t>(i)];
 }
 
 constexpr const char* kPopulationDoc = R"doc(
@@ -234,13 +184,8 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   }
   run.options = make_options(method, device, precision, threads);
   PopulationSpec spec(info, count, seed);
-  std::int64_t subjects = -1;
-  ParameterBatch row(info, 1);
-  const std::vector<ParameterValue> values = read_parameters(*info, typical, subjects);
-  if (subjects >= 0) throw InvalidArgument("typical: give one number per parameter, not arrays");
-  store_parameters(values, row);
-  spec.typical.assign(row.row(0), row.row(0) + row.parameters());
-  read_iiv(iiv, spec);
+  spec.typical = read_typical(info, typical);
+  read_omega(iiv, "iiv", "eta", spec, spec.iiv, spec.omega);
   run.population = std::move(spec);
   run.replicates = replicates;
   if (!sweep.is_none()) {
@@ -260,23 +205,7 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
     }
     run.summary_by = std::move(by);
   }
-  if (!residual.is_none()) {
-    ResidualError e;
-    for (const auto& [key, value] : residual.cast<py::dict>()) {
-      const std::string k = str_of(key, "residual key");
-      const double sd = value.cast<double>();
-      if (k == "additive")
-        e.additive = sd;
-      else if (k == "proportional")
-        e.proportional = sd;
-      else if (k == "exponential")
-        e.exponential = sd;
-      else
-        throw InvalidArgument("residual: unknown key '" + k +
-                              "'; give additive, proportional or exponential");
-    }
-    run.residual = e;
-  }
+  run.residual = read_residual(residual);
   if (!lloq.is_none()) run.lloq = lloq.cast<double>();
   run.summaries = true;
   run.percentiles = std::move(percentiles);
@@ -352,6 +281,68 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
 }
 
 }  // namespace
+
+std::vector<double> read_typical(const ModelPtr& model, py::handle typical) {
+  std::int64_t subjects = -1;
+  ParameterBatch row(model, 1);
+  const std::vector<ParameterValue> values = read_parameters(*model, typical, subjects);
+  if (subjects >= 0) throw InvalidArgument("typical: give one number per parameter, not arrays");
+  store_parameters(values, row);
+  return {row.row(0), row.row(0) + row.parameters()};
+}
+
+void read_omega(py::handle h, const std::string& what, const std::string& of,
+                const PopulationSpec& spec, std::vector<int>& columns, Eigen::MatrixXd& omega) {
+  if (h.is_none()) return;
+  if (!py::isinstance<py::dict>(h))
+    throw InvalidArgument(what + " must be None, {name: variance of " + of +
+                          "} or {'block': [names], 'omega': [lower triangle of the covariance]}");
+  const py::dict d = py::reinterpret_borrow<py::dict>(h);
+  if (d.contains("block") || d.contains("omega")) {
+    if (!d.contains("block") || !d.contains("omega"))
+      throw InvalidArgument(what + ": a block needs both 'block' (names) and 'omega'");
+    for (py::handle name : d["block"])
+      columns.push_back(spec.column(str_of(name, what + " block entry")));
+    const auto m = static_cast<Eigen::Index>(columns.size());
+    const std::vector<double> tri = d["omega"].cast<std::vector<double>>();
+    if (static_cast<Eigen::Index>(tri.size()) != m * (m + 1) / 2)
+      throw InvalidArgument(what + ": omega has " + std::to_string(tri.size()) +
+                            " values, but a block of " + std::to_string(m) + " needs " +
+                            std::to_string(m * (m + 1) / 2) + " (the lower triangle, row by row)");
+    omega = Eigen::MatrixXd::Zero(m, m);
+    std::size_t k = 0;
+    for (Eigen::Index r = 0; r < m; ++r)
+      for (Eigen::Index c = 0; c <= r; ++c) omega(r, c) = omega(c, r) = tri[k++];
+    return;
+  }
+  std::vector<double> variances;
+  for (const auto& [name, value] : d) {
+    columns.push_back(spec.column(str_of(name, what + " key")));
+    variances.push_back(value.cast<double>());
+  }
+  const auto m = static_cast<Eigen::Index>(variances.size());
+  omega = Eigen::MatrixXd::Zero(m, m);
+  for (Eigen::Index i = 0; i < m; ++i) omega(i, i) = variances[static_cast<std::size_t>(i)];
+}
+
+std::optional<ResidualError> read_residual(py::handle residual) {
+  if (residual.is_none()) return std::nullopt;
+  ResidualError e;
+  for (const auto& [key, value] : residual.cast<py::dict>()) {
+    const std::string k = str_of(key, "residual key");
+    const double sd = value.cast<double>();
+    if (k == "additive")
+      e.additive = sd;
+    else if (k == "proportional")
+      e.proportional = sd;
+    else if (k == "exponential")
+      e.exponential = sd;
+    else
+      throw InvalidArgument("residual: unknown key '" + k +
+                            "'; give additive, proportional or exponential");
+  }
+  return e;
+}
 
 void bind_population(py::module_& m) {
   m.def(
