@@ -140,7 +140,7 @@ CLI::App* add_vpc_command(CLI::App& app, VpcCommand& o) {
                 "Prediction interval of each percentile across replicates, % (default 90)");
   v->add_option("--bins", o.bins,
                 "Bins by equal numbers of observations (default: one per distinct time up to "
-                "12, else 10)")
+                "20, else 10)")
       ->check(CLI::Range(1, 100000));
   v->add_option("--bin-edges", o.bin_edges, "Bin edges in time (ascending), e.g. 0,1,2,4,8,24")
       ->delimiter(',');

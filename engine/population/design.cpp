@@ -26,6 +26,9 @@ namespace pkscan {
 namespace {
 
 constexpr const char* kWho = "run_design";
+// Records of a replicate per thread woken (each record costs about 0.1 us to 1 us to prepare
+// and solve: a thread is worth waking for a few hundred microseconds of work).
+constexpr double kRecordsPerThread = 1000.0;
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -359,7 +362,14 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
   const std::int64_t n = static_cast<std::int64_t>(d.data.subjects.size());
   const int m = smp.etas();
   const int np = smp.parameters();
-  const int threads = resolve_threads(run.options.threads);
+  // A replicate's parallel regions wake only the threads its work needs: a small design runs on
+  // one thread (waking a pool for a few microseconds of work, many times per replicate, costs
+  // more than it saves, and much more on a busy machine).
+  const int threads = detail::threads_for_work(resolve_threads(run.options.threads),
+                                               static_cast<double>(d.record0.back()),
+                                               kRecordsPerThread);
+  SimulateOptions sim_options = run.options;
+  sim_options.threads = threads;
   const ParameterBatch batch = typical_batch(d, n);
   std::vector<double> base(static_cast<std::size_t>(n * np));
   std::vector<double> etas(static_cast<std::size_t>(n * m));
@@ -376,7 +386,7 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
   DatasetResult result;
   RunSummary total;
   for (std::int64_t rep = 0; rep < run.replicates; ++rep) {
-    smp.sample(rep, 0, n, base.data(), etas.data(), run.options.threads);
+    smp.sample(rep, 0, n, base.data(), etas.data(), threads);
     struct Scratch {
       std::vector<double> kappa, row, z;
     };
@@ -410,7 +420,7 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
           }
         });
     try {
-      simulate_dataset_into(d.data, batch, run.options, result);
+      simulate_dataset_into(d.data, batch, sim_options, result);
     } catch (const DomainError& e) {
       throw DomainError(std::string(e.what()) + " (replicate " + std::to_string(rep + 1) + ")",
                         e.field(), e.value(), e.rule());

@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kWho = "vpc";
 constexpr int kDefaultBins = 10;
-constexpr std::size_t kMaxDistinctTimesBinned = 12;
+constexpr std::size_t kMaxDistinctTimesBinned = 20;
 
 // The observations and their bins.
 struct Layout {
@@ -327,7 +327,12 @@ VpcTable run_vpc(const DesignRun& run, const VpcOptions& options,
   DesignRun sim = run;
   sim.parameter_table = false;
   const bool blq = !std::isnan(run.lloq) || !run.lloq_column.empty();
-  VpcSink sink(l, options, run.replicates, blq, resolve_threads(run.options.threads));
+  std::int64_t compared = 0;
+  for (const auto& rows : l.rows) compared += static_cast<std::int64_t>(rows.size());
+  // The bins of a replicate are summarised in parallel when there are enough observations.
+  VpcSink sink(l, options, run.replicates, blq,
+               detail::threads_for_work(resolve_threads(run.options.threads),
+                                        static_cast<double>(compared), 20000.0));
   run_design(sim, sink, progress);
 
   VpcTable t;

@@ -55,6 +55,12 @@ def complete(doc, folder):
             run["subjects"] = {"parameters": {r: 0.2 for r in rates}}
             run.setdefault("doses", [{"compartment": lin["compartments"][0], "time": 0,
                                       "amount": 100}])
+        elif "arms" in run:  # arms split a population (with the weights of per: WT)
+            run["subjects"] = {"population": {
+                "seed": 1, "typical": COMPLETION["subjects"]["parameters"],
+                "covariates": {"file": "covariates.csv", "effects": [
+                    {"parameter": "cl", "covariate": "WT", "type": "power",
+                     "coefficient": 0.75, "reference": 70}]}}}
         else:
             run["subjects"] = COMPLETION["subjects"]
     if dataset is None:
@@ -76,7 +82,7 @@ def complete(doc, folder):
             rows += [f"{s},0,100,1,1,.,8,20,70", f"{s},1,.,2,0,1.5,8,20,70",
                      f"{s},12,100,1,1,.,8,20,70", f"{s},14,.,2,0,2.5,8,20,70"]
         (folder / dataset).write_text("\n".join(rows) + "\n")
-    population = subjects.get("population", {})
+    population = run["subjects"].get("population", {})
     covariates = population.get("covariates", {}).get("file")
     if covariates and not (folder / covariates).exists():
         count = population.get("count") or sum(a["count"] for a in run.get("arms", []))

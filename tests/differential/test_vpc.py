@@ -14,6 +14,7 @@
 
 import os
 import struct
+import sys
 import subprocess
 import zlib
 
@@ -299,3 +300,25 @@ def test_one_replicate_or_a_grid_run_is_refused(setup):
         "{ka: 1, cl: 5, v_central: 20}\ndoses: [{compartment: depot, time: 0, amount: 1}]\n")
     p = cli(tmp, "vpc", "grid.yaml", "-o", "vpc.png", expect=2)
     assert "needs subjects.dataset with subjects.population" in p.stderr
+
+
+def test_the_bundled_trial_examples_run(tmp_path):
+    """config/examples/trial as the README runs it: the trial with arms and its plot, the VPC of
+    the study by arm; make_study.py makes study.csv again, byte for byte."""
+    import shutil
+    src = os.path.join(os.environ.get("PKSCAN_SOURCE_DIR", os.path.join(
+        os.path.dirname(__file__), "..", "..")), "config", "examples", "trial")
+    for name in ("trial.yaml", "covariates.csv", "vpc.yaml", "study.csv", "study_truth.yaml",
+                 "make_study.py"):
+        shutil.copy(os.path.join(src, name), tmp_path / name)
+    cli(tmp_path, "run", "trial.yaml", "-q")
+    summary = table(tmp_path / "trial.summary.csv")
+    assert list(dict.fromkeys(summary["arm"])) == ["100 mg", "2.5 mg/kg"]
+    p = cli(tmp_path, "vpc", "vpc.yaml", "-o", "vpc.png", "--stratify", "ARM")
+    assert "500 replicates" in p.stdout
+    vpc = table(tmp_path / "vpc.csv")
+    assert set(vpc["stratum"]) == {"low", "high"} and vpc["observations"].sum() == 60 * 13
+    (tmp_path / "study.csv").rename(tmp_path / "study.orig.csv")
+    subprocess.run([sys.executable, "make_study.py", os.environ["PKSCAN_CLI"]], cwd=tmp_path,
+                   check=True, timeout=120)
+    assert (tmp_path / "study.csv").read_bytes() == (tmp_path / "study.orig.csv").read_bytes()

@@ -20,7 +20,7 @@
 ///
 /// Bins: given edges (ascending; bin k is [edge_k, edge_k+1), the last also holds its upper
 /// edge; every observation must lie within the edges), or automatic per stratum: one bin per
-/// distinct observation time when there are at most 12 of them (or fewer than the bins asked
+/// distinct observation time when there are at most 20 of them (or fewer than the bins asked
 /// for), else `bins` (default 10) bins of nearly equal numbers of observations, their edges at
 /// midpoints between distinct times.
 ///
@@ -43,7 +43,7 @@ struct VpcOptions {
   /// Bin edges (ascending, at least two); empty: automatic.
   std::vector<double> bin_edges;
   /// Automatic bins per stratum when there are more distinct times than this (0: 10, and one
-  /// bin per distinct time up to 12 of them).
+  /// bin per distinct time up to 20 of them).
   int bins = 0;
   /// Prediction-corrected VPC.
   bool prediction_corrected = false;
