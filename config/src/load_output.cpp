@@ -111,6 +111,23 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
       groups.arm = true;
       continue;
     }
+    DoseTarget target;
+    if (dose_target(k.Scalar(), target) || k.Scalar().rfind("dose", 0) == 0) {
+      // A swept dose property, as sweep writes it (doses[1].amount) or as its column
+      // (dose1_amount).
+      const std::vector<DoseTarget>& t = spec.sweep.dose_targets;
+      std::size_t j = 0;
+      while (
+          j < t.size() && dose_target_name(t[j]) != k.Scalar() &&
+          !(dose_target(k.Scalar(), target) && dose_target_name(t[j]) == dose_target_name(target)))
+        ++j;
+      if (j == t.size()) L.fail(k, what + " is " + k.Scalar() + ", but the sweep does not vary it");
+      const int col = -1 - static_cast<int>(j);
+      if (std::find(groups.columns.begin(), groups.columns.end(), col) != groups.columns.end())
+        L.fail(k, what + " names " + k.Scalar() + " twice");
+      groups.columns.push_back(col);
+      continue;
+    }
     const int col = named_parameter(L, model, k, what);
     const std::string& name = model.parameters[static_cast<std::size_t>(col)].name;
     const std::vector<int>& swept = spec.sweep.columns;

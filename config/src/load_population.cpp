@@ -446,6 +446,31 @@ void parse_population(const Loader& L, const YAML::Node& node,
   }
 }
 
+bool dose_target(const std::string& key, DoseTarget& target) {
+  static const std::pair<const char*, DoseTarget::Field> fields[] = {
+      {"amount", DoseTarget::Field::Amount},
+      {"every", DoseTarget::Field::Every},
+      {"repeat", DoseTarget::Field::Repeat},
+      {"duration", DoseTarget::Field::Duration},
+      {"rate", DoseTarget::Field::Rate}};
+  if (key.rfind("doses[", 0) != 0) return false;
+  const std::size_t close = key.find("].", 6);
+  if (close == std::string::npos || close == 6) return false;
+  int line = 0;
+  for (std::size_t i = 6; i < close; ++i) {
+    if (key[i] < '0' || key[i] > '9' || line > 1000000) return false;
+    line = line * 10 + (key[i] - '0');
+  }
+  if (line < 1) return false;
+  for (const auto& [name, f] : fields)
+    if (key.substr(close + 2) == name) {
+      target.line = line - 1;
+      target.field = f;
+      return true;
+    }
+  return false;
+}
+
 Sweep parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
                   FieldTable& fields) {
   Sweep sw;
@@ -456,10 +481,27 @@ Sweep parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& mode
     const YAML::Node k = kv.first;
     const YAML::Node v = kv.second;
     if (!k.IsScalar()) L.fail(k, "a key in sweep is not a parameter name");
-    const int col = named_parameter(L, model, k, "sweep");
-    const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(col)];
-    for (int c : sw.columns)
-      if (c == col) L.fail(k, "sweep names " + pi.name + " twice");
+    int col = 0;
+    std::string label;
+    DoseTarget target;
+    if (dose_target(k.Scalar(), target)) {
+      // A dose property: doses[K].FIELD (of every arm's line K with arms).
+      label = dose_target_name(target);
+      for (std::size_t j = 0; j < sw.dose_targets.size(); ++j)
+        if (dose_target_name(sw.dose_targets[j]) == label)
+          L.fail(k, "sweep names " + k.Scalar() + " twice");
+      col = -1 - static_cast<int>(sw.dose_targets.size());
+      sw.dose_targets.push_back(target);
+    } else {
+      if (k.Scalar().rfind("doses", 0) == 0)
+        L.fail(k, "sweep key " + k.Scalar() +
+                      " is not a dose property; write doses[K].FIELD with K the dose line (from "
+                      "1) and FIELD amount, every, repeat, duration or rate");
+      col = named_parameter(L, model, k, "sweep");
+      label = model.parameters[static_cast<std::size_t>(col)].name;
+      for (int c : sw.columns)
+        if (c == col) L.fail(k, "sweep names " + label + " twice");
+    }
     const std::string what = "sweep." + k.Scalar();
     const std::string field = "sweep.values[" + std::to_string(sw.columns.size()) + "][";
     fields.emplace("sweep.columns[" + std::to_string(sw.columns.size()) + "]", Located{k, what});

@@ -145,6 +145,10 @@ void parse_population(const Loader& L, const YAML::Node& node,
                       FieldTable& fields, const Dataset* design = nullptr,
                       std::int64_t arms_count = 0);
 
+// A sweep key naming a dose property, `doses[K].FIELD` (K from 1; FIELD amount, every, repeat,
+// duration or rate); false for any other key.
+bool dose_target(const std::string& key, DoseTarget& target);
+
 // `sweep: {parameter: [values], ...}`; `fields` gets sweep.columns[k] and sweep.values[k][j].
 Sweep parse_sweep(const Loader& L, const YAML::Node& node, const ModelInfo& model,
                   FieldTable& fields);

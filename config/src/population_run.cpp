@@ -16,6 +16,7 @@ PopulationRun population_parts(const RunSpec& spec) {
   run.problem.parameters = ParameterBatch(spec.problem.parameters.info_ptr(), 1);
   run.problem.grid = spec.problem.grid;  // the summaries' size (output times)
   run.problem.output = spec.problem.output;
+  run.problem.doses = spec.problem.doses;
   run.options = spec.options;
   run.population = spec.population;
   run.replicates = spec.replicates;

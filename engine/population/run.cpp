@@ -90,9 +90,9 @@ struct DosePart {
   std::vector<DoseEvent> doses;          // a band line's amount is 1 (the band gives it)
 };
 
-std::vector<DosePart> dose_parts(const PopulationRun& run) {
+std::vector<DosePart> dose_parts(const std::vector<DoseEvent>& doses,
+                                 const std::vector<DoseScaling>& scaling) {
   std::vector<DosePart> parts;
-  const std::vector<DoseEvent>& doses = run.problem.doses;
   auto same = [](const DoseScaling* a, const DoseScaling* b) {
     if (a == nullptr || b == nullptr) return a == b;
     return a->covariate == b->covariate && a->band_edges == b->band_edges &&
@@ -100,7 +100,7 @@ std::vector<DosePart> dose_parts(const PopulationRun& run) {
   };
   for (std::size_t i = 0; i < doses.size(); ++i) {
     const DoseScaling* sc = nullptr;
-    if (!run.dose_scaling.empty() && run.dose_scaling[i].covariate >= 0) sc = &run.dose_scaling[i];
+    if (!scaling.empty() && scaling[i].covariate >= 0) sc = &scaling[i];
     auto it = std::find_if(parts.begin(), parts.end(),
                            [&](const DosePart& p) { return same(p.scaling, sc); });
     if (it == parts.end()) {
@@ -138,8 +138,11 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   // Rows per call: the engine's plan for this run.
   Problem planned = base;
   planned.parameters = ParameterBatch(model_ptr, 1);  // the run's model (a population's)
-  const std::vector<DosePart> parts = dose_parts(spec);
+  std::vector<DosePart> parts = dose_parts(base.doses, spec.dose_scaling);
   const bool scaled = parts.size() > 1 || (!parts.empty() && parts[0].scaling != nullptr);
+  // A sweep of dose properties: every call holds one sweep point, whose doses it simulates.
+  const bool dose_sweep = detail::sweeps_doses(spec.sweep);
+  std::int64_t doses_point = -1;  // the sweep point whose doses `problem` and `parts` hold
   // Scaled doses summarise the scaled amounts: the summaries are not fused into the simulation.
   const std::int64_t chunk = detail::plan_chunk_rows(
       planned, sim, total, options.chunk_rows, spec.summaries && !spec.trajectories && !scaled);
@@ -211,7 +214,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
   };
   start_summaries();
-  const double last_dose = last_dose_time(base.doses);
+  double last_dose = last_dose_time(base.doses);  // the metrics' (of the call's doses)
 
   Engine engine;
   SimulationResult result;
@@ -226,20 +229,25 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   std::vector<double> ipred, dv;
   std::vector<std::int8_t> blq;
   PopulationRunReport report;
-  // Sweep index -> value of each swept parameter (first parameter slowest).
   auto sweep_value = [&](std::int64_t point, std::size_t k) {
-    std::int64_t stride = 1;
-    for (std::size_t j = k + 1; j < spec.sweep.values.size(); ++j)
-      stride *= static_cast<std::int64_t>(spec.sweep.values[j].size());
-    const std::int64_t idx =
-        (point / stride) % static_cast<std::int64_t>(spec.sweep.values[k].size());
-    return spec.sweep.values[k][static_cast<std::size_t>(idx)];
+    return detail::sweep_value(spec.sweep, point, k);
   };
 
   for (std::int64_t first = 0, n = 0; first < total; first += n) {
     // A call's rows stay in one summary group.
     n = spec.summaries ? groups.run_end(first, std::min(total, first + chunk)) - first
                        : std::min(chunk, total - first);
+    if (dose_sweep) {
+      // ... and one sweep point, whose doses it gets.
+      n = std::min(n, (first / n_base + 1) * n_base - first);
+      const std::int64_t point = (first % per_rep) / n_base;
+      if (point != doses_point) {
+        doses_point = point;
+        problem.doses = detail::doses_at(base.doses, spec.sweep, point);
+        parts = dose_parts(problem.doses, spec.dose_scaling);
+        last_dose = last_dose_time(problem.doses);
+      }
+    }
     // Every value of the chunk is written below (sampled or copied), so a batch of the same size
     // is reused rather than allocated and faulted in again.
     if (problem.parameters.subjects() != n || &problem.parameters.info() != model_ptr.get())
@@ -266,6 +274,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       }
       for (std::size_t k = 0; k < spec.sweep.columns.size(); ++k) {
         const int col = spec.sweep.columns[k];
+        if (col < 0) continue;  // a dose property: the call's doses
         const double v = sweep_value(point, k);
         // With a population the grid value is the typical value: individual values scale with
         // it (parameter = typical * effects * exp(eta)).

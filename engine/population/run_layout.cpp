@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <pkscan/checks.hpp>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/population.hpp>
@@ -24,6 +25,71 @@ using detail::output_times;
 
 namespace {
 
+// The swept dose properties: each line exists (in every arm), every value follows its field's
+// rule, and the doses of each value are doses of the grid (check_doses).
+void check_dose_sweep(const PopulationRun& run) {
+  const Sweep& sw = run.sweep;
+  std::vector<const std::vector<DoseEvent>*> lists;
+  std::vector<const std::vector<DoseScaling>*> scalings;
+  if (run.arms.empty()) {
+    lists.push_back(&run.problem.doses);
+    scalings.push_back(&run.dose_scaling);
+  }
+  for (const Arm& a : run.arms) {
+    lists.push_back(&a.doses);
+    scalings.push_back(&a.scaling);
+  }
+  const int compartments = static_cast<int>(model_of(run)->compartments.size());
+  for (std::size_t k = 0; k < sw.columns.size(); ++k) {
+    if (sw.columns[k] >= 0) continue;
+    const DoseTarget& t = sw.dose_targets[static_cast<std::size_t>(-1 - sw.columns[k])];
+    const std::string name = dose_target_name(t);
+    const std::string field = "sweep.columns[" + std::to_string(k) + "]";
+    for (std::size_t l = 0; l < lists.size(); ++l) {
+      const std::vector<DoseEvent>& doses = *lists[l];
+      const std::string where = run.arms.empty() ? "the run" : "arm " + run.arms[l].name;
+      if (t.line < 0 || static_cast<std::size_t>(t.line) >= doses.size())
+        throw InvalidArgument("run_population: the sweep varies " + name + ", but " + where +
+                                  " has " + std::to_string(doses.size()) + " dose lines",
+                              field, name, "");
+      const std::vector<DoseScaling>& sc = *scalings[l];
+      if (t.field == DoseTarget::Field::Amount && !sc.empty() &&
+          !(sc[static_cast<std::size_t>(t.line)].band_edges.empty() &&
+            sc[static_cast<std::size_t>(t.line)].band_amounts.empty()))
+        throw InvalidArgument("run_population: the sweep varies " + name + ", but in " + where +
+                                  " that line's amount comes from its bands",
+                              field, name, "");
+      for (std::size_t j = 0; j < sw.values[k].size(); ++j) {
+        const double v = sw.values[k][j];
+        const std::string vf = "sweep.values[" + std::to_string(k) + "][" + std::to_string(j) + "]";
+        const bool whole = t.field == DoseTarget::Field::Repeat;
+        const bool positive =
+            t.field == DoseTarget::Field::Duration || t.field == DoseTarget::Field::Rate;
+        const bool ok = std::isfinite(v) && (positive ? v > 0.0 : v >= 0.0) &&
+                        (!whole || (v == std::floor(v) && v <= 1e8));
+        const std::string rule = whole      ? "a whole number in [0, 100000000]"
+                                 : positive ? "finite and > 0"
+                                            : "finite and >= 0";
+        if (!ok)
+          throw DomainError("run_population: sweep value " + std::to_string(j + 1) + " of " + name +
+                                " is " + format_value(v) + ", but must be " + rule,
+                            vf, format_value(v), rule);
+        std::vector<DoseEvent> changed = doses;
+        detail::set_dose_field(changed[static_cast<std::size_t>(t.line)], t.field, v);
+        try {
+          check_doses(changed, compartments, run.problem.grid);
+        } catch (const Error& e) {
+          std::string msg = e.what();
+          if (msg.rfind("simulate: ", 0) == 0) msg = msg.substr(10);
+          throw DomainError(
+              "run_population: with " + name + " = " + format_value(v) + " (" + where + "): " + msg,
+              vf, format_value(v), "");
+        }
+      }
+    }
+  }
+}
+
 void check_run(const PopulationRun& run) {
   if (!model_of(run))
     throw InvalidArgument("run_population: the run has no model (population.model is null)");
@@ -35,11 +101,12 @@ void check_run(const PopulationRun& run) {
                           std::to_string(run.sweep.columns.size()) + " entries, but sweep.values " +
                           std::to_string(run.sweep.values.size()));
   const int n = static_cast<int>(model_of(run)->parameters.size());
+  const int targets = static_cast<int>(run.sweep.dose_targets.size());
   for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
-    if (run.sweep.columns[k] < 0 || run.sweep.columns[k] >= n)
+    if (run.sweep.columns[k] < -targets || run.sweep.columns[k] >= n)
       throw InvalidArgument("run_population: sweep.columns[" + std::to_string(k) + "] is " +
-                            std::to_string(run.sweep.columns[k]) + ", but must be in [0, " +
-                            std::to_string(n) + ")");
+                            std::to_string(run.sweep.columns[k]) + ", but must be in [" +
+                            std::to_string(-targets) + ", " + std::to_string(n) + ")");
     if (run.sweep.values[k].empty())
       throw InvalidArgument("run_population: sweep.values[" + std::to_string(k) +
                             "] is empty, but must hold at least one value");
@@ -80,7 +147,9 @@ void check_run(const PopulationRun& run) {
       ": bioavailability and lag cannot vary between subjects in a run on a time grid (every "
       "subject gets the same doses there); use a dataset run (subjects.dataset) for per-subject "
       "bioavailability and lag";
+  check_dose_sweep(run);
   for (std::size_t k = 0; k < run.sweep.columns.size(); ++k) {
+    if (run.sweep.columns[k] < 0) continue;  // a dose property (check_dose_sweep)
     const ParameterInfo& pi = model.parameters[static_cast<std::size_t>(run.sweep.columns[k])];
     const std::string field = "sweep.columns[" + std::to_string(k) + "]";
     if (grid_dose_parameter(run.sweep.columns[k]))
@@ -284,6 +353,11 @@ void check_arms(const PopulationRun& run) {
 
 }  // namespace
 
+std::string dose_target_name(const DoseTarget& t) {
+  static const char* const names[] = {"amount", "every", "repeat", "duration", "rate"};
+  return "dose" + std::to_string(t.line + 1) + "_" + names[static_cast<int>(t.field)];
+}
+
 double DoseScaling::factor(double x) const noexcept {
   if (covariate < 0) return 1.0;
   if (band_edges.empty() && band_amounts.empty()) return x;
@@ -344,6 +418,9 @@ RunLayout population_layout(const PopulationRun& run) {
     check_arms(run);
     RunLayout l = population_layout(detail::arm_run(run, 0));
     l.rows = population_rows(run);
+    for (std::size_t k = 1; k < run.arms.size(); ++k)
+      l.summary_estimates =
+          l.summary_estimates || population_layout(detail::arm_run(run, k)).summary_estimates;
     l.extra_columns.insert(l.extra_columns.begin(), "arm");
     for (const Arm& a : run.arms) l.arm_names.push_back(a.name);
     const auto arms = static_cast<std::int64_t>(run.arms.size());
@@ -371,9 +448,18 @@ RunLayout population_layout(const PopulationRun& run) {
   layout.threads = run.options.threads;
   layout.rows = population_rows(run);
   if (run.replicates > 1) layout.extra_columns.push_back("replicate");
-  for (int c : run.sweep.columns)
-    layout.extra_columns.push_back(model.parameters[static_cast<std::size_t>(c)].name);
+  for (std::size_t k = 0; k < run.sweep.columns.size(); ++k)
+    layout.extra_columns.push_back(detail::sweep_name(model, run.sweep, k));
   if (run.summaries) {
+    // Whether a group's values exceed its share of the exact phase (run_part gives every live
+    // group exact_values / live): the groups have equal numbers of rows.
+    const Groups g(run);
+    const long double rows = static_cast<long double>(population_rows(run)) /
+                             static_cast<long double>(std::max<std::int64_t>(1, g.total()));
+    const std::int64_t budget = TimeSummaryOptions{}.exact_values / g.live();
+    layout.summary_estimates = rows * static_cast<long double>(output_times(run)) *
+                                   static_cast<long double>(model.compartments.size()) >
+                               static_cast<long double>(budget);
     layout.metric_names = metric_names();
     layout.metric_compartment = model.default_observation_compartment;
     const Groups groups(run);

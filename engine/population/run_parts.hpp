@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <pkscan/models/model.hpp>
 #include <pkscan/population_run.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +17,66 @@ inline const std::shared_ptr<const ModelInfo>& model_of(const PopulationRun& run
 
 inline std::int64_t base_subjects(const PopulationRun& run) noexcept {
   return run.population ? run.population->count : run.problem.parameters.subjects();
+}
+
+// The name of sweep dimension k: the parameter's, or dose_target_name.
+inline std::string sweep_name(const ModelInfo& model, const Sweep& sweep, std::size_t k) {
+  const int c = sweep.columns[k];
+  return c >= 0 ? model.parameters[static_cast<std::size_t>(c)].name
+                : dose_target_name(sweep.dose_targets[static_cast<std::size_t>(-1 - c)]);
+}
+
+// The value of dimension k at sweep point `point` (the first dimension slowest).
+inline double sweep_value(const Sweep& sweep, std::int64_t point, std::size_t k) {
+  std::int64_t stride = 1;
+  for (std::size_t j = k + 1; j < sweep.values.size(); ++j)
+    stride *= static_cast<std::int64_t>(sweep.values[j].size());
+  const std::int64_t idx = (point / stride) % static_cast<std::int64_t>(sweep.values[k].size());
+  return sweep.values[k][static_cast<std::size_t>(idx)];
+}
+
+// Sets a dose line's swept field.
+inline void set_dose_field(DoseEvent& d, DoseTarget::Field f, double v) {
+  switch (f) {
+    case DoseTarget::Field::Amount:
+      d.amount = v;
+      break;
+    case DoseTarget::Field::Every:
+      d.every = v;
+      break;
+    case DoseTarget::Field::Repeat:
+      d.repeat = static_cast<std::int64_t>(v);
+      break;
+    case DoseTarget::Field::Duration:
+      d.duration = v;
+      d.rate = 0.0;
+      break;
+    case DoseTarget::Field::Rate:
+      d.rate = v;
+      d.duration = 0.0;
+      break;
+  }
+}
+
+// True when the sweep varies a dose property.
+inline bool sweeps_doses(const Sweep& sweep) noexcept {
+  for (int c : sweep.columns)
+    if (c < 0) return true;
+  return false;
+}
+
+// `doses` with the dose values of sweep point `point`.
+inline std::vector<DoseEvent> doses_at(std::vector<DoseEvent> doses, const Sweep& sweep,
+                                       std::int64_t point) {
+  for (std::size_t k = 0; k < sweep.columns.size(); ++k) {
+    const int c = sweep.columns[k];
+    if (c >= 0) continue;
+    const DoseTarget& t = sweep.dose_targets[static_cast<std::size_t>(-1 - c)];
+    if (t.line >= 0 && static_cast<std::size_t>(t.line) < doses.size())
+      set_dose_field(doses[static_cast<std::size_t>(t.line)], t.field,
+                     sweep_value(sweep, point, k));
+  }
+  return doses;
 }
 
 // The groups of a run's summaries: which rows form a group, and the group's values.
@@ -54,8 +115,7 @@ class Groups {
   std::vector<std::string> columns(const ModelInfo& model) const {
     std::vector<std::string> names;
     if (replicate_) names.emplace_back("replicate");
-    for (std::size_t k : split_)
-      names.push_back(model.parameters[static_cast<std::size_t>(sweep_.columns[k])].name);
+    for (std::size_t k : split_) names.push_back(sweep_name(model, sweep_, k));
     return names;
   }
   // Groups kept at once, and in all.

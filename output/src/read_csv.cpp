@@ -138,6 +138,7 @@ Curves read_summary_csv(const std::string& path, const std::string& asked, int m
   std::map<std::string, std::map<double, std::size_t>> pct_col;  // compartment -> q -> column
   for (std::size_t i = time_col + 1; i < header.size(); ++i) {
     const std::string& h = header[i];
+    if (h == "exact" && i + 1 == header.size()) continue;  // 0 where percentiles are estimates
     if (starts_with(h, "mean_conc_")) {
       const std::string c = h.substr(10);
       mean_col[c] = i;

@@ -128,15 +128,20 @@ class CsvSink final : public ResultSink {
       for (const std::string& c : names) header += ",mean_conc_" + c;
       for (double q : t.percentiles)
         for (const std::string& c : names) header += ",p" + detail::number_text(q) + "_conc_" + c;
+      if (layout_.summary_estimates) header += ",exact";
       header += '\n';
       summary_->write(header.data(), header.size());
     }
     const std::size_t n = names.size();
     const std::size_t nq = t.percentiles.size();
-    // Per time: the means, then each percentile's compartments.
-    write_time_rows(*summary_, t.group, t.times, n + n * nq, [&](std::size_t i, std::size_t j) {
-      return j < n ? t.mean[i * n + j] : t.quantiles[(i * n + (j - n) % n) * nq + (j - n) / n];
-    });
+    const std::size_t values = n + n * nq;
+    // Per time: the means, then each percentile's compartments (then whether they are exact).
+    write_time_rows(*summary_, t.group, t.times, values + (layout_.summary_estimates ? 1 : 0),
+                    [&](std::size_t i, std::size_t j) {
+                      if (j == values) return t.exact ? 1.0 : 0.0;
+                      return j < n ? t.mean[i * n + j]
+                                   : t.quantiles[(i * n + (j - n) % n) * nq + (j - n) / n];
+                    });
     protocol_.end_summary();
   }
 

@@ -20,12 +20,12 @@ std::vector<BadInput> output_cases() {
        "8:20",
        {"output.summaries.by[1] is ke", "ke is not swept", "replicate"}},
       {"SummariesByAnUnknownName",
-       BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: [dose]}\n"
+       BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: [weight]}\n"
                                         "sweep: {ka: [1, 2]}\n",
        {},
        2,
        "8:20",
-       {"output.summaries.by[1]", "'dose'", "has the parameters"}},
+       {"output.summaries.by[1]", "'weight'", "has the parameters"}},
       {"SummariesByASweptParameterTwice",
        BASE_WITHOUT_OUTPUT BLOCK_OUTPUT "  summaries: {by: [ka, ka]}\n"
                                         "sweep: {ka: [1, 2]}\n",

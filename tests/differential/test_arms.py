@@ -178,3 +178,71 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, arms, output, where)
     p = cli(tmp_path, "run", "t.yaml", "--quiet", expect=2)
     assert where in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "t.csv").exists()
+
+
+SWEEP = """model: two_compartment
+time: {{dt: 1, steps: 48}}
+subjects:
+  population:
+    count: 30
+    seed: 3
+    typical: {{ka: 1.0, cl: 5.0, v_central: 20}}
+    iiv: {{cl: 0.09}}
+doses:
+  - {{compartment: depot, time: 0, amount: {amount}, every: {every}, repeat: 3}}
+  - {{compartment: central, time: 2, amount: 5, duration: {duration}}}
+{sweep}output:
+  path: {path}
+  summaries: true
+"""
+
+
+def test_a_dose_sweep_point_is_the_run_of_its_doses_bit_for_bit(tmp_path):
+    """Each point of a sweep of dose amount, interval and infusion duration is the one-point run
+    of the same subjects with those doses: the same bytes for its rows, summary and metrics."""
+    (tmp_path / "s.yaml").write_text(SWEEP.format(
+        amount=1, every=12, duration=1, path="s.csv",
+        sweep="sweep:\n  doses[1].amount: [50, 200]\n  doses[1].every: [12, 24]\n"
+              "  doses[2].duration: [1, 4]\n"))
+    cli(tmp_path, "run", "s.yaml", "--quiet")
+    rows = (tmp_path / "s.csv").read_text().splitlines()
+    summary = (tmp_path / "s.summary.csv").read_text().splitlines()
+    metrics = (tmp_path / "s.metrics.csv").read_text().splitlines()
+    assert rows[0].endswith(",dose1_amount,dose1_every,dose2_duration")
+    point = 0
+    for amount in (50, 200):
+        for every in (12, 24):
+            for duration in (1, 4):
+                (tmp_path / "p.yaml").write_text(SWEEP.format(
+                    amount=amount, every=every, duration=duration, path="p.csv", sweep=""))
+                cli(tmp_path, "run", "p.yaml", "--quiet")
+                one = (tmp_path / "p.csv").read_text().splitlines()[1:]
+                mine = rows[1 + point * 30 * 49:1 + (point + 1) * 30 * 49]
+                tail = f",{amount},{every},{duration}"
+                assert all(r.endswith(tail) for r in mine)
+                # The rows without the sweep columns; the ids count over the sweep points.
+                strip = [",".join(r.split(",")[1:-3]) for r in mine]
+                assert strip == [",".join(r.split(",")[1:]) for r in one]
+                psum = (tmp_path / "p.summary.csv").read_text().splitlines()[1:]
+                assert summary[1 + point * 49:1 + (point + 1) * 49] == [
+                    f"{amount},{every},{duration}," + r for r in psum]
+                pmet = (tmp_path / "p.metrics.csv").read_text().splitlines()[1:]
+                assert [",".join(r.split(",")[4:]) for r in metrics[1 + point * 30:
+                                                                    1 + (point + 1) * 30]] == \
+                    [",".join(r.split(",")[1:]) for r in pmet]
+                point += 1
+
+
+@pytest.mark.parametrize("sweep,where", [
+    ("sweep:\n  doses[3].amount: [1, 2]\n", "has 2 dose lines"),
+    ("sweep:\n  doses[1].amount: [-1, 2]\n", "is -1, but must be finite and >= 0"),
+    ("sweep:\n  doses[1].repeat: [1.5]\n", "must be a whole number"),
+    ("sweep:\n  doses[1].every: [1.5]\n", "every"),
+    ("sweep:\n  doses[1].interval: [12]\n", "is not a dose property"),
+])
+def test_bad_dose_sweeps_are_one_line(tmp_path, sweep, where):
+    (tmp_path / "s.yaml").write_text(SWEEP.format(amount=1, every=12, duration=1, path="s.csv",
+                                                  sweep=sweep))
+    p = cli(tmp_path, "run", "s.yaml", "--quiet", expect=2)
+    assert where in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "s.csv").exists()

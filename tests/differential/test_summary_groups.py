@@ -263,3 +263,42 @@ def test_summaries_across_replicates_need_replicates(tmp_path, replicates, by, w
     err = run_replicates(tmp_path, replicates=replicates, by=by, expect=2)
     assert words in err and err.count("\n") == 1, err
     assert sorted(f.name for f in tmp_path.iterdir()) == ["run.yaml"]
+
+
+def test_the_csv_says_which_percentiles_are_estimates(tmp_path):
+    """A group with more values (subjects x times x compartments) than its share of the exact
+    budget (4e6 values over the groups kept at once) has the sketch's estimates: the summary then
+    ends in a column `exact`, 0 on that group's rows and 1 on the rows of a group within the
+    budget; a run whose groups all stay within it has no such column. Here the arms are
+    summarised one after the other (one group kept at once): 200 x 20 x 2 values are exact,
+    110000 x 20 x 2 = 4.4e6 are not."""
+    run = """model: two_compartment
+time: {{dt: 1, steps: 19}}
+subjects:
+  population:
+    seed: 5
+    typical: {{ka: 1.0, cl: 5.0, v_central: 20}}
+    iiv: {{cl: 0.09}}
+arms:
+  - {{name: small, count: 200, doses: [{{compartment: depot, time: 0, amount: 100}}]}}
+  - {{name: large, count: {large}, doses: [{{compartment: depot, time: 0, amount: 100}}]}}
+output:
+  path: out.csv
+  trajectories: false
+  summaries: true
+"""
+    def summary(large):
+        (tmp_path / "run.yaml").write_text(run.format(large=large))
+        subprocess.run([os.environ["PKSCAN_CLI"], "run", "run.yaml", "--quiet"], cwd=tmp_path,
+                       check=True, timeout=300)
+        return [ln.split(",") for ln in (tmp_path / "out.summary.csv").read_text().splitlines()]
+
+    lines = summary(110000)
+    assert lines[0][-1] == "exact"
+    flags = {arm: {ln[-1] for ln in lines[1:] if ln[0] == arm} for arm in ("small", "large")}
+    assert flags == {"small": {"1"}, "large": {"0"}}
+    # pkscan plot reads the column.
+    p = subprocess.run([os.environ["PKSCAN_CLI"], "plot", "out.summary.csv", "-o", "p.png"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode in (0, 3), p.stderr  # 3: no gnuplot on this machine
+    assert summary(300)[0][-1] != "exact"

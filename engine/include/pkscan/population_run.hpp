@@ -78,6 +78,10 @@ struct RunLayout {
   /// (summary_columns without "replicate") and the number of tables; 0: none.
   std::vector<std::string> replicate_summary_columns;
   std::int64_t replicate_summary_groups = 0;
+  /// Some summary group holds more values (its subjects x times x compartments) than its share
+  /// of TimeSummaryOptions::exact_values, so its percentiles are the sketch's estimates
+  /// (TimeSummaryTable::exact): the CSV summary then ends in a column `exact` (1 or 0 per row).
+  bool summary_estimates = false;
   bool trajectories = true;  ///< amounts/concentrations per subject and time are written
   int threads = 0;           ///< threads a sink may use to format a chunk (0 = pkscan's default)
   std::string run_text;      ///< the run description's text (a run file; stored by the HDF5 sink)
@@ -142,11 +146,26 @@ class ResultSink {
   virtual void commit() = 0;
 };
 
-/// A parameter grid: the cartesian product of the listed values, the first parameter varying
-/// slowest.
+/// A dose property a sweep varies: a field of one dose line.
+struct DoseTarget {
+  /// The field: the amount (per unit with DoseScaling::covariate), the interval `every`, the
+  /// number of additional doses `repeat`, an infusion's `duration` or `rate`.
+  enum class Field { Amount, Every, Repeat, Duration, Rate };
+  int line = 0;  ///< 0-based dose line (of problem.doses; with arms, of every arm's doses)
+  Field field = Field::Amount;
+};
+
+/// The column name of a swept dose property: `dose<line + 1>_<field>` ("dose1_amount").
+std::string dose_target_name(const DoseTarget& target);
+
+/// A grid of parameters and dose properties: the cartesian product of the listed values, the
+/// first varying slowest.
 struct Sweep {
-  std::vector<int> columns;                 ///< swept parameters (ModelInfo::parameters indices)
-  std::vector<std::vector<double>> values;  ///< per swept parameter: its values
+  /// What each dimension varies: a parameter (ModelInfo::parameters index, >= 0), or a dose
+  /// property, -1 - k for dose_targets[k].
+  std::vector<int> columns;
+  std::vector<std::vector<double>> values;  ///< per dimension: its values
+  std::vector<DoseTarget> dose_targets;     ///< the swept dose properties
   /// Number of grid points (1 when there is no sweep).
   std::int64_t points() const noexcept {
     std::int64_t n = 1;
