@@ -1,7 +1,7 @@
 #pragma once
 // Private header of the pkscan Python module: what its files share (module.cpp, convert.cpp,
-// simulate_bindings.cpp, population_bindings.cpp, design_bindings.cpp, dataset_bindings.cpp,
-// predictor_bindings.cpp, jax_ffi.cpp). Not installed.
+// simulate_bindings.cpp, population_bindings.cpp, design_bindings.cpp, vpc_bindings.cpp,
+// dataset_bindings.cpp, predictor_bindings.cpp, jax_ffi.cpp). Not installed.
 //
 // Every function here is called with the GIL held; it reads or makes Python objects. Checks
 // throw pkscan::InvalidArgument (translated to ValueError), as the library does.
@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <pkscan/dataset.hpp>
+#include <pkscan/design.hpp>
 #include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/population.hpp>
@@ -108,6 +109,14 @@ void read_omega(py::handle h, const std::string& what, const std::string& of,
 /// none.
 std::optional<ResidualError> read_residual(py::handle residual);
 
+/// The design simulation of simulate_design's arguments (design_bindings.cpp): the dataset, the
+/// population (typical, iiv, iov, effects), residual, lloq (a number or a dataset column), seed,
+/// replicates, and the CPU options; run_design checks the rest.
+DesignRun read_design_run(py::handle dataset, py::handle typical, py::handle model, py::handle iiv,
+                          py::handle iov, py::handle effects, py::handle residual, py::handle lloq,
+                          std::uint64_t seed, std::int64_t replicates, const std::string& method,
+                          int threads);
+
 /// Adds simulate, Engine and GridGradient to the module (simulate_bindings.cpp).
 void bind_simulate(py::module_& m);
 
@@ -119,6 +128,9 @@ void bind_population(py::module_& m);
 
 /// Adds simulate_design (design_bindings.cpp).
 void bind_design(py::module_& m);
+
+/// Adds vpc (vpc_bindings.cpp).
+void bind_vpc(py::module_& m);
 
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);

@@ -225,24 +225,10 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
                             py::handle iiv, py::handle iov, py::handle effects, py::handle residual,
                             py::handle lloq, std::uint64_t seed, std::int64_t replicates,
                             bool parameter_table, const std::string& method, int threads) {
-  const PyDataset d = load_dataset(dataset, model);
-  const ModelPtr info = d.model;
-  DesignRun run;
-  run.data = d.data;
-  run.population = PopulationSpec(info, 0, seed);
-  PopulationSpec& spec = run.population;
-  spec.typical = read_typical(info, typical);
-  read_omega(iiv, "iiv", "eta", spec, spec.iiv, spec.omega);
-  read_effects(effects, spec);
-  read_iov(iov, run);
-  run.replicates = replicates;
-  run.residual = read_residual(residual);
-  if (py::isinstance<py::str>(lloq))
-    run.lloq_column = lloq.cast<std::string>();
-  else if (!lloq.is_none())
-    run.lloq = lloq.cast<double>();
+  DesignRun run = read_design_run(dataset, typical, model, iiv, iov, effects, residual, lloq, seed,
+                                  replicates, method, threads);
+  const ModelPtr info = run.population.model;
   run.parameter_table = parameter_table;
-  run.options = make_options(method, "cpu", "float64", threads);
   // A run too large to hold is a MemoryError, invalid values a ValueError (run_design checks
   // everything before it simulates).
   check_design_memory(run);
@@ -267,7 +253,7 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
   out["ipred"] = take(sink.ipred, {rows});
   if (layout.observations) out["dv"] = take(sink.dv, {rows});
   if (layout.blq) out["blq"] = take(sink.blq, {rows});
-  const auto subjects = static_cast<py::ssize_t>(d.data->subjects.size());
+  const auto subjects = static_cast<py::ssize_t>(run.data->subjects.size());
   py::array_t<bool> ok({static_cast<py::ssize_t>(replicates), subjects});
   std::copy(sink.ok.begin(), sink.ok.end(), ok.mutable_data());
   out["ok"] = ok;
@@ -286,7 +272,7 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
     out["table_subject"] = take(sink.table_subject, {trows});
     if (layout.occasions) out["table_occasion"] = take(sink.table_occasion, {trows});
   }
-  out["ids"] = dataset_ids(*d.data);
+  out["ids"] = dataset_ids(*run.data);
   out["compartments"] = names_of(info->compartments);
   out["method"] = to_string(summary.method);
   out["device"] = to_string(summary.device);
@@ -295,6 +281,30 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
 }
 
 }  // namespace
+
+DesignRun read_design_run(py::handle dataset, py::handle typical, py::handle model, py::handle iiv,
+                          py::handle iov, py::handle effects, py::handle residual, py::handle lloq,
+                          std::uint64_t seed, std::int64_t replicates, const std::string& method,
+                          int threads) {
+  const PyDataset d = load_dataset(dataset, model);
+  const ModelPtr info = d.model;
+  DesignRun run;
+  run.data = d.data;
+  run.population = PopulationSpec(info, 0, seed);
+  PopulationSpec& spec = run.population;
+  spec.typical = read_typical(info, typical);
+  read_omega(iiv, "iiv", "eta", spec, spec.iiv, spec.omega);
+  read_effects(effects, spec);
+  read_iov(iov, run);
+  run.replicates = replicates;
+  run.residual = read_residual(residual);
+  if (py::isinstance<py::str>(lloq))
+    run.lloq_column = lloq.cast<std::string>();
+  else if (!lloq.is_none())
+    run.lloq = lloq.cast<double>();
+  run.options = make_options(method, "cpu", "float64", threads);
+  return run;
+}
 
 void bind_design(py::module_& m) {
   m.def("simulate_design", &simulate_design_py, kDesignDoc, py::arg("dataset"), py::arg("typical"),
