@@ -77,22 +77,8 @@ void parse_arms(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fiel
     if (std::fabs(sum - 1.0) > 1e-9)
       L.fail(share_nodes.back(),
              "the arms' shares add up to " + format_value(sum) + ", but must add up to 1");
-    // Largest remainders: the counts add up to population.count; ties go to the earlier arm.
-    std::int64_t given = 0;
-    std::vector<double> rest(shares.size());
-    for (std::size_t k = 0; k < shares.size(); ++k) {
-      const double exact = shares[k] * static_cast<double>(n);
-      spec.arms[k].count = static_cast<std::int64_t>(std::floor(exact));
-      rest[k] = exact - std::floor(exact);
-      given += spec.arms[k].count;
-    }
-    for (; given < n; ++given) {
-      std::size_t best = 0;
-      for (std::size_t k = 1; k < rest.size(); ++k)
-        if (rest[k] > rest[best]) best = k;
-      ++spec.arms[best].count;
-      rest[best] = -1.0;
-    }
+    const std::vector<std::int64_t> counts = arm_counts_of_shares(shares, n);
+    for (std::size_t k = 0; k < counts.size(); ++k) spec.arms[k].count = counts[k];
     for (std::size_t k = 0; k < spec.arms.size(); ++k)
       if (spec.arms[k].count < 1)
         L.fail(share_nodes[k], "arms[" + std::to_string(k + 1) +

@@ -358,6 +358,42 @@ std::string dose_target_name(const DoseTarget& t) {
   return "dose" + std::to_string(t.line + 1) + "_" + names[static_cast<int>(t.field)];
 }
 
+std::vector<std::int64_t> arm_counts_of_shares(const std::vector<double>& shares,
+                                               std::int64_t count) {
+  const std::string who = "arm_counts_of_shares: ";
+  if (shares.empty() || count < 0)
+    throw InvalidArgument(who + "needs at least one share and a count >= 0");
+  double sum = 0.0;
+  for (std::size_t k = 0; k < shares.size(); ++k) {
+    if (!(shares[k] > 0.0 && shares[k] <= 1.0))
+      throw DomainError(who + "share " + std::to_string(k + 1) + " is " + format_value(shares[k]) +
+                            ", but must be in (0, 1]",
+                        "shares[" + std::to_string(k) + "]", format_value(shares[k]), "(0, 1]");
+    sum += shares[k];
+  }
+  if (std::fabs(sum - 1.0) > 1e-9)
+    throw DomainError(who + "the shares add up to " + format_value(sum) + ", but must add up to 1",
+                      "shares", format_value(sum), "1");
+  // Largest remainders: the counts add up to count; ties go to the earlier arm.
+  std::vector<std::int64_t> counts(shares.size());
+  std::vector<double> rest(shares.size());
+  std::int64_t given = 0;
+  for (std::size_t k = 0; k < shares.size(); ++k) {
+    const double exact = shares[k] * static_cast<double>(count);
+    counts[k] = static_cast<std::int64_t>(std::floor(exact));
+    rest[k] = exact - std::floor(exact);
+    given += counts[k];
+  }
+  for (; given < count; ++given) {
+    std::size_t best = 0;
+    for (std::size_t k = 1; k < rest.size(); ++k)
+      if (rest[k] > rest[best]) best = k;
+    ++counts[best];
+    rest[best] = -1.0;
+  }
+  return counts;
+}
+
 double DoseScaling::factor(double x) const noexcept {
   if (covariate < 0) return 1.0;
   if (band_edges.empty() && band_amounts.empty()) return x;

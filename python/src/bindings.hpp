@@ -1,7 +1,7 @@
 #pragma once
 // Private header of the pkscan Python module: what its files share (module.cpp, convert.cpp,
-// simulate_bindings.cpp, population_bindings.cpp, design_bindings.cpp, dataset_bindings.cpp,
-// predictor_bindings.cpp, jax_ffi.cpp). Not installed.
+// simulate_bindings.cpp, population_bindings.cpp, design_bindings.cpp, vpc_bindings.cpp,
+// dataset_bindings.cpp, predictor_bindings.cpp, jax_ffi.cpp). Not installed.
 //
 // Every function here is called with the GIL held; it reads or makes Python objects. Checks
 // throw pkscan::InvalidArgument (translated to ValueError), as the library does.
@@ -13,9 +13,11 @@
 #include <memory>
 #include <optional>
 #include <pkscan/dataset.hpp>
+#include <pkscan/design.hpp>
 #include <pkscan/models/model.hpp>
 #include <pkscan/options.hpp>
 #include <pkscan/population.hpp>
+#include <pkscan/population_run.hpp>
 #include <pkscan/types.hpp>
 #include <string>
 #include <vector>
@@ -59,6 +61,9 @@ ModelPtr resolve_model(py::handle h);
 /// A Python list of the strings.
 py::list names_of(const std::vector<std::string>& v);
 
+/// The strings joined by ", " (for messages).
+std::string join_names(const std::vector<std::string>& v);
+
 /// The subject IDs of a dataset, in dataset order.
 py::list dataset_ids(const Dataset& data);
 
@@ -91,8 +96,15 @@ void check_memory(const std::string& who, long double need, const std::string& w
                   const SimulateOptions& options, const std::string& hint);
 
 /// The doses of a list of dicts {compartment (name or 0-based index), time, amount, rate,
-/// duration, every, repeat}; None gives none.
-std::vector<DoseEvent> read_doses(const ModelInfo& model, py::handle doses);
+/// duration, every, repeat}; None gives none. `what` names the list in messages. With `scaling`
+/// (a population's doses; then `covariates` names its covariates), a dose may also carry `per`
+/// (a covariate: the amount per unit of the subject's value) or, instead of `amount`, `bands`
+/// ({covariate, edges, amounts}: the amount by covariate band); `scaling` receives one
+/// DoseScaling per dose, or none when no dose depends on the subject.
+std::vector<DoseEvent> read_doses(const ModelInfo& model, py::handle doses,
+                                  const std::string& what = "doses",
+                                  const std::vector<std::string>* covariates = nullptr,
+                                  std::vector<DoseScaling>* scaling = nullptr);
 
 /// The typical values of a population (PopulationSpec::typical): {name or alias: number} over
 /// the model's defaults (population_bindings.cpp, as the other population readers).
@@ -108,6 +120,20 @@ void read_omega(py::handle h, const std::string& what, const std::string& of,
 /// none.
 std::optional<ResidualError> read_residual(py::handle residual);
 
+/// Covariate effects [{parameter, covariate, type, coefficient, reference}] appended to `spec`
+/// (design_bindings.cpp); None gives none. With `dataset_columns` a covariate is a dataset
+/// column (added to spec.covariate_names, as a run file's design simulations read them),
+/// otherwise one of spec.covariate_names.
+void read_effects(py::handle effects, PopulationSpec& spec, bool dataset_columns);
+
+/// The design simulation of simulate_design's arguments (design_bindings.cpp): the dataset, the
+/// population (typical, iiv, iov, effects), residual, lloq (a number or a dataset column), seed,
+/// replicates, and the CPU options; run_design checks the rest.
+DesignRun read_design_run(py::handle dataset, py::handle typical, py::handle model, py::handle iiv,
+                          py::handle iov, py::handle effects, py::handle residual, py::handle lloq,
+                          std::uint64_t seed, std::int64_t replicates, const std::string& method,
+                          int threads);
+
 /// Adds simulate, Engine and GridGradient to the module (simulate_bindings.cpp).
 void bind_simulate(py::module_& m);
 
@@ -119,6 +145,9 @@ void bind_population(py::module_& m);
 
 /// Adds simulate_design (design_bindings.cpp).
 void bind_design(py::module_& m);
+
+/// Adds vpc (vpc_bindings.cpp).
+void bind_vpc(py::module_& m);
 
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -243,18 +244,25 @@ void check_memory(const std::string& who, long double need, const std::string& w
 
 // ---- Doses ------------------------------------------------------------------------------------
 
-std::vector<pkscan::DoseEvent> read_doses(const ModelInfo& model, py::handle doses) {
+std::vector<pkscan::DoseEvent> read_doses(const ModelInfo& model, py::handle doses,
+                                          const std::string& what_doses,
+                                          const std::vector<std::string>* covariates,
+                                          std::vector<DoseScaling>* scaling) {
   std::vector<pkscan::DoseEvent> out;
+  if (scaling) scaling->clear();
   if (doses.is_none()) return out;
   std::size_t i = 0;
+  bool any_scaling = false;
   for (py::handle item : py::iter(doses)) {
     ++i;
-    const std::string ctx = "doses[" + std::to_string(i - 1) + "]";
+    const std::string ctx = what_doses + "[" + std::to_string(i - 1) + "]";
     if (!py::isinstance<py::dict>(item))
       throw InvalidArgument(ctx + " must be a dict {compartment, time, amount, ...}");
     pkscan::DoseEvent d;
+    DoseScaling sc;
     d.compartment = model.default_dose_compartment;
     bool has_amount = false;
+    py::handle per, bands;
     for (auto kv : py::reinterpret_borrow<py::dict>(item)) {
       const std::string k = str_of(kv.first, ctx + " key");
       const std::string what = ctx + "." + k;
@@ -262,13 +270,9 @@ std::vector<pkscan::DoseEvent> read_doses(const ModelInfo& model, py::handle dos
         if (py::isinstance<py::str>(kv.second)) {
           const std::string name = kv.second.cast<std::string>();
           d.compartment = pkscan::compartment_index(model, name);
-          if (d.compartment < 0) {
-            std::string names;
-            for (const std::string& c : model.compartments)
-              names += (names.empty() ? "" : ", ") + c;
+          if (d.compartment < 0)
             throw InvalidArgument(what + " is '" + name + "', but model " + model.name +
-                                  " has the compartments " + names);
-          }
+                                  " has the compartments " + join_names(model.compartments));
         } else {
           // A 0-based index; the engine checks its range.
           try {
@@ -294,15 +298,68 @@ std::vector<pkscan::DoseEvent> read_doses(const ModelInfo& model, py::handle dos
         } catch (const py::cast_error&) {
           throw InvalidArgument(what + " must be a whole number");
         }
+      } else if (scaling && k == "per") {
+        per = kv.second;
+      } else if (scaling && k == "bands") {
+        bands = kv.second;
       } else {
-        throw InvalidArgument(
-            ctx + ": unknown key '" + k +
-            "' (accepted: compartment, time, amount, rate, duration, every, repeat)");
+        throw InvalidArgument(ctx + ": unknown key '" + k +
+                              "' (accepted: compartment, time, amount, rate, duration, every, "
+                              "repeat" +
+                              (scaling ? ", per, bands)" : ")"));
       }
     }
-    if (!has_amount) throw InvalidArgument(ctx + ": missing key 'amount'");
+    if (per && bands) throw InvalidArgument(ctx + " gives both per and bands; give one of them");
+    if (bands && has_amount)
+      throw InvalidArgument(ctx +
+                            " gives both amount and bands (the bands give the amount); "
+                            "remove amount");
+    if (!has_amount && !bands) throw InvalidArgument(ctx + ": missing key 'amount'");
+    // The covariate of `per` or `bands`: one of the population's covariates.
+    auto covariate = [&](py::handle h, const std::string& what) {
+      const std::string name = str_of(h, what);
+      const auto it = std::find(covariates->begin(), covariates->end(), name);
+      if (it == covariates->end())
+        throw InvalidArgument(
+            what + " is '" + name + "', but " +
+            (covariates->empty() ? "no covariates were given (covariates={'" + name + "': values})"
+                                 : "the covariates are " + join_names(*covariates)));
+      return static_cast<int>(it - covariates->begin());
+    };
+    if (per) sc.covariate = covariate(per, ctx + ".per");
+    if (bands) {
+      const std::string bctx = ctx + ".bands";
+      if (!py::isinstance<py::dict>(bands))
+        throw InvalidArgument(bctx + " must be a dict {covariate, edges, amounts}");
+      const py::dict b = py::reinterpret_borrow<py::dict>(bands);
+      for (const auto& kv : b) {
+        const std::string k = str_of(kv.first, bctx + " key");
+        if (k != "covariate" && k != "edges" && k != "amounts")
+          throw InvalidArgument(bctx + ": unknown key '" + k +
+                                "'; give covariate, edges and amounts");
+      }
+      for (const char* k : {"covariate", "edges", "amounts"})
+        if (!b.contains(k)) throw InvalidArgument(bctx + ": missing key '" + std::string(k) + "'");
+      sc.covariate = covariate(b["covariate"], bctx + ".covariate");
+      sc.band_edges = b["edges"].cast<std::vector<double>>();
+      sc.band_amounts = b["amounts"].cast<std::vector<double>>();
+      if (sc.band_edges.empty())
+        throw InvalidArgument(bctx +
+                              ".edges must be a non-empty list of ascending covariate "
+                              "values");
+      if (sc.band_amounts.size() != sc.band_edges.size() + 1)
+        throw InvalidArgument(bctx + ".amounts has " + std::to_string(sc.band_amounts.size()) +
+                              " amounts, but must have " +
+                              std::to_string(sc.band_edges.size() + 1) +
+                              " (one more than edges: below the first edge, between edges, "
+                              "from the last edge on)");
+      d.amount = 1.0;  // the band gives the amount
+    }
+    any_scaling = any_scaling || sc.covariate >= 0;
     out.push_back(d);
+    if (scaling) scaling->push_back(sc);
   }
+  if (scaling && !any_scaling) scaling->clear();
   return out;
 }
 
@@ -310,6 +367,12 @@ py::list names_of(const std::vector<std::string>& v) {
   py::list l;
   for (const std::string& s : v) l.append(s);
   return l;
+}
+
+std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
 }
 
 }  // namespace pkscan::python

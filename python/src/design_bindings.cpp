@@ -124,44 +124,6 @@ void check_design_memory(const DesignRun& run) {
                run.options, "use fewer replicates, or stream them to a file with a run file");
 }
 
-// effects: [{parameter, covariate, type, coefficient, reference}], the covariate a dataset
-// column (as a run file's subjects.population.covariates.effects).
-void read_effects(py::handle effects, PopulationSpec& spec) {
-  if (effects.is_none()) return;
-  std::size_t i = 0;
-  for (py::handle item : py::iter(effects)) {
-    const std::string ctx = "effects[" + std::to_string(i++) + "]";
-    if (!py::isinstance<py::dict>(item))
-      throw InvalidArgument(ctx +
-                            " must be a dict {parameter, covariate, type, coefficient, "
-                            "reference}");
-    const py::dict d = py::reinterpret_borrow<py::dict>(item);
-    for (const auto& kv : d) {
-      const std::string k = str_of(kv.first, ctx + " key");
-      if (k != "parameter" && k != "covariate" && k != "type" && k != "coefficient" &&
-          k != "reference")
-        throw InvalidArgument(ctx + ": unknown key '" + k +
-                              "'; give parameter, covariate, type, coefficient and reference");
-    }
-    for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
-      if (!d.contains(k)) throw InvalidArgument(ctx + ": missing key '" + std::string(k) + "'");
-    CovariateEffect e;
-    e.parameter = spec.column(str_of(d["parameter"], ctx + ".parameter"));
-    const std::string cov = str_of(d["covariate"], ctx + ".covariate");
-    auto it = std::find(spec.covariate_names.begin(), spec.covariate_names.end(), cov);
-    if (it == spec.covariate_names.end())
-      it = spec.covariate_names.insert(spec.covariate_names.end(), cov);
-    e.covariate = static_cast<int>(it - spec.covariate_names.begin());
-    const std::string type = str_of(d["type"], ctx + ".type");
-    if (type != "power" && type != "exponential")
-      throw InvalidArgument(ctx + ".type is '" + type + "', but must be power or exponential");
-    e.model = type == "power" ? CovariateModel::Power : CovariateModel::Exponential;
-    e.theta = d["coefficient"].cast<double>();
-    e.reference = d["reference"].cast<double>();
-    spec.effects.push_back(e);
-  }
-}
-
 // iov: {'occasion': column, 'variances': {name: variance}} or {'occasion': column, 'block':
 // [names], 'omega': [lower triangle]}.
 void read_iov(py::handle iov, DesignRun& run) {
@@ -225,24 +187,10 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
                             py::handle iiv, py::handle iov, py::handle effects, py::handle residual,
                             py::handle lloq, std::uint64_t seed, std::int64_t replicates,
                             bool parameter_table, const std::string& method, int threads) {
-  const PyDataset d = load_dataset(dataset, model);
-  const ModelPtr info = d.model;
-  DesignRun run;
-  run.data = d.data;
-  run.population = PopulationSpec(info, 0, seed);
-  PopulationSpec& spec = run.population;
-  spec.typical = read_typical(info, typical);
-  read_omega(iiv, "iiv", "eta", spec, spec.iiv, spec.omega);
-  read_effects(effects, spec);
-  read_iov(iov, run);
-  run.replicates = replicates;
-  run.residual = read_residual(residual);
-  if (py::isinstance<py::str>(lloq))
-    run.lloq_column = lloq.cast<std::string>();
-  else if (!lloq.is_none())
-    run.lloq = lloq.cast<double>();
+  DesignRun run = read_design_run(dataset, typical, model, iiv, iov, effects, residual, lloq, seed,
+                                  replicates, method, threads);
+  const ModelPtr info = run.population.model;
   run.parameter_table = parameter_table;
-  run.options = make_options(method, "cpu", "float64", threads);
   // A run too large to hold is a MemoryError, invalid values a ValueError (run_design checks
   // everything before it simulates).
   check_design_memory(run);
@@ -267,7 +215,7 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
   out["ipred"] = take(sink.ipred, {rows});
   if (layout.observations) out["dv"] = take(sink.dv, {rows});
   if (layout.blq) out["blq"] = take(sink.blq, {rows});
-  const auto subjects = static_cast<py::ssize_t>(d.data->subjects.size());
+  const auto subjects = static_cast<py::ssize_t>(run.data->subjects.size());
   py::array_t<bool> ok({static_cast<py::ssize_t>(replicates), subjects});
   std::copy(sink.ok.begin(), sink.ok.end(), ok.mutable_data());
   out["ok"] = ok;
@@ -286,7 +234,7 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
     out["table_subject"] = take(sink.table_subject, {trows});
     if (layout.occasions) out["table_occasion"] = take(sink.table_occasion, {trows});
   }
-  out["ids"] = dataset_ids(*d.data);
+  out["ids"] = dataset_ids(*run.data);
   out["compartments"] = names_of(info->compartments);
   out["method"] = to_string(summary.method);
   out["device"] = to_string(summary.device);
@@ -295,6 +243,71 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
 }
 
 }  // namespace
+
+void read_effects(py::handle effects, PopulationSpec& spec, bool dataset_columns) {
+  if (effects.is_none()) return;
+  std::size_t i = 0;
+  for (py::handle item : py::iter(effects)) {
+    const std::string ctx = "effects[" + std::to_string(i++) + "]";
+    if (!py::isinstance<py::dict>(item))
+      throw InvalidArgument(ctx +
+                            " must be a dict {parameter, covariate, type, coefficient, "
+                            "reference}");
+    const py::dict d = py::reinterpret_borrow<py::dict>(item);
+    for (const auto& kv : d) {
+      const std::string k = str_of(kv.first, ctx + " key");
+      if (k != "parameter" && k != "covariate" && k != "type" && k != "coefficient" &&
+          k != "reference")
+        throw InvalidArgument(ctx + ": unknown key '" + k +
+                              "'; give parameter, covariate, type, coefficient and reference");
+    }
+    for (const char* k : {"parameter", "covariate", "type", "coefficient", "reference"})
+      if (!d.contains(k)) throw InvalidArgument(ctx + ": missing key '" + std::string(k) + "'");
+    CovariateEffect e;
+    e.parameter = spec.column(str_of(d["parameter"], ctx + ".parameter"));
+    const std::string cov = str_of(d["covariate"], ctx + ".covariate");
+    auto it = std::find(spec.covariate_names.begin(), spec.covariate_names.end(), cov);
+    if (it == spec.covariate_names.end() && !dataset_columns)
+      throw InvalidArgument(ctx + ".covariate is '" + cov + "', but " +
+                            (spec.covariate_names.empty()
+                                 ? "no covariates were given (covariates={'" + cov + "': values})"
+                                 : "the covariates are " + join_names(spec.covariate_names)));
+    if (it == spec.covariate_names.end())
+      it = spec.covariate_names.insert(spec.covariate_names.end(), cov);
+    e.covariate = static_cast<int>(it - spec.covariate_names.begin());
+    const std::string type = str_of(d["type"], ctx + ".type");
+    if (type != "power" && type != "exponential")
+      throw InvalidArgument(ctx + ".type is '" + type + "', but must be power or exponential");
+    e.model = type == "power" ? CovariateModel::Power : CovariateModel::Exponential;
+    e.theta = d["coefficient"].cast<double>();
+    e.reference = d["reference"].cast<double>();
+    spec.effects.push_back(e);
+  }
+}
+
+DesignRun read_design_run(py::handle dataset, py::handle typical, py::handle model, py::handle iiv,
+                          py::handle iov, py::handle effects, py::handle residual, py::handle lloq,
+                          std::uint64_t seed, std::int64_t replicates, const std::string& method,
+                          int threads) {
+  const PyDataset d = load_dataset(dataset, model);
+  const ModelPtr info = d.model;
+  DesignRun run;
+  run.data = d.data;
+  run.population = PopulationSpec(info, 0, seed);
+  PopulationSpec& spec = run.population;
+  spec.typical = read_typical(info, typical);
+  read_omega(iiv, "iiv", "eta", spec, spec.iiv, spec.omega);
+  read_effects(effects, spec, true);
+  read_iov(iov, run);
+  run.replicates = replicates;
+  run.residual = read_residual(residual);
+  if (py::isinstance<py::str>(lloq))
+    run.lloq_column = lloq.cast<std::string>();
+  else if (!lloq.is_none())
+    run.lloq = lloq.cast<double>();
+  run.options = make_options(method, "cpu", "float64", threads);
+  return run;
+}
 
 void bind_design(py::module_& m) {
   m.def("simulate_design", &simulate_design_py, kDesignDoc, py::arg("dataset"), py::arg("typical"),

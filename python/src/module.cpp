@@ -139,5 +139,6 @@ A linear model: compartments in state order; flows as (from, to, rate) tuples or
   bind_simulate(m);
   bind_population(m);
   bind_design(m);
+  bind_vpc(m);
   bind_datasets(m);
 }

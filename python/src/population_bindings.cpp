@@ -123,6 +123,94 @@ void check_population_memory(const PopulationRun& run, std::int64_t count) {
                    (run.trajectories ? ", or trajectories=False" : ""));
 }
 
+// covariates: {name: 1-D array of a value per subject of the population}, stored once the count
+// is known (store_covariates).
+std::vector<DoubleArray> read_covariates(py::handle covariates, PopulationSpec& spec) {
+  std::vector<DoubleArray> columns;
+  if (covariates.is_none()) return columns;
+  if (!py::isinstance<py::dict>(covariates))
+    throw InvalidArgument("covariates must be None or {name: 1-D array of a value per subject}");
+  for (const auto& [name, values] : py::reinterpret_borrow<py::dict>(covariates)) {
+    spec.covariate_names.push_back(str_of(name, "covariates key"));
+    columns.emplace_back(DoubleArray::ensure(values));
+    if (!columns.back() || columns.back().ndim() != 1)
+      throw InvalidArgument("covariates['" + spec.covariate_names.back() +
+                            "'] must be a 1-D array of numbers, a value per subject");
+  }
+  return columns;
+}
+
+// spec.covariates: count x covariate_names, row-major, from read_covariates' columns (a count
+// below 1 is left to the library's check of the count).
+void store_covariates(const std::vector<DoubleArray>& columns, PopulationSpec& spec) {
+  if (spec.count < 1) return;
+  const auto n = static_cast<std::size_t>(spec.count);
+  const std::size_t nc = columns.size();
+  for (std::size_t c = 0; c < nc; ++c)
+    if (static_cast<std::size_t>(columns[c].size()) != n)
+      throw InvalidArgument("covariates['" + spec.covariate_names[c] + "'] has " +
+                            std::to_string(columns[c].size()) + " values, but the population has " +
+                            std::to_string(n) + " subjects (a value per subject)");
+  spec.covariates.resize(n * nc);
+  for (std::size_t c = 0; c < nc; ++c)
+    for (std::size_t i = 0; i < n; ++i) spec.covariates[i * nc + c] = columns[c].data()[i];
+}
+
+// arms: [{name, count or share, doses}] (a run file's arms); shares split `count`.
+std::vector<Arm> read_arms(py::handle arms, const ModelInfo& model,
+                           const std::vector<std::string>& covariates,
+                           std::optional<std::int64_t> count) {
+  const char* form = "arms must be a non-empty list of arms, each {name, count or share, doses}";
+  if (py::isinstance<py::dict>(arms) || py::isinstance<py::str>(arms)) throw InvalidArgument(form);
+  std::vector<Arm> out;
+  std::vector<double> shares;
+  for (py::handle item : py::iter(arms)) {
+    const std::string ctx = "arms[" + std::to_string(out.size()) + "]";
+    if (!py::isinstance<py::dict>(item))
+      throw InvalidArgument(ctx + " must be a dict {name, count or share, doses}");
+    const py::dict d = py::reinterpret_borrow<py::dict>(item);
+    for (const auto& kv : d) {
+      const std::string k = str_of(kv.first, ctx + " key");
+      if (k != "name" && k != "count" && k != "share" && k != "doses")
+        throw InvalidArgument(ctx + ": unknown key '" + k + "'; give name, count or share, doses");
+    }
+    if (!d.contains("name")) throw InvalidArgument(ctx + ": missing key 'name'");
+    if (d.contains("count") == d.contains("share"))
+      throw InvalidArgument(ctx +
+                            " needs count (its subjects) or share (its fraction of count), one "
+                            "of them");
+    Arm a;
+    a.name = str_of(d["name"], ctx + ".name");
+    if (d.contains("count")) {
+      try {
+        a.count = d["count"].cast<std::int64_t>();
+      } catch (const py::cast_error&) {
+        throw InvalidArgument(ctx + ".count must be a whole number");
+      }
+    } else {
+      try {
+        shares.push_back(d["share"].cast<double>());
+      } catch (const py::cast_error&) {
+        throw InvalidArgument(ctx + ".share must be a number");
+      }
+    }
+    if (d.contains("doses"))
+      a.doses = read_doses(model, d["doses"], ctx + ".doses", &covariates, &a.scaling);
+    out.push_back(std::move(a));
+  }
+  if (out.empty()) throw InvalidArgument(form);
+  if (!shares.empty()) {
+    if (shares.size() != out.size())
+      throw InvalidArgument(
+          "arms give count for some arms and share for others; give one kind "
+          "for all");
+    if (!count) throw InvalidArgument("arms given by share need count (the subjects they share)");
+    const std::vector<std::int64_t> counts = arm_counts_of_shares(shares, *count);
+    for (std::size_t k = 0; k < out.size(); ++k) out[k].count = counts[k];
+  }
+  return out;
+}
+
 constexpr const char* kPopulationDoc = R"doc(
 Simulates a virtual population, its replicates and a parameter sweep on the grid
 t_i = i * dt, in chunks (memory does not grow with count): pkscan's population driver, as a
@@ -132,24 +220,35 @@ model: as for simulate. typical: {name or alias: typical value} (model defaults 
 doses, dt, steps, times, method, device, precision, discretization, threads: as for simulate.
 count: subjects per replicate and sweep point; seed: the random seed (a subject's draws depend
 only on seed, replicate and subject index). iiv: None, {name: variance of eta} (diagonal Omega)
-or {'block': [names], 'omega': [lower triangle]}; parameter = typical * exp(eta).
+or {'block': [names], 'omega': [lower triangle]}; parameter = typical * effects * exp(eta).
+covariates: None or {name: 1-D array of a value per subject}; effects: None or a list of
+{'parameter', 'covariate' (a name of covariates), 'type' ('power' or 'exponential'),
+'coefficient', 'reference'} as for simulate_design. A dose may depend on the subject: 'per':
+a covariate name (the amount per unit of the subject's value, mg/kg), or instead of 'amount'
+'bands': {'covariate', 'edges' (ascending), 'amounts' (one more than edges: below the first
+edge, between edges, from the last edge on)}. arms: None or a list of {'name', 'count' or
+'share' (of count; shares add up to 1), 'doses'} (instead of doses): the population's subjects
+split into the arms in order, each with its own doses; count may then be left out (the sum of
+the counts).
 replicates: replicate trials. sweep: {name: [values]}, the cartesian product, first name
 slowest; a swept value is the typical value. percentiles: of the per-time summaries.
-summary_by: what the summaries are grouped by, a list of 'replicate' and swept names (None:
-every swept parameter, the replicates pooled; []: one summary of every row).
+summary_by: what the summaries are grouped by, a list of 'arm', 'replicate' and swept names
+(None: the arm and every swept parameter, the replicates pooled; []: one summary of every row;
+with arms, 'arm' is needed).
 trajectories: also return every subject's amounts (memory grows with count).
 residual: None or {'additive': sd, 'proportional': sd} or {'exponential': sd} (standard
 deviations; with trajectories): simulated observations, 'ipred' and 'dv' [rows, times]; lloq:
 also 'blq' [rows, times] (dv < lloq), as a run file's subjects.population.residual and lloq.
 
-Rows: replicate (slowest), sweep point, subject. Returns a dict: 'times', 'compartments',
+Rows: arm (slowest), replicate, sweep point, subject. Returns a dict: 'times', 'compartments',
 'percentiles', 'mean' [times, compartments] and 'quantiles' [times, compartments, percentiles]
 (concentrations, over the subjects with finite values), 'count' and 'excluded'; with grouping
 columns, 'summary_columns' names them, 'groups' [groups, columns] holds each group's values
-(replicate 1-based, swept values; groups in row order) and 'mean', 'quantiles', 'count' and
-'excluded' gain a leading groups axis. Then 'metric_names'
-and 'metrics' [rows, metrics] (of the model's observed compartment), 'ids' [rows] (1-based within
-a replicate), 'extra_columns' and 'extra' [rows, extra] (replicate, swept values),
+(arm and replicate 1-based, swept values; groups in row order) and 'mean', 'quantiles', 'count'
+and 'excluded' gain a leading groups axis. With arms, 'arm' [rows] (1-based) and 'arm_names'.
+Then 'metric_names' and 'metrics' [rows, metrics] (of the model's observed compartment), 'ids'
+[rows] (1-based within a replicate, over the arms), 'extra_columns' and 'extra' [rows, extra]
+(arm, replicate, swept values),
 'parameters' [rows, parameters] (the values simulated), 'eta_columns' and 'etas' [rows, etas]
 (each row's drawn etas, 'eta_<name>' in iiv's order), 'ok' [rows], 'method', 'device',
 and with trajectories 'amounts' [rows, times, compartments] (float64). The GIL is released
@@ -157,19 +256,33 @@ while the engine runs.
 )doc";
 
 py::dict simulate_population_py(py::handle model, py::handle typical, py::handle doses, double dt,
-                                std::int64_t steps, std::int64_t count, std::uint64_t seed,
-                                py::handle iiv, std::int64_t replicates, py::handle sweep,
-                                std::vector<double> percentiles, py::handle summary_by,
-                                bool trajectories, py::handle residual, py::handle lloq,
-                                py::handle times, const std::string& method,
+                                std::int64_t steps, std::optional<std::int64_t> count,
+                                std::uint64_t seed, py::handle iiv, std::int64_t replicates,
+                                py::handle sweep, std::vector<double> percentiles,
+                                py::handle summary_by, bool trajectories, py::handle residual,
+                                py::handle lloq, py::handle times, const std::string& method,
                                 const std::string& device, const std::string& precision,
-                                const std::string& discretization, int threads) {
+                                const std::string& discretization, int threads,
+                                py::handle covariates, py::handle effects, py::handle arms) {
   const ModelPtr info = resolve_model(model);
   PopulationRun run;
   run.problem.discretization = pkscan::discretization_from_string(discretization);
   run.problem.grid = {dt, steps};
   check_time_grid(run.problem.grid);  // an invalid grid is a ValueError, whatever its size
-  run.problem.doses = read_doses(*info, doses);
+  PopulationSpec spec(info, 0, seed);
+  const std::vector<DoubleArray> covariate_columns = read_covariates(covariates, spec);
+  run.problem.doses = read_doses(*info, doses, "doses", &spec.covariate_names, &run.dose_scaling);
+  if (!arms.is_none()) {
+    if (!doses.is_none())
+      throw InvalidArgument(
+          "doses is not used with arms (each arm has its own doses); give them in the arms");
+    run.arms = read_arms(arms, *info, spec.covariate_names, count);
+  }
+  if (!count && run.arms.empty())
+    throw InvalidArgument("simulate_population: give count (the subjects), or arms");
+  spec.count = count ? *count : 0;
+  if (!count)
+    for (const Arm& a : run.arms) spec.count += a.count;
   if (!times.is_none()) {
     std::vector<std::int64_t> idx;
     for (double t : times.cast<std::vector<double>>()) {
@@ -183,9 +296,10 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
     run.problem.output = OutputTimes::at_steps(std::move(idx));
   }
   run.options = make_options(method, device, precision, threads);
-  PopulationSpec spec(info, count, seed);
   spec.typical = read_typical(info, typical);
   read_omega(iiv, "iiv", "eta", spec, spec.iiv, spec.omega);
+  store_covariates(covariate_columns, spec);
+  read_effects(effects, spec, false);
   run.population = std::move(spec);
   run.replicates = replicates;
   if (!sweep.is_none()) {
@@ -200,6 +314,8 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
       const std::string key = str_of(name, "summary_by entry");
       if (key == "replicate")
         by.replicate = true;
+      else if (key == "arm")
+        by.arm = true;
       else
         by.columns.push_back(run.population->column(key));
     }
@@ -213,7 +329,7 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
   run.problem.parameters = ParameterBatch(info, 1);
   // A run too large to hold is a MemoryError (also the summaries' groups, which the library
   // checks as a DomainError), invalid values a ValueError, whatever the run's size.
-  check_population_memory(run, count);
+  check_population_memory(run, run.population->count);
   check_population_run(run);
 
   const RunLayout layout = population_layout(run);
@@ -256,6 +372,14 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
     out["quantiles"] = take(quantiles, {ng, nt, nc, nq});
     out["count"] = take(count, {ng});
     out["excluded"] = take(excluded, {ng});
+  }
+  if (!layout.arm_names.empty()) {  // the arm column: extra's first
+    std::vector<std::int64_t> arm;
+    const std::size_t ne = layout.extra_columns.size();
+    for (std::size_t r = 0; r < sink.ids.size(); ++r)
+      arm.push_back(static_cast<std::int64_t>(sink.extra[r * ne]));
+    out["arm"] = take(arm, {rows});
+    out["arm_names"] = names_of(layout.arm_names);
   }
   out["metric_names"] = names_of(layout.metric_names);
   out["metrics"] = take(sink.metrics, {rows, static_cast<py::ssize_t>(layout.metric_names.size())});
@@ -345,15 +469,17 @@ std::optional<ResidualError> read_residual(py::handle residual) {
 }
 
 void bind_population(py::module_& m) {
-  m.def(
-      "simulate_population", &simulate_population_py, kPopulationDoc, py::arg("model"),
-      py::arg("typical"), py::arg("doses"), py::arg("dt"), py::arg("steps"), py::arg("count"),
-      py::arg("seed") = 0, py::arg("iiv") = py::none(), py::arg("replicates") = 1,
-      py::arg("sweep") = py::none(), py::arg("percentiles") = std::vector<double>{5.0, 50.0, 95.0},
-      py::arg("summary_by") = py::none(), py::arg("trajectories") = false,
-      py::arg("residual") = py::none(), py::arg("lloq") = py::none(), py::arg("times") = py::none(),
-      py::arg("method") = "auto", py::arg("device") = "auto", py::arg("precision") = "float64",
-      py::arg("discretization") = "exact", py::arg("threads") = 0);
+  m.def("simulate_population", &simulate_population_py, kPopulationDoc, py::arg("model"),
+        py::arg("typical"), py::arg("doses") = py::none(), py::arg("dt"), py::arg("steps"),
+        py::arg("count") = py::none(), py::arg("seed") = 0, py::arg("iiv") = py::none(),
+        py::arg("replicates") = 1, py::arg("sweep") = py::none(),
+        py::arg("percentiles") = std::vector<double>{5.0, 50.0, 95.0},
+        py::arg("summary_by") = py::none(), py::arg("trajectories") = false,
+        py::arg("residual") = py::none(), py::arg("lloq") = py::none(),
+        py::arg("times") = py::none(), py::arg("method") = "auto", py::arg("device") = "auto",
+        py::arg("precision") = "float64", py::arg("discretization") = "exact",
+        py::arg("threads") = 0, py::arg("covariates") = py::none(), py::arg("effects") = py::none(),
+        py::arg("arms") = py::none());
 }
 
 }  // namespace pkscan::python

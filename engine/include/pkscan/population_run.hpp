@@ -207,6 +207,15 @@ struct Arm {
   std::vector<DoseScaling> scaling;  ///< per dose line, or empty (every amount as given)
 };
 
+/// The subjects of arms given as shares of a population's `count` subjects: each share in
+/// (0, 1], the shares adding up to 1 (within 1e-9); the counts are the largest remainders of
+/// share x count (ties go to the earlier arm) and add up to `count`. An arm may get 0 subjects
+/// (check_population_run refuses it).
+/// @throws DomainError for a share out of range (field `shares[k]`) or shares that do not add
+///         up to 1 (field `shares`); InvalidArgument for no shares or count < 0
+std::vector<std::int64_t> arm_counts_of_shares(const std::vector<double>& shares,
+                                               std::int64_t count);
+
 /// A population or sweep run.
 struct PopulationRun {
   /// Grid, doses and output times; problem.parameters holds the subjects (one row each) when
