@@ -3,6 +3,7 @@
 // pkscan writes spells the same value the same way.
 
 #include <charconv>
+#include <string>
 
 namespace pkscan::output::detail {
 
@@ -17,5 +18,14 @@ char* put(char* p, char* end, T v) {
 
 // Room put() may need for one number.
 inline constexpr int kMaxNumberChars = 32;
+
+// A CSV field: as written, or quoted (quotes doubled) when it holds a comma, a quote or a line
+// break.
+inline std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
 
 }  // namespace pkscan::output::detail

@@ -12,16 +12,11 @@
 
 namespace pkscan::output {
 
+using detail::csv_field;
+
 namespace {
 
 using detail::put;
-
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
-  std::string q = "\"";
-  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
 
 class DesignCsvSink final : public DesignSink {
  public:

@@ -7,18 +7,13 @@
 
 namespace pkscan::output {
 
+using detail::csv_field;
+
 namespace {
 
 std::string number(double v) {
   char buf[detail::kMaxNumberChars];
   return std::string(buf, detail::put(buf, buf + sizeof buf, v));
-}
-
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
-  std::string q = "\"";
-  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 namespace pkscan::output {
 
+using detail::csv_field;
+
 namespace {
 using detail::put;  // shortest round-trip text, for the value's own type
 
@@ -78,15 +80,6 @@ std::int64_t write_csv(const SimulationResult& result, const ModelInfo& model,
   unit.commit();
   return non_finite;
 }
-
-namespace {
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
-  std::string q = "\"";
-  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
-}  // namespace
 
 std::int64_t write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
                                const std::string& path, const std::vector<std::string>& stale) {
