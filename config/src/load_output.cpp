@@ -15,8 +15,8 @@ namespace pkscan::config::detail {
 
 namespace {
 
-// output.summaries: true | false | {percentiles: [..]}; the percentiles' rules are the
-// library's (check_population_run), `fields` says where each one is.
+// output.summaries: true | false | {percentiles: [..], by, replicates, exact}; the percentiles'
+// rules are the library's (check_population_run), `fields` says where each one is.
 void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, FieldTable& fields) {
   if (v.IsScalar() && v.Tag() != "!" && (v.Scalar() == "true" || v.Scalar() == "false")) {
     so.summaries = v.Scalar() == "true";
@@ -26,8 +26,14 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, Fie
     L.fail(v,
            "output.summaries must be true, false or {percentiles: [numbers in 0..100], by: "
            "[replicate or swept parameters]}");
-  auto m = L.entries(v, "output.summaries", {"percentiles", "by", "replicates"});
+  auto m = L.entries(v, "output.summaries", {"percentiles", "by", "replicates", "exact"});
   so.summaries = true;
+  if (auto it = m.find("exact"); it != m.end()) {
+    const YAML::Node& e = it->second.value;
+    if (!e.IsScalar() || e.Tag() == "!" || (e.Scalar() != "true" && e.Scalar() != "false"))
+      L.fail(e, "output.summaries.exact must be true or false");
+    so.exact_percentiles = e.Scalar() == "true";
+  }
   if (auto it = m.find("replicates"); it != m.end()) {
     // true: the 5th, 50th and 95th percentiles across replicates; or {percentiles: [...]}.
     const YAML::Node& r = it->second.value;

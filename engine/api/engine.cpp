@@ -320,7 +320,9 @@ bool Engine::summarize_into(const Problem& problem, const SimulateOptions& optio
                             TimeSummary& summary, int metric_compartment, double last_dose_time,
                             double* metrics, SimulationResult& r) {
   check(problem, options);
-  if (!options.concentrations) {  // concentrations asked for: the trajectories must be stored
+  // Concentrations asked for: the trajectories must be stored; a pass of the summary's exact
+  // percentiles reads stored trajectories.
+  if (!options.concentrations && !summary.in_pass()) {
     const auto t0 = std::chrono::steady_clock::now();
     const int n = static_cast<int>(problem.parameters.info().compartments.size());
     detail::PreparedBatch batch(impl_->schedule_for(problem, n));

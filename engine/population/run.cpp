@@ -233,13 +233,18 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     return detail::sweep_value(spec.sweep, point, k);
   };
 
-  for (std::int64_t first = 0, n = 0; first < total; first += n) {
-    // A call's rows stay in one summary group.
-    n = spec.summaries ? groups.run_end(first, std::min(total, first + chunk)) - first
-                       : std::min(chunk, total - first);
+  // The rows of the call that starts at row `first`: at most `rows`, in one summary group (and
+  // with a dose sweep one sweep point), ending at `end` at the latest.
+  const auto call_rows = [&](std::int64_t first, std::int64_t end, std::int64_t rows) {
+    std::int64_t n = spec.summaries ? groups.run_end(first, std::min(end, first + rows)) - first
+                                    : std::min(rows, end - first);
+    if (dose_sweep) n = std::min(n, (first / n_base + 1) * n_base - first);
+    return n;
+  };
+  // Fills the call's problem (parameters; a dose sweep point's doses), ids, extra columns and
+  // etas for rows [first, first + n).
+  const auto fill = [&](std::int64_t first, std::int64_t n) {
     if (dose_sweep) {
-      // ... and one sweep point, whose doses it gets.
-      n = std::min(n, (first / n_base + 1) * n_base - first);
       const std::int64_t point = (first % per_rep) / n_base;
       if (point != doses_point) {
         doses_point = point;
@@ -307,39 +312,67 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
                           msg);
       }
     }
-    // Simulates the chunk's amounts: part by part with scaled doses.
-    const auto simulate_chunk = [&] {
-      if (!scaled) {
+  };
+  // Simulates the amounts of rows [first, first + n) (filled): part by part with scaled doses.
+  const auto simulate_chunk = [&](std::int64_t first, std::int64_t n) {
+    if (!scaled) {
+      engine.simulate_into(problem, sim, result);
+      return;
+    }
+    const std::size_t nc = spec.population->covariate_names.size();
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      problem.doses = parts[p].doses;
+      const DoseScaling* sc = parts[p].scaling;
+      if (sc) {
+        factors.resize(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t subject = first_subject + (first + i) % n_base;
+          factors[static_cast<std::size_t>(i)] =
+              sc->factor(spec.population->covariates[static_cast<std::size_t>(subject) * nc +
+                                                     static_cast<std::size_t>(sc->covariate)]);
+        }
+      }
+      if (p == 0) {
         engine.simulate_into(problem, sim, result);
-        return;
+        if (sc) result.scale_subjects(factors.data());
+      } else {
+        engine.simulate_into(problem, sim, part_result);
+        result.add_scaled(part_result, factors.data());
       }
-      const std::size_t nc = spec.population->covariate_names.size();
-      for (std::size_t p = 0; p < parts.size(); ++p) {
-        problem.doses = parts[p].doses;
-        const DoseScaling* sc = parts[p].scaling;
-        if (sc) {
-          factors.resize(static_cast<std::size_t>(n));
-          for (std::int64_t i = 0; i < n; ++i) {
-            const std::int64_t subject = first_subject + (first + i) % n_base;
-            factors[static_cast<std::size_t>(i)] =
-                sc->factor(spec.population->covariates[static_cast<std::size_t>(subject) * nc +
-                                                       static_cast<std::size_t>(sc->covariate)]);
-          }
-        }
-        if (p == 0) {
-          engine.simulate_into(problem, sim, result);
-          if (sc) result.scale_subjects(factors.data());
-        } else {
-          engine.simulate_into(problem, sim, part_result);
-          result.add_scaled(part_result, factors.data());
-        }
+    }
+  };
+  // Exact percentiles: passes over rows [lo, hi), whose groups are complete, until every
+  // summary's percentiles are exact (TimeSummary::begin_pass). A pass simulates the rows of the
+  // groups in it again, as the first pass did; nothing is written.
+  const std::int64_t pass_chunk =
+      detail::plan_chunk_rows(planned, sim, total, options.chunk_rows, false);
+  const auto refine = [&](std::int64_t lo, std::int64_t hi) {
+    if (!spec.exact_percentiles) return;
+    for (;;) {
+      bool any = false;
+      for (TimeSummary& s : summaries) any = s.begin_pass() || any;
+      if (!any) return;
+      for (std::int64_t first = lo, n = 0; first < hi; first += n) {
+        n = call_rows(first, hi, pass_chunk);
+        TimeSummary& summary = summaries[static_cast<std::size_t>(groups.live_index_of_row(first))];
+        if (!summary.in_pass()) continue;
+        fill(first, n);
+        simulate_chunk(first, n);
+        summary.add(result);
       }
-    };
+      for (TimeSummary& s : summaries)
+        if (s.in_pass()) s.end_pass();
+    }
+  };
+
+  for (std::int64_t first = 0, n = 0; first < total; first += n) {
+    n = call_rows(first, total, chunk);
+    fill(first, n);
     if (spec.summaries) {
       TimeSummary& summary = summaries[static_cast<std::size_t>(groups.live_index_of_row(first))];
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
       if (spec.trajectories || scaled) {
-        simulate_chunk();
+        simulate_chunk(first, n);
         summary.add(result, layout.metric_compartment, last_dose, metrics.data());
       } else {
         // Summaries only: the engine summarises as it simulates (fused) when it can.
@@ -347,7 +380,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
                               metrics.data(), result);
       }
     } else {
-      simulate_chunk();
+      simulate_chunk(first, n);
     }
     if (spec.residual)
       observe(spec, layout, result, first, n, per_rep, n_base, first_subject, ipred, dv, blq);
@@ -356,7 +389,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     c.result = &result;
     c.ids = ids.data();
     c.extra = n_extra ? extra.data() : nullptr;
-    c.parameters = rows;
+    c.parameters = problem.parameters.mutable_values();
     c.metrics = spec.summaries ? metrics.data() : nullptr;
     c.etas = n_etas ? etas.data() : nullptr;
     if (layout.observations) {
@@ -365,11 +398,6 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
     if (layout.blq) c.blq = blq.data();
     sink.write(c);
-    // A replicate's groups are complete after its last row.
-    if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {
-      write_summaries((first + n) / per_rep - 1);
-      if (first + n < total) start_summaries();
-    }
     const RunSummary& s = result.summary();
     report.summary.method = s.method;
     report.summary.device = s.device;
@@ -379,9 +407,18 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     report.summary.non_finite_subjects += s.non_finite_subjects;
     report.rows += n;
     ++report.chunks;
+    // A replicate's groups are complete after its last row.
+    if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {
+      refine(first + n - per_rep, first + n);
+      write_summaries((first + n) / per_rep - 1);
+      if (first + n < total) start_summaries();
+    }
     if (options.progress) options.progress(report.rows, total);
   }
-  if (spec.summaries && !groups.by_replicate()) write_summaries(0);
+  if (spec.summaries && !groups.by_replicate()) {
+    refine(0, total);
+    write_summaries(0);
+  }
   if (across) write_across();
   sink.commit();
   return report;

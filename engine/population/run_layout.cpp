@@ -493,9 +493,10 @@ RunLayout population_layout(const PopulationRun& run) {
     const long double rows = static_cast<long double>(population_rows(run)) /
                              static_cast<long double>(std::max<std::int64_t>(1, g.total()));
     const std::int64_t budget = TimeSummaryOptions{}.exact_values / g.live();
-    layout.summary_estimates = rows * static_cast<long double>(output_times(run)) *
-                                   static_cast<long double>(model.compartments.size()) >
-                               static_cast<long double>(budget);
+    layout.summary_estimates =
+        !run.exact_percentiles && rows * static_cast<long double>(output_times(run)) *
+                                          static_cast<long double>(model.compartments.size()) >
+                                      static_cast<long double>(budget);
     layout.metric_names = metric_names();
     layout.metric_compartment = model.default_observation_compartment;
     const Groups groups(run);
