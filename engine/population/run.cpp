@@ -344,8 +344,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   // Exact percentiles: passes over rows [lo, hi), whose groups are complete, until every
   // summary's percentiles are exact (TimeSummary::begin_pass). A pass simulates the rows of the
   // groups in it again, as the first pass did; nothing is written.
-  const std::int64_t pass_chunk =
-      detail::plan_chunk_rows(planned, sim, total, options.chunk_rows, false);
+  const std::int64_t pass_chunk = detail::pass_chunk_rows(planned, sim, total);
   const auto refine = [&](std::int64_t lo, std::int64_t hi) {
     if (!spec.exact_percentiles) return;
     for (;;) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <pkscan/error.hpp>
 #include <pkscan/summary.hpp>
@@ -208,7 +209,11 @@ PKSCAN_INLINE void keys_of(const Real* x, const double* ivr, std::int64_t n, dou
     double y = static_cast<double>(x[i]);
     if (Scale) y = y * ivr[i];
     v[i] = y;
-    key[i] = ordered_key(y);
+    // ordered_key, branch-free: flip every bit of a negative, the sign bit of a positive.
+    std::uint64_t b = 0;
+    std::memcpy(&b, &y, sizeof b);
+    const auto neg = static_cast<std::uint64_t>(static_cast<std::int64_t>(b) >> 63);
+    key[i] = b ^ (neg | 0x8000000000000000ull);
   }
 }
 
@@ -236,6 +241,14 @@ void refine_rows(Refinement& f, const Source& src, const Real* data, const unsig
     keys_of<Real, Scale>(data + s * R + r0, ivr.data(), L, v.data(), key.data());
     mark_hits(key.data(), L, lo, width, f.per_row, rows, hit.data());
     for (std::int64_t i = 0; i < L; ++i) {
+      if ((i & 7) == 0 && i + 8 <= L) {  // eight at a time while none hits
+        std::uint64_t eight = 0;
+        std::memcpy(&eight, hit.data() + i, sizeof eight);
+        if (eight == 0) {
+          i += 7;
+          continue;
+        }
+      }
       if (!hit[static_cast<std::size_t>(i)]) continue;
       const std::uint64_t o = key[static_cast<std::size_t>(i)];
       const std::int64_t r = r0 + i;
@@ -370,28 +383,27 @@ void TimeSummary::add_to_pass(const SimulationResult& chunk) {
   const int C = m.compartments;
   std::vector<unsigned char> inc(static_cast<std::size_t>(S), 0);
   std::vector<double> inv(static_cast<std::size_t>(S * C), 1.0);
-  const int nt = resolve_threads(m.opt.threads);
-  static_cast<void>(nt);  // read by the OpenMP pragmas only
-  // Included: status Ok and every concentration finite (as add() decides).
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (std::int64_t s = 0; s < S; ++s) {
-    for (int c = 0; c < C; ++c)
-      inv[static_cast<std::size_t>(s * C + c)] = inverse_volume(src, s, c);
-    const double* iv = inv.data() + s * C;
-    bool ok = chunk.status()[static_cast<std::size_t>(s)] == SubjectStatus::Ok;
-    if (ok)
-      ok = src.f64 ? (src.scale ? all_finite<double, true>(src.f64 + s * m.rows, m.rows, C, iv)
-                                : all_finite<double, false>(src.f64 + s * m.rows, m.rows, C, iv))
-                   : (src.scale ? all_finite<float, true>(src.f32 + s * m.rows, m.rows, C, iv)
-                                : all_finite<float, false>(src.f32 + s * m.rows, m.rows, C, iv));
-    inc[static_cast<std::size_t>(s)] = ok ? 1 : 0;
-  }
   const std::int64_t T = static_cast<std::int64_t>(m.times.size());
-  const int threads = static_cast<int>(std::min<std::int64_t>(nt, T));
+  const int threads = static_cast<int>(std::min<std::int64_t>(resolve_threads(m.opt.threads), T));
   detail::RegionError error;
-  // Each thread owns a contiguous range of output times: no target is shared.
+  // One parallel region per chunk: the subjects' inclusion, then each thread's own contiguous
+  // range of output times (no target is shared).
 #pragma omp parallel num_threads(threads)
   {
+    // Included: status Ok and every concentration finite (as add() decides).
+#pragma omp for schedule(static)
+    for (std::int64_t s = 0; s < S; ++s) {
+      for (int c = 0; c < C; ++c)
+        inv[static_cast<std::size_t>(s * C + c)] = inverse_volume(src, s, c);
+      const double* iv = inv.data() + s * C;
+      bool ok = chunk.status()[static_cast<std::size_t>(s)] == SubjectStatus::Ok;
+      if (ok)
+        ok = src.f64 ? (src.scale ? all_finite<double, true>(src.f64 + s * m.rows, m.rows, C, iv)
+                                  : all_finite<double, false>(src.f64 + s * m.rows, m.rows, C, iv))
+                     : (src.scale ? all_finite<float, true>(src.f32 + s * m.rows, m.rows, C, iv)
+                                  : all_finite<float, false>(src.f32 + s * m.rows, m.rows, C, iv));
+      inc[static_cast<std::size_t>(s)] = ok ? 1 : 0;
+    }
     int tid = 0, n = 1;
 #if defined(_OPENMP)
     tid = omp_get_thread_num();
