@@ -181,7 +181,14 @@ struct SummaryBy {
   bool replicate = false;    ///< one group per replicate
   std::vector<int> columns;  ///< swept parameters (entries of Sweep::columns): one group per value
   bool arm = false;          ///< one group per arm (a run with arms needs it)
+  /// Stratification: a column of the population's covariates (PopulationSpec::covariate_names);
+  /// each group is split by the covariate's value, one group per distinct value (ascending, at
+  /// most kMaxStrata; the same strata in every arm and replicate, empty ones included). -1: none.
+  int covariate = -1;
 };
+
+/// Distinct values a stratification covariate (SummaryBy::covariate) may have.
+inline constexpr std::int64_t kMaxStrata = 1000;
 
 /// A dose line whose amount depends on the subject (a population's covariate): per unit of the
 /// covariate (mg/kg: the line's amount times the covariate's value) or by band (a dose table).
