@@ -55,8 +55,6 @@ DesignRun to_design_run(const RunSpec& spec) {
   run.lloq_column = spec.lloq_column;
   run.parameter_table = spec.stream.parameters.value_or(true);
   run.options = spec.options;
-  run.run_text = spec.text;
-  run.run_file = spec.file;
   return run;
 }
 

@@ -62,7 +62,8 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
     }
     case RunKind::Design: {
       const DesignRun run = to_design_run(spec);
-      std::unique_ptr<DesignSink> sink = output::make_design_sink(path, design_layout(run));
+      std::unique_ptr<DesignSink> sink =
+          output::make_design_sink(path, design_layout(run), {spec.file, spec.text});
       DesignProgressFn progress;
       if (options.progress)
         progress = [&](std::int64_t done, std::int64_t total) {

@@ -310,8 +310,6 @@ DesignLayout design_layout(const DesignRun& run) {
   l.model = run.population.model;
   l.data = run.data;
   l.replicates = run.replicates;
-  l.run_text = run.run_text;
-  l.run_file = run.run_file;
   l.observations = run.residual.has_value();
   l.blq = run.residual.has_value() && (!std::isnan(run.lloq) || !run.lloq_column.empty());
   if (run.parameter_table && l.model) {

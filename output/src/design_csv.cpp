@@ -126,9 +126,10 @@ class DesignCsvSink final : public DesignSink {
 
 }  // namespace
 
-std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout) {
+std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout,
+                                             const RunSource& source) {
   if (detail::ends_with(path, ".h5") || detail::ends_with(path, ".hdf5"))
-    return make_design_h5_sink(path, layout);
+    return make_design_h5_sink(path, layout, source);
   return std::make_unique<DesignCsvSink>(path, layout);
 }
 

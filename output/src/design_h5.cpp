@@ -82,7 +82,7 @@ bool numeric_column(const Dataset& data, std::size_t k) {
 
 class DesignH5Sink final : public DesignSink {
  public:
-  DesignH5Sink(std::string path, const DesignLayout& layout)
+  DesignH5Sink(std::string path, const DesignLayout& layout, const RunSource& source)
       : path_(std::move(path)),
         layout_(checked_layout(path_, layout)),
         data_(*layout_.data),
@@ -94,7 +94,7 @@ class DesignH5Sink final : public DesignSink {
     Id fapl = h5::file_access(path_);
     file_ = h5::create_file(temp_, fapl.get(), path_);
     const hid_t root = file_.get();
-    h5::write_provenance(root, layout_.run_file, layout_.run_text, model, path_);
+    h5::write_provenance(root, source.file, source.text, model, path_);
     string_ = h5::string_type(path_);
     const hid_t id_type = integer_ids_ ? H5T_STD_I64LE : string_.get();
 
@@ -309,9 +309,9 @@ class DesignH5Sink final : public DesignSink {
 
 }  // namespace
 
-std::unique_ptr<DesignSink> make_design_h5_sink(const std::string& path,
-                                                const DesignLayout& layout) {
-  return std::make_unique<DesignH5Sink>(path, layout);
+std::unique_ptr<DesignSink> make_design_h5_sink(const std::string& path, const DesignLayout& layout,
+                                                const RunSource& source) {
+  return std::make_unique<DesignH5Sink>(path, layout, source);
 }
 
 }  // namespace pkscan::output

@@ -56,10 +56,10 @@ POPULATION = """    seed: 5
 IOV = "    iov: {occasion: OCC, variances: {cl: 0.0225}}\n"
 
 
-def run_file(tmp, replicates=2, iov=IOV, effect="power", coef=0.75, extra=""):
+def run_file(tmp, replicates=2, iov=IOV, effect="power", coef=0.75, extra="", path="sim.csv"):
     text = (f"model: three_compartment\nsubjects:\n  dataset: design.csv\n  population:\n"
             + POPULATION.format(replicates=replicates, iov=iov, effect=effect, coef=coef)
-            + f"output:\n  path: sim.csv\n{extra}")
+            + f"output:\n  path: {path}\n{extra}")
     (tmp / "sim.yaml").write_text(text)
     return tmp / "sim.yaml"
 
@@ -173,8 +173,8 @@ def test_text_ids_and_a_text_column_one_replicate_hdf5_suffix(tmp_path):
 
 def test_without_the_parameter_table_there_is_no_parameters_group(tmp_path):
     write_design(tmp_path / "design.csv", n=5)
-    yaml = run_file(tmp_path, extra="  parameters: false\n")
-    pkscan(tmp_path, yaml, "--output", "b.h5")
+    yaml = run_file(tmp_path, extra="  parameters: false\n", path="b.h5")  # the run file's path
+    pkscan(tmp_path, yaml)
     with h5py.File(tmp_path / "b.h5", "r") as f:
         assert "parameters" not in f and "ipred" in f
 
@@ -185,6 +185,16 @@ def test_the_same_seed_writes_the_same_bytes(tmp_path):
     pkscan(tmp_path, yaml, "--output", "one.h5", "--threads", "1")
     pkscan(tmp_path, yaml, "--output", "two.h5", "--threads", "2")
     assert (tmp_path / "one.h5").read_bytes() == (tmp_path / "two.h5").read_bytes()
+
+
+def test_a_column_name_hdf5_cannot_hold_is_bad_input_and_writes_nothing(tmp_path):
+    (tmp_path / "design.csv").write_text(
+        "ID,TIME,AMT,CMT,EVID,DV,WT,OCC,W/T\n1,0,100,1,1,.,70,1,7\n1,1,.,2,0,1,70,1,7\n")
+    err = pkscan(tmp_path, run_file(tmp_path, path="sim.h5"), expect=2)
+    assert len(err.strip().splitlines()) == 1 and "W/T" in err and "column 9" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["design.csv", "sim.yaml"]
+    # The same dataset as CSV is fine (the name is only a CSV header there).
+    pkscan(tmp_path, run_file(tmp_path))
 
 
 def test_a_missing_directory_is_bad_input_and_writes_nothing(tmp_path):

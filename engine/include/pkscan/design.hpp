@@ -59,8 +59,6 @@ struct DesignRun {
   /// Each subject's (and occasion's) parameters, etas and kappas go to the sink.
   bool parameter_table = true;
   SimulateOptions options;  ///< method (not power), threads, device (CPU or CUDA)
-  std::string run_text;     ///< the run description's text (stored by the HDF5 sink)
-  std::string run_file;     ///< its path (HDF5 attribute)
 };
 
 /// What a design sink knows before the first replicate.
@@ -76,8 +74,6 @@ struct DesignLayout {
   std::vector<std::string> eta_columns;  ///< "eta_<parameter>", PopulationSpec::iiv order
   std::vector<std::string> iov_columns;  ///< "iov_<parameter>", PopulationSpec::iov order
   bool occasions = false;                ///< the table has a row per subject and occasion (iov)
-  std::string run_text;                  ///< DesignRun::run_text (provenance for the sink)
-  std::string run_file;                  ///< DesignRun::run_file
 };
 
 /// One replicate of a design: the predictions at every observation record (DatasetResult's rows,
