@@ -146,6 +146,8 @@ class DesignH5Sink final : public DesignSink {
       for (const std::string& e : layout_.iov_columns)
         table_values_.push_back(table_column(e, H5T_IEEE_F64LE));
       h5::write_strings_attribute(g, "columns", names, path_);
+      table_names_.assign(names.end() - static_cast<std::ptrdiff_t>(table_values_.size()),
+                          names.end());
     }
   }
 
@@ -163,6 +165,10 @@ class DesignH5Sink final : public DesignSink {
                             " arrived, but " + std::to_string(next_ + 1) + " was next");
     const DatasetResult& r = *c.result;
     const hsize_t n = static_cast<hsize_t>(r.rows());
+    if (static_cast<std::size_t>(r.compartments) != layout_.model->compartments.size())
+      throw InvalidArgument("DesignSink::write: the result has " + std::to_string(r.compartments) +
+                            " compartments, but the model " +
+                            std::to_string(layout_.model->compartments.size()));
     if (first_ + n > rows_)
       throw InvalidArgument("DesignSink::write: replicate " + std::to_string(c.replicate + 1) +
                             " has " + std::to_string(n) + " rows, but the dataset has " +
@@ -174,13 +180,14 @@ class DesignH5Sink final : public DesignSink {
     };
     write_ids(id_, rows, first_, [&](std::size_t i) { return r.subject[i]; });
     put(time_, H5T_NATIVE_DOUBLE, first_, n, r.time.data(), "time");
-    const std::size_t nc = static_cast<std::size_t>(r.compartments);
+    const std::vector<std::string>& names = layout_.model->compartments;
+    const std::size_t nc = names.size();
     std::vector<double> column(rows);
     for (std::size_t k = 0; k < nc; ++k) {
       for (std::size_t i = 0; i < rows; ++i) column[i] = r.amounts[i * nc + k];
-      put(amounts_[k], H5T_NATIVE_DOUBLE, first_, n, column.data(), "amount");
+      put(amounts_[k], H5T_NATIVE_DOUBLE, first_, n, column.data(), "amount_" + names[k]);
       for (std::size_t i = 0; i < rows; ++i) column[i] = r.concentrations[i * nc + k];
-      put(concentrations_[k], H5T_NATIVE_DOUBLE, first_, n, column.data(), "conc");
+      put(concentrations_[k], H5T_NATIVE_DOUBLE, first_, n, column.data(), "conc_" + names[k]);
     }
     if (replicate_) {
       const std::vector<std::int64_t> rep(rows, c.replicate + 1);
@@ -195,11 +202,13 @@ class DesignH5Sink final : public DesignSink {
       };
       if (numeric_[k]) {
         for (std::size_t i = 0; i < rows; ++i) parse_double(text(i), column[i]);
-        put(covariates_[k], H5T_NATIVE_DOUBLE, first_, n, column.data(), "covariates");
+        put(covariates_[k], H5T_NATIVE_DOUBLE, first_, n, column.data(),
+            "covariates/" + data_.covariate_columns[k]);
       } else {
         std::vector<const char*> p(rows);
         for (std::size_t i = 0; i < rows; ++i) p[i] = text(i).c_str();
-        put(covariates_[k], string_.get(), first_, n, p.data(), "covariates");
+        put(covariates_[k], string_.get(), first_, n, p.data(),
+            "covariates/" + data_.covariate_columns[k]);
       }
     }
     first_ += n;
@@ -234,8 +243,8 @@ class DesignH5Sink final : public DesignSink {
   }
 
   void put(const Id& d, hid_t mem_type, hsize_t first, hsize_t n, const void* data,
-           const char* what) {
-    h5::write_block(d.get(), mem_type, {first}, {n}, data, path_, std::string("dataset ") + what);
+           const std::string& what) {
+    h5::write_block(d.get(), mem_type, {first}, {n}, data, path_, "dataset " + what);
   }
 
   // IDs of `rows` rows from `first` (subject_of(i): the row's index into Dataset::subjects).
@@ -280,7 +289,9 @@ class DesignH5Sink final : public DesignSink {
     std::size_t d = 0;
     const auto strided = [&](const double* base, std::size_t stride, std::size_t offset) {
       for (std::size_t i = 0; i < rows; ++i) column[i] = base[i * stride + offset];
-      put(table_values_[d++], H5T_NATIVE_DOUBLE, first, n, column.data(), "parameters");
+      put(table_values_[d], H5T_NATIVE_DOUBLE, first, n, column.data(),
+          "parameters/" + table_names_[d]);
+      ++d;
     };
     for (int p : layout_.parameter_table)
       strided(c.table_parameters, np, static_cast<std::size_t>(p));
@@ -301,10 +312,11 @@ class DesignH5Sink final : public DesignSink {
   std::vector<Id> covariates_;
   std::vector<bool> numeric_;  // per covariate column: float64 (else strings)
   Id table_group_, table_id_, table_replicate_, table_occasion_;
-  std::vector<Id> table_values_;  // parameters, etas, kappas, in the table's column order
-  hsize_t first_ = 0;             // observation rows written
-  hsize_t table_rows_ = 0;        // parameter table rows written
-  std::int64_t next_ = 0;         // the next replicate
+  std::vector<Id> table_values_;          // parameters, etas, kappas, in the table's column order
+  std::vector<std::string> table_names_;  // their names
+  hsize_t first_ = 0;                     // observation rows written
+  hsize_t table_rows_ = 0;                // parameter table rows written
+  std::int64_t next_ = 0;                 // the next replicate
 };
 
 }  // namespace
