@@ -234,7 +234,8 @@ replicates: replicate trials. sweep: {name: [values]}, the cartesian product, fi
 slowest; a swept value is the typical value. percentiles: of the per-time summaries; exact:
 the percentiles are the exact ones (type 7) at any size, rows simulated again where the
 summaries' budget is exceeded (False: the sketch's estimates there; 'exact' says which).
-summary_by: what the summaries are grouped by, a list of 'arm', 'replicate' and swept names
+summary_by: what the summaries are grouped by, a list of 'arm', 'replicate', swept names and at
+most one covariate (its distinct values: strata, the group column last)
 (None: the arm and every swept parameter, the replicates pooled; []: one summary of every row;
 with arms, 'arm' is needed).
 trajectories: also return every subject's amounts (memory grows with count).
@@ -317,7 +318,14 @@ py::dict simulate_population_py(
         by.replicate = true;
       else if (key == "arm")
         by.arm = true;
-      else
+      else if (const auto& names = run.population->covariate_names;
+               std::find(names.begin(), names.end(), key) != names.end()) {
+        if (by.covariate >= 0)
+          throw InvalidArgument("simulate_population: summary_by names two covariates (" +
+                                names[static_cast<std::size_t>(by.covariate)] + ", " + key +
+                                "); the summaries are stratified by one at most");
+        by.covariate = static_cast<int>(std::find(names.begin(), names.end(), key) - names.begin());
+      } else
         by.columns.push_back(run.population->column(key));
     }
     run.summary_by = std::move(by);
