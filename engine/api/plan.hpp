@@ -49,7 +49,7 @@ std::int64_t plan_chunk_rows(const Problem& problem, const SimulateOptions& opti
 // results per thread, so that the values are read back from the cache they were just written
 // to, where a call of kChunkBytes writes and reads them through memory (2 to 4 times slower on
 // the 2-core machine); on the device, plan_chunk_rows's. At most `rows`.
-constexpr std::uint64_t kPassBytes = 4ull << 20;
+constexpr std::uint64_t kPassBytes = 4096ull << 10;
 std::int64_t pass_chunk_rows(const Problem& problem, const SimulateOptions& options,
                              std::int64_t rows);
 

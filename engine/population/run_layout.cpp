@@ -483,9 +483,13 @@ long double population_summary_bytes(const PopulationRun& run) {
                                  : 8.0L * live * static_cast<long double>(run.replicates) *
                                        static_cast<long double>(output_times(run)) * compartments *
                                        static_cast<long double>(1 + run.percentiles.size());
+  // The exact phase's values, or later the values a pass of exact percentiles collects (twice
+  // as many; TimeSummary::begin_pass).
+  const long double values = (run.exact_percentiles ? 16.0L : 8.0L) *
+                             static_cast<long double>(options.exact_values);
   return live * static_cast<long double>(
                     TimeSummary::state_bytes_for(output_times(run), compartments, options)) +
-         8.0L * static_cast<long double>(options.exact_values) + across;
+         values + across;
 }
 
 std::int64_t population_rows(const PopulationRun& run) noexcept {

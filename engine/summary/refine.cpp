@@ -8,6 +8,7 @@
 #include <limits>
 #include <pkscan/error.hpp>
 #include <pkscan/summary.hpp>
+#include <type_traits>
 
 #include "core/parallel.hpp"
 #include "core/simd.hpp"
@@ -48,6 +49,15 @@ void take_cell(Refinement& f, std::int64_t row, const Want& want, std::size_t& w
           from_ordered_key(a);
     return;
   }
+  // A cell right after the last target (no value between them: x_k and x_{k+1} of a
+  // percentile in neighbouring cells) extends it: fewer targets to test each value against.
+  if (!out.empty() && out.back().below + out.back().count == below) {
+    RefineTarget& last = out.back();
+    last.b = b;
+    last.count += count;
+    last.slots.insert(last.slots.end(), t.slots.begin(), t.slots.end());
+    return;
+  }
   out.push_back(std::move(t));
 }
 
@@ -75,7 +85,8 @@ void plan_pass(Refinement& f) {
     return x->count != y->count ? x->count < y->count : x < y;
   });
   std::int64_t collected = 0;
-  const std::int64_t budget = std::max(f.budget, kMinBudget);
+  // Twice the exact phase's values (freed by now): one further pass for most runs.
+  const std::int64_t budget = std::max(2 * f.budget, kMinBudget);
   for (RefineTarget* t : all) {
     t->seen = 0;
     t->lo_seen = ~0ull;
@@ -118,8 +129,9 @@ void plan_pass(Refinement& f) {
   for (std::size_t r = 0; r < rows; ++r)
     for (std::uint32_t k = f.row_first[r]; k < f.row_first[r + 1]; ++k) {
       const std::size_t at = (k - f.row_first[r]) * rows + r;
-      f.lo_by_slot[at] = f.lo[k];
-      f.width_by_slot[at] = f.width[k];
+      f.lo_by_slot[at] = static_cast<std::uint32_t>(f.lo[k] >> 32);
+      f.width_by_slot[at] =
+          static_cast<std::uint32_t>((f.lo[k] + f.width[k]) >> 32) - f.lo_by_slot[at];
     }
   f.subjects = 0;
   f.included = 0;
@@ -144,10 +156,14 @@ bool close_pass(Refinement& f, int threads) {
         for (std::uint32_t s : t.slots) stat[s] = from_ordered_key(t.lo_seen);
         continue;
       }
-      if (t.shift < 0) {
-        std::sort(t.values.begin(), t.values.end());
-        for (std::uint32_t s : t.slots)
-          stat[s] = t.values[static_cast<std::size_t>(f.rank[s] - t.below)];
+      if (t.shift < 0) {  // the needed order statistics of the values, in rank order
+        auto from = t.values.begin();
+        for (const auto& [rank, s] : ranks_of(f, t)) {
+          const auto at = t.values.begin() + static_cast<std::ptrdiff_t>(rank - t.below);
+          std::nth_element(from, at, t.values.end());
+          stat[s] = *at;
+          from = at;
+        }
         continue;
       }
       // Locate each rank in its sub-interval, narrowed to the keys seen.
@@ -175,8 +191,28 @@ namespace {
 // Whether every value of a subject (R = times x compartments, compartment fastest), times its
 // inverse volume with Scale, is finite: the value add() computes (value_at), without its
 // division per value.
+template <class Real>
+PKSCAN_INLINE bool all_within_body(const Real* x, std::int64_t n, double bound) {
+  bool ok = true;
+  for (std::int64_t i = 0; i < n; ++i) ok &= std::fabs(static_cast<double>(x[i])) <= bound;
+  return ok;
+}
+PKSCAN_CLONES bool all_within(const double* x, std::int64_t n, double bound) {
+  return all_within_body(x, n, bound);
+}
+PKSCAN_CLONES bool all_within(const float* x, std::int64_t n, double bound) {
+  return all_within_body(x, n, bound);
+}
+
 template <class Real, bool Scale>
 bool all_finite(const Real* x, std::int64_t R, int C, const double* iv) {
+  // At once when every |x| is small enough for no product to overflow (the product of values
+  // <= bound and factors <= m stays <= max), else value by value.
+  constexpr double kMax = std::numeric_limits<double>::max();
+  double m = 1.0;
+  if (Scale)
+    for (int c = 0; c < C; ++c) m = std::max(m, std::fabs(iv[c]));
+  if (m <= kMax && all_within(x, R, (kMax / m) * (1.0 - 0x1p-50))) return true;
   bool ok = true;
   for (std::int64_t r0 = 0; r0 < R; r0 += C)
     for (int c = 0; c < C; ++c) {
@@ -187,34 +223,59 @@ bool all_finite(const Real* x, std::int64_t R, int C, const double* iv) {
   return ok;
 }
 
-// hit[i] = 1 when key[i] lies in one of the row's targets: bounds j of row r0 + i are
-// lo[j * rows + r0 + i] and width[...] (padded with [0, 0], the key of no finite value).
-PKSCAN_CLONES void mark_hits(const std::uint64_t* key, std::int64_t n, const std::uint64_t* lo,
-                             const std::uint64_t* width, int per_row, std::int64_t rows,
+// hit[i] = 1 when key[i] (the upper half of an ordered key) lies in one of the row's targets'
+// upper halves: bounds j of row r0 + i are lo[j * rows + r0 + i] and width[...].
+PKSCAN_CLONES void mark_hits(const std::uint32_t* key, std::int64_t n, const std::uint32_t* lo,
+                             const std::uint32_t* width, int per_row, std::int64_t rows,
                              unsigned char* hit) {
   for (std::int64_t i = 0; i < n; ++i) hit[i] = 0;
   for (int j = 0; j < per_row; ++j) {
-    const std::uint64_t* a = lo + j * rows;
-    const std::uint64_t* w = width + j * rows;
+    const std::uint32_t* a = lo + j * rows;
+    const std::uint32_t* w = width + j * rows;
     for (std::int64_t i = 0; i < n; ++i)
       hit[i] |= static_cast<unsigned char>(key[i] - a[i] <= w[i]);
   }
 }
 
-// Values (times the inverse volumes with Scale) and their ordered keys.
+// The value of x (times its inverse volume with Scale), as add() computes it.
 template <class Real, bool Scale>
-PKSCAN_INLINE void keys_of(const Real* x, const double* ivr, std::int64_t n, double* v,
-                           std::uint64_t* key) {
+PKSCAN_INLINE double value_of(Real x, double iv) {
+  const double y = static_cast<double>(x);
+  return Scale ? y * iv : y;
+}
+
+// The upper halves of the values' ordered keys (vectorised: branch-free ordered_key).
+template <class Real, bool Scale>
+PKSCAN_INLINE void keys_body(const Real* x, const double* ivr, std::int64_t n, std::uint32_t* key) {
   for (std::int64_t i = 0; i < n; ++i) {
-    double y = static_cast<double>(x[i]);
-    if (Scale) y = y * ivr[i];
-    v[i] = y;
-    // ordered_key, branch-free: flip every bit of a negative, the sign bit of a positive.
+    const double y = value_of<Real, Scale>(x[i], ivr[i]);
     std::uint64_t b = 0;
     std::memcpy(&b, &y, sizeof b);
+    // Flip every bit of a negative, the sign bit of a positive.
     const auto neg = static_cast<std::uint64_t>(static_cast<std::int64_t>(b) >> 63);
-    key[i] = b ^ (neg | 0x8000000000000000ull);
+    key[i] = static_cast<std::uint32_t>((b ^ (neg | 0x8000000000000000ull)) >> 32);
   }
+}
+PKSCAN_CLONES void keys_f64(const double* x, const double* ivr, std::int64_t n, std::uint32_t* k) {
+  keys_body<double, false>(x, ivr, n, k);
+}
+PKSCAN_CLONES void keys_f64_scaled(const double* x, const double* ivr, std::int64_t n,
+                                   std::uint32_t* k) {
+  keys_body<double, true>(x, ivr, n, k);
+}
+PKSCAN_CLONES void keys_f32(const float* x, const double* ivr, std::int64_t n, std::uint32_t* k) {
+  keys_body<float, false>(x, ivr, n, k);
+}
+PKSCAN_CLONES void keys_f32_scaled(const float* x, const double* ivr, std::int64_t n,
+                                   std::uint32_t* k) {
+  keys_body<float, true>(x, ivr, n, k);
+}
+template <class Real, bool Scale>
+void keys_of(const Real* x, const double* ivr, std::int64_t n, std::uint32_t* k) {
+  if constexpr (std::is_same_v<Real, double>)
+    (Scale ? keys_f64_scaled : keys_f64)(x, ivr, n, k);
+  else
+    (Scale ? keys_f32_scaled : keys_f32)(x, ivr, n, k);
 }
 
 // The values of rows [r0, r1) (whole output times) of the included subjects into the rows'
@@ -227,42 +288,47 @@ void refine_rows(Refinement& f, const Source& src, const Real* data, const unsig
   const int C = src.compartments;
   if (L <= 0) return;
   const auto rows = static_cast<std::int64_t>(f.targets.size());
-  const std::uint64_t* lo = f.lo_by_slot.data() + r0;
-  const std::uint64_t* width = f.width_by_slot.data() + r0;
-  std::vector<double> v(static_cast<std::size_t>(L)), ivr(static_cast<std::size_t>(L), 1.0);
-  std::vector<std::uint64_t> key(static_cast<std::size_t>(L));
+  const std::uint32_t* lo = f.lo_by_slot.data() + r0;
+  const std::uint32_t* width = f.width_by_slot.data() + r0;
+  std::vector<double> ivr(static_cast<std::size_t>(L), 1.0);
+  std::vector<std::uint32_t> key(static_cast<std::size_t>(L));
   std::vector<unsigned char> hit(static_cast<std::size_t>(L));
   for (std::int64_t s = 0; s < S; ++s) {
     if (!inc[s]) continue;
-    if (Scale)  // r0 is a whole output time: row r0 + i is compartment i % C
-      for (std::int64_t i = 0; i < L; i += C)
-        for (int c = 0; c < C && i + c < L; ++c)
-          ivr[static_cast<std::size_t>(i + c)] = inv[s * C + c];
-    keys_of<Real, Scale>(data + s * R + r0, ivr.data(), L, v.data(), key.data());
+    if (Scale) {  // r0 is a whole output time: row r0 + i is compartment i % C
+      std::copy_n(inv + s * C, std::min<std::int64_t>(C, L), ivr.data());
+      for (std::int64_t have = C; have < L; have *= 2)  // the pattern, doubled
+        std::copy_n(ivr.data(), std::min(have, L - have), ivr.data() + have);
+    }
+    const Real* x = data + s * R + r0;
+    keys_of<Real, Scale>(x, ivr.data(), L, key.data());
     mark_hits(key.data(), L, lo, width, f.per_row, rows, hit.data());
-    for (std::int64_t i = 0; i < L; ++i) {
-      if ((i & 7) == 0 && i + 8 <= L) {  // eight at a time while none hits
-        std::uint64_t eight = 0;
-        std::memcpy(&eight, hit.data() + i, sizeof eight);
-        if (eight == 0) {
-          i += 7;
-          continue;
-        }
-      }
-      if (!hit[static_cast<std::size_t>(i)]) continue;
-      const std::uint64_t o = key[static_cast<std::size_t>(i)];
-      const std::int64_t r = r0 + i;
-      std::uint32_t k = f.row_first[static_cast<std::size_t>(r)];
-      while (o - f.lo[k] > f.width[k]) ++k;
+    // A candidate: its exact key in one of its row's targets, or in none.
+    const auto place = [&](std::int64_t i) {
+      const double v = value_of<Real, Scale>(x[i], ivr[static_cast<std::size_t>(i)]);
+      const std::uint64_t o = ordered_key(v);
+      const std::uint32_t end = f.row_first[static_cast<std::size_t>(r0 + i + 1)];
+      std::uint32_t k = f.row_first[static_cast<std::size_t>(r0 + i)];
+      while (k < end && o - f.lo[k] > f.width[k]) ++k;
+      if (k == end) return;
       RefineTarget& t = *f.flat[k];
       ++t.seen;
       t.lo_seen = std::min(t.lo_seen, o);
       t.hi_seen = std::max(t.hi_seen, o);
       if (t.shift < 0)
-        t.values.push_back(v[static_cast<std::size_t>(i)]);
+        t.values.push_back(v);
       else
         ++t.hist[static_cast<std::size_t>((o - t.a) >> t.shift)];
+    };
+    // The hits, eight flags a word: each word's set bytes in turn.
+    std::int64_t i = 0;
+    for (; i + 8 <= L; i += 8) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, hit.data() + i, sizeof w);
+      for (; w != 0; w &= w - 1) place(i + __builtin_ctzll(w) / 8);
     }
+    for (; i < L; ++i)
+      if (hit[static_cast<std::size_t>(i)]) place(i);
   }
 }
 

@@ -70,10 +70,11 @@ struct Refinement {
   std::vector<RefineTarget*> flat;
   std::vector<std::uint64_t> lo, width;
   std::vector<std::uint32_t> row_first;
-  // The bounds again by slot, for testing a row's values at once: slot j (< per_row) of row r
-  // at j * rows + r, padded with [0, 0] (the key of no finite value).
+  // The bounds' upper 32 bits again by slot, for testing a row's values at once (a value
+  // whose key's upper half lies in a target's may lie in the target): slot j (< per_row) of
+  // row r at j * rows + r, padded with [0, 0] (the upper half of no finite value's key).
   int per_row = 0;
-  std::vector<std::uint64_t> lo_by_slot, width_by_slot;
+  std::vector<std::uint32_t> lo_by_slot, width_by_slot;
   std::int64_t budget = 0;    // values that may be collected in one pass
   std::int64_t subjects = 0;  // passed to add() in this pass
   std::int64_t included = 0;  // of which included

@@ -314,8 +314,9 @@ void check_population_run(const PopulationRun& run);
 std::int64_t population_summary_groups(const PopulationRun& run);
 
 /// Bytes the summaries of `run` hold while it runs: the state of every group's TimeSummary
-/// kept at once (TimeSummary::state_bytes_for) and the exact phase's shared budget; 0 without
-/// summaries. check_population_run fails when this exceeds result_byte_limit(run.options).
+/// kept at once (TimeSummary::state_bytes_for) and the exact phase's shared budget (twice that with
+/// exact_percentiles: the values a pass collects); 0 without summaries. check_population_run fails
+/// when this exceeds result_byte_limit(run.options).
 long double population_summary_bytes(const PopulationRun& run);
 
 /// The layout the sink of `run` receives (output times, extra columns, metric names, ...).

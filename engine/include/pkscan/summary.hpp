@@ -158,16 +158,16 @@ class TimeSummary {
   /// A pass adds the same values again (a deterministic simulation run again). After the
   /// first pass the sketch has located each order statistic x_k that a percentile needs in one
   /// of its buckets; a pass collects the values of those buckets (then x_k is read from them
-  /// sorted) or, while they would be more than exact_values, counts them in up to 4096 finer
-  /// sub-intervals (then x_k is located in an interval at least 256 times narrower for the next
-  /// pass). One further pass suffices while the values in the needed buckets fit in
-  /// exact_values (a few per thousand of the values of each time: runs of millions of values
-  /// per time need two or three); every pass narrows the interval by 2^8 or more, so there are
-  /// at most 8. Sums, counts and metrics are not changed by a pass. finish() then reports the
+  /// sorted) or, while they would be more than 2 x exact_values, counts them in up to 4096
+  /// finer sub-intervals (then x_k is located in an interval at least 256 times narrower for
+  /// the next pass). One further pass suffices while the values in the needed buckets fit in
+  /// 2 x exact_values (a few per thousand of the values of each time: runs of millions of
+  /// values per time need two or three); every pass narrows the interval by 2^8 or more, so
+  /// there are at most 8. Sums, counts and metrics are not changed by a pass. finish() then reports the
   /// exact percentiles (type 7, as numpy.percentile on the same values) and exact() is true.
   /// If a pass sees other values than the first (its counts per bucket differ) the estimates
   /// stay and needs_pass() is false.
-  /// Memory of a pass: the values collected (at most max(exact_values, 65536) doubles) and
+  /// Memory of a pass: the values collected (at most max(2 x exact_values, 65536) doubles) and
   /// 1 to 16 KiB of counters per needed bucket that is counted.
   /// @returns false (and opens no pass) when the percentiles are exact or none is asked for
   /// @throws InvalidArgument when a pass is already open
