@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/output/sink.hpp>
@@ -309,6 +310,15 @@ class H5Sink final : public ResultSink {
       if (!layout_.arm_names.empty())
         write_strings_attribute(extra_.get(), "arm_names", layout_.arm_names, path_);
     }
+    if (!layout_.arm_names.empty()) {
+      // Which times each arm samples (the others hold NaN in its rows and summaries).
+      Id sampled =
+          create_dataset(root, "arm_sampled", H5T_STD_I8LE,
+                         {static_cast<hsize_t>(layout_.arm_names.size()), times_}, false, path_);
+      write_all(sampled.get(), H5T_NATIVE_INT8, layout_.arm_sampled.data(), path_,
+                "dataset arm_sampled");
+      write_strings_attribute(sampled.get(), "arm_names", layout_.arm_names, path_);
+    }
     if (layout_.observations) {
       ipred_ = create_dataset(root, "ipred", H5T_IEEE_F64LE, {rows_, times_}, extendible_, path_);
       dv_ = create_dataset(root, "dv", H5T_IEEE_F64LE, {rows_, times_}, extendible_, path_);
@@ -355,12 +365,26 @@ class H5Sink final : public ResultSink {
     const hsize_t first = static_cast<hsize_t>(chunk.first);
     if (n == 0) return;
     if (extendible_) extend(first + n);
-
+    // An arm's rows on its own times: widened to the file's, NaN (blq 0) at the others.
+    const std::vector<std::size_t> at = detail::arm_positions(
+        layout_, layout_.arm_names.empty() ? -1 : detail::arm_of(layout_, chunk.extra[0], where_));
+    const auto widened = [&](const auto* values, std::size_t per_time, auto fill, auto& buffer) {
+      if (at.empty()) return values;
+      detail::widen(values, static_cast<std::size_t>(n), at, static_cast<std::size_t>(times_),
+                    per_time, fill, buffer);
+      return static_cast<decltype(values)>(buffer.data());
+    };
+    const auto nan = std::numeric_limits<double>::quiet_NaN();
     if (layout_.trajectories) {
-      if (layout_.precision == Precision::Float64)
-        write_trajectories(r, first, r.amounts_f64());
-      else
-        write_trajectories(r, first, r.amounts_f32());
+      const auto nc = static_cast<std::size_t>(compartments_);
+      if (layout_.precision == Precision::Float64) {
+        std::vector<double> wide;
+        write_trajectories(r, first, widened(r.amounts_f64().data(), nc, nan, wide));
+      } else {
+        std::vector<float> wide;
+        write_trajectories(r, first,
+                           widened(r.amounts_f32().data(), nc, static_cast<float>(nan), wide));
+      }
     }
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
     for (std::size_t s = 0; s < ids.size(); ++s)
@@ -373,14 +397,17 @@ class H5Sink final : public ResultSink {
     write_block(parameters_set_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, parameters_},
                 chunk.parameters, path_, "dataset parameters");
     if (ipred_) {
-      write_block(ipred_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_}, chunk.ipred, path_,
-                  "dataset ipred");
-      write_block(dv_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_}, chunk.dv, path_,
-                  "dataset dv");
+      std::vector<double> wide;
+      write_block(ipred_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_},
+                  widened(chunk.ipred, 1, nan, wide), path_, "dataset ipred");
+      write_block(dv_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_},
+                  widened(chunk.dv, 1, nan, wide), path_, "dataset dv");
     }
-    if (blq_)
-      write_block(blq_.get(), H5T_NATIVE_INT8, {first, 0}, {n, times_}, chunk.blq, path_,
-                  "dataset blq");
+    if (blq_) {
+      std::vector<std::int8_t> wide;
+      write_block(blq_.get(), H5T_NATIVE_INT8, {first, 0}, {n, times_},
+                  widened(chunk.blq, 1, std::int8_t{0}, wide), path_, "dataset blq");
+    }
     if (etas_)
       write_block(etas_.get(), H5T_NATIVE_DOUBLE, {first, 0},
                   {n, static_cast<hsize_t>(layout_.eta_columns.size())}, chunk.etas, path_,
@@ -443,10 +470,23 @@ class H5Sink final : public ResultSink {
       }
       if (elements(rest) > 0) write_all(d.get(), type, data, path_, what);
     };
-    put_row(summary_mean_, H5T_NATIVE_DOUBLE, {times_, compartments_}, t.mean.data(),
-            "dataset summary/mean");
-    put_row(summary_quantiles_, H5T_NATIVE_DOUBLE, {times_, compartments_, q}, t.quantiles.data(),
-            "dataset summary/quantiles");
+    // An arm's table on its own times: widened to the file's, NaN at the others.
+    const std::vector<std::size_t> at =
+        detail::arm_positions(layout_, grouped && layout_.summary_columns[0] == "arm"
+                                           ? detail::arm_of(layout_, t.group[0], where_)
+                                           : -1);
+    std::vector<double> mean, quantiles;
+    const auto nan = std::numeric_limits<double>::quiet_NaN();
+    const auto nc = static_cast<std::size_t>(compartments_);
+    if (!at.empty()) {
+      detail::widen(t.mean.data(), 1, at, static_cast<std::size_t>(times_), nc, nan, mean);
+      detail::widen(t.quantiles.data(), 1, at, static_cast<std::size_t>(times_),
+                    nc * static_cast<std::size_t>(q), nan, quantiles);
+    }
+    put_row(summary_mean_, H5T_NATIVE_DOUBLE, {times_, compartments_},
+            at.empty() ? t.mean.data() : mean.data(), "dataset summary/mean");
+    put_row(summary_quantiles_, H5T_NATIVE_DOUBLE, {times_, compartments_, q},
+            at.empty() ? t.quantiles.data() : quantiles.data(), "dataset summary/quantiles");
     put_row(summary_count_, H5T_NATIVE_INT64, {}, &t.count, "dataset summary/count");
     put_row(summary_excluded_, H5T_NATIVE_INT64, {}, &t.excluded, "dataset summary/excluded");
     if (grouped)
@@ -500,10 +540,20 @@ class H5Sink final : public ResultSink {
                                 layout_.replicate_summary_columns, path_);
       }
     }
+    // An arm's table on its own times: widened to the file's, NaN at the others.
+    const std::vector<std::size_t> at =
+        detail::arm_positions(layout_, grouped && layout_.replicate_summary_columns[0] == "arm"
+                                           ? detail::arm_of(layout_, t.group[0], where_)
+                                           : -1);
+    std::vector<double> wide;
+    if (!at.empty())
+      detail::widen(t.values.data(), 1, at, static_cast<std::size_t>(times_),
+                    static_cast<std::size_t>(compartments_ * ns * nq),
+                    std::numeric_limits<double>::quiet_NaN(), wide);
     if (grouped) {
       dims.insert(dims.begin(), 1);
       write_block(replicate_values_.get(), H5T_NATIVE_DOUBLE, {g, 0, 0, 0, 0}, dims,
-                  t.values.data(), path_, "dataset replicates/values");
+                  at.empty() ? t.values.data() : wide.data(), path_, "dataset replicates/values");
       write_block(replicate_groups_.get(), H5T_NATIVE_DOUBLE, {g, 0},
                   {1, static_cast<hsize_t>(t.group.size())}, t.group.data(), path_,
                   "dataset replicates/groups");
@@ -573,7 +623,7 @@ class H5Sink final : public ResultSink {
   // Amounts straight from the result; concentrations divided here (amount / volume in the
   // result's precision, as write_csv does), each chunk on the thread that compresses it.
   template <class Real>
-  void write_trajectories(const SimulationResult& r, hsize_t first, const Array<Real>& amounts) {
+  void write_trajectories(const SimulationResult& r, hsize_t first, const Real* amounts) {
     const auto n = static_cast<std::int64_t>(r.subjects());
     const auto total = static_cast<std::int64_t>(extendible_ ? 0 : rows_);
     const auto f = static_cast<std::int64_t>(first);
@@ -584,7 +634,7 @@ class H5Sink final : public ResultSink {
         [&](std::int64_t row, std::int64_t rows, std::int64_t e0, std::int64_t count, void* out) {
           Real* o = static_cast<Real*>(out);
           for (std::int64_t s = 0; s < rows; ++s)
-            std::copy_n(amounts.data() + (row - f + s) * per_subject + e0, count, o + s * count);
+            std::copy_n(amounts + (row - f + s) * per_subject + e0, count, o + s * count);
         });
     concentration_writer_->write(
         f, n, total,
@@ -595,7 +645,7 @@ class H5Sink final : public ResultSink {
             const std::int64_t subject = row - f + s;
             for (std::int64_t c = 0; c < nc; ++c)
               volume[c] = static_cast<Real>(r.volume(subject, static_cast<int>(c)));
-            const Real* a = amounts.data() + subject * per_subject + e0;
+            const Real* a = amounts + subject * per_subject + e0;
             for (std::int64_t i = 0; i < count; ++i)
               o[s * count + i] = static_cast<Real>(a[i] / volume[(e0 + i) % nc]);
           }
@@ -618,6 +668,7 @@ class H5Sink final : public ResultSink {
   bool summary_exact_ = true;  // every group's percentiles so far are exact
   // The trajectories' writers (declared after the datasets they write: destroyed first).
   std::unique_ptr<detail::ChunkWriter> amount_writer_, concentration_writer_;
+  const std::string where_ = "HDF5 sink";
   detail::SinkProtocol protocol_{"HDF5 sink"};
 };
 
