@@ -183,9 +183,17 @@ Curves read_summary_csv(const std::string& path, const std::string& asked, int m
   // The groups of different arms may have their own times (each arm's output times).
   const bool arm_times = time_col > 0 && header[0] == "arm";
   std::vector<double> group_t;  // with arm_times: the current group's times
+  std::map<double, std::pair<std::vector<double>, std::string>> arm_t;  // arm -> times, group
   // A group that ends must have had as many times as the first.
   const auto end_group = [&] {
     if (arm_times) {
+      // The groups of one arm (by arm and swept parameters) have the same times.
+      const std::string label = group_label(d.group_columns, key, arm_names);
+      const auto [it, fresh] = arm_t.emplace(key[0], std::make_pair(group_t, label));
+      if (!fresh && it->second.first != group_t)
+        throw InvalidArgument("group " + label + " (from line " + std::to_string(started[key]) +
+                              ") has other times than group " + it->second.second +
+                              "; the groups of one arm must have the same times");
       if (d.groups <= max_groups && group_t != d.t) d.bands.back().t = group_t;
       return;
     }

@@ -286,3 +286,17 @@ def test_bad_arm_times_are_one_line_and_write_nothing(tmp_path, override, where)
         assert len(lines) == 1 and where in lines[0], p.stderr
         assert (where + "[") not in lines[0] or where.endswith("]"), p.stderr
         assert not list(tmp_path.glob("t.*csv")), list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("rows,where", [
+    ("a,1,0,1\na,1,1,2\na,2,0,1\na,2,2,2\n",
+     "group arm = a, ka = 2 (from line 4) has other times than group arm = a, ka = 1; the groups "
+     "of one arm must have the same times"),
+    ("a,1,0,1\na,1,2,2\na,1,1,2\n",
+     "line 4: group arm = a, ka = 1 has time 1 after 2; a group's times must increase"),
+])
+def test_plot_refuses_arm_groups_with_bad_times(tmp_path, rows, where):
+    (tmp_path / "s.summary.csv").write_text("arm,ka,time,mean_conc_central\n" + rows)
+    p = cli(tmp_path, "plot", "s.summary.csv", "-o", "s.png", expect=2)
+    assert where in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "s.png").exists()
