@@ -8,11 +8,14 @@
 - the per-time summaries of each arm are recomputed from its written rows with NumPy (mean and
   type-7 percentiles, to 1e-12 relative) and the metrics (cmax, tmax, AUC by the linear-up /
   log-down trapezoid, cmin after the last dose) from its rows at its times;
+- the summaries across replicates of each arm are at its times (NumPy's type-7 percentiles of
+  the replicates' means);
 - an HDF5 result has one time axis (the sorted union of the arms' times), NaN where an arm does
   not sample, /arm_sampled saying which times each arm samples, and the same values as the CSV;
 - `pkscan plot` draws each arm's band over its own times (CSV and HDF5 results);
 - bad `times` (unsorted, off the grid, past the end, empty, not a list, not numbers) is one line
-  naming `arms[k].times[i]`, exit status 2, and nothing written.
+  naming `arms[k].times[i]`, exit status 2, and nothing written; so is a summary CSV for
+  `pkscan plot` whose groups of one arm have different times.
 """
 
 import os
@@ -300,3 +303,50 @@ def test_plot_refuses_arm_groups_with_bad_times(tmp_path, rows, where):
     p = cli(tmp_path, "plot", "s.summary.csv", "-o", "s.png", expect=2)
     assert where in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "s.png").exists()
+
+
+REPLICATES = """model: two_compartment
+time: {dt: 0.5, steps: 48}
+subjects:
+  population:
+    seed: 17
+    replicates: 3
+    typical: {ka: 1.1, cl: 4.0, v_central: 18}
+    iiv: {cl: 0.09}
+arms:
+  - {name: low, count: 4, times: [0, 1, 24], doses: [{compartment: depot, time: 0, amount: 50}]}
+  - {name: high, count: 5, doses: [{compartment: depot, time: 0, amount: 100}]}
+output:
+  path: PATH
+  times: [0, 2]
+  summaries: {replicates: true}
+"""
+
+
+def test_summaries_across_replicates_are_at_each_arms_times(tmp_path):
+    """Per arm and time, the percentiles across replicates of each replicate's mean (NumPy, type
+    7) in STEM.replicates.csv at the arm's times; in HDF5 NaN at the others."""
+    h5py = pytest.importorskip("h5py")
+    times = {"low": [0, 1, 24], "high": [0, 2]}
+    for path in ("r.csv", "r.h5"):
+        (tmp_path / f"{path}.yaml").write_text(REPLICATES.replace("PATH", path))
+        cli(tmp_path, "run", f"{path}.yaml", "--quiet")
+    summ, rep = read(tmp_path / "r.summary.csv"), read(tmp_path / "r.replicates.csv")
+    with h5py.File(tmp_path / "r.h5", "r") as f:
+        np.testing.assert_array_equal(f["time"][...], [0, 1, 2, 24])
+        values = f["replicates/values"][...]  # (G, T, C, S, R)
+        stats = [s if isinstance(s, str) else s.decode()
+                 for s in f["replicates/values"].attrs["statistics"]]
+    for g, (arm, t) in enumerate(times.items()):
+        r = rep["arm"] == arm
+        np.testing.assert_array_equal(rep["time"][r], t)
+        s = summ["arm"] == arm
+        means = summ["mean_conc_central"][s].reshape(3, len(t))  # replicates x times
+        for qi, q in enumerate([5, 50, 95]):
+            want = np.percentile(means, q, axis=0)
+            np.testing.assert_allclose(rep[f"mean_conc_central_q{q}"][r], want, rtol=1e-12,
+                                       atol=1e-300)
+            on = np.isin([0, 1, 2, 24], t)
+            got = values[g, :, 1, stats.index("mean"), qi]
+            np.testing.assert_array_equal(got[on], rep[f"mean_conc_central_q{q}"][r])
+            assert np.isnan(got[~on]).all()
