@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/output/sink.hpp>
@@ -79,6 +80,16 @@ inline std::vector<std::size_t> arm_positions(const RunLayout& layout, std::int6
   return at;
 }
 
+// arm_positions of the arm of rows or a table whose values of `columns` start with `values`
+// (with arms, the arm's number comes first: `arm` is the first column).
+inline std::vector<std::size_t> table_positions(const RunLayout& layout,
+                                                const std::vector<std::string>& columns,
+                                                const std::vector<double>& values,
+                                                const std::string& where) {
+  const bool by_arm = !columns.empty() && columns[0] == "arm" && !values.empty();
+  return arm_positions(layout, by_arm ? arm_of(layout, values[0], where) : -1);
+}
+
 // `rows` blocks of at.size() times x `per_time` values, widened to rows x `times` x per_time
 // values in `out`: time i of a block goes to time at[i], the other times hold `fill`.
 template <class T>
@@ -89,6 +100,17 @@ void widen(const T* in, std::size_t rows, const std::vector<std::size_t>& at, st
     for (std::size_t i = 0; i < at.size(); ++i)
       std::copy_n(in + (r * at.size() + i) * per_time, per_time,
                   out.data() + (r * times + at[i]) * per_time);
+}
+
+// One table's `values` (an arm's times x per_time) on `times` times: `values` itself when `at`
+// is empty, else widened into `out` (NaN at the times the arm does not sample).
+inline const double* widened(const std::vector<double>& values, const std::vector<std::size_t>& at,
+                             std::uint64_t times, std::uint64_t per_time,
+                             std::vector<double>& out) {
+  if (at.empty()) return values.data();
+  widen(values.data(), 1, at, static_cast<std::size_t>(times), static_cast<std::size_t>(per_time),
+        std::numeric_limits<double>::quiet_NaN(), out);
+  return out.data();
 }
 
 // A chunk must continue the rows written so far, hold results of the layout's model, times and

@@ -366,25 +366,13 @@ class H5Sink final : public ResultSink {
     if (n == 0) return;
     if (extendible_) extend(first + n);
     // An arm's rows on its own times: widened to the file's, NaN (blq 0) at the others.
-    const std::vector<std::size_t> at = detail::arm_positions(
-        layout_, layout_.arm_names.empty() ? -1 : detail::arm_of(layout_, chunk.extra[0], where_));
-    const auto widened = [&](const auto* values, std::size_t per_time, auto fill, auto& buffer) {
-      if (at.empty()) return values;
-      detail::widen(values, static_cast<std::size_t>(n), at, static_cast<std::size_t>(times_),
-                    per_time, fill, buffer);
-      return static_cast<decltype(values)>(buffer.data());
-    };
-    const auto nan = std::numeric_limits<double>::quiet_NaN();
+    const auto at =
+        detail::table_positions(layout_, layout_.extra_columns, {chunk.extra[0]}, where_);
     if (layout_.trajectories) {
-      const auto nc = static_cast<std::size_t>(compartments_);
-      if (layout_.precision == Precision::Float64) {
-        std::vector<double> wide;
-        write_trajectories(r, first, widened(r.amounts_f64().data(), nc, nan, wide));
-      } else {
-        std::vector<float> wide;
-        write_trajectories(r, first,
-                           widened(r.amounts_f32().data(), nc, static_cast<float>(nan), wide));
-      }
+      if (layout_.precision == Precision::Float64)
+        write_trajectories(r, first, r.amounts_f64().data(), at);
+      else
+        write_trajectories(r, first, r.amounts_f32().data(), at);
     }
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
     for (std::size_t s = 0; s < ids.size(); ++s)
@@ -396,18 +384,13 @@ class H5Sink final : public ResultSink {
                   "dataset extra");
     write_block(parameters_set_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, parameters_},
                 chunk.parameters, path_, "dataset parameters");
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     if (ipred_) {
-      std::vector<double> wide;
-      write_block(ipred_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_},
-                  widened(chunk.ipred, 1, nan, wide), path_, "dataset ipred");
-      write_block(dv_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_},
-                  widened(chunk.dv, 1, nan, wide), path_, "dataset dv");
+      write_times(ipred_, H5T_NATIVE_DOUBLE, first, n, chunk.ipred, at, nan, "dataset ipred");
+      write_times(dv_, H5T_NATIVE_DOUBLE, first, n, chunk.dv, at, nan, "dataset dv");
     }
-    if (blq_) {
-      std::vector<std::int8_t> wide;
-      write_block(blq_.get(), H5T_NATIVE_INT8, {first, 0}, {n, times_},
-                  widened(chunk.blq, 1, std::int8_t{0}, wide), path_, "dataset blq");
-    }
+    if (blq_)
+      write_times(blq_, H5T_NATIVE_INT8, first, n, chunk.blq, at, std::int8_t{0}, "dataset blq");
     if (etas_)
       write_block(etas_.get(), H5T_NATIVE_DOUBLE, {first, 0},
                   {n, static_cast<hsize_t>(layout_.eta_columns.size())}, chunk.etas, path_,
@@ -471,22 +454,14 @@ class H5Sink final : public ResultSink {
       if (elements(rest) > 0) write_all(d.get(), type, data, path_, what);
     };
     // An arm's table on its own times: widened to the file's, NaN at the others.
-    const std::vector<std::size_t> at =
-        detail::arm_positions(layout_, grouped && layout_.summary_columns[0] == "arm"
-                                           ? detail::arm_of(layout_, t.group[0], where_)
-                                           : -1);
+    const auto at = detail::table_positions(layout_, layout_.summary_columns, t.group, where_);
     std::vector<double> mean, quantiles;
-    const auto nan = std::numeric_limits<double>::quiet_NaN();
     const auto nc = static_cast<std::size_t>(compartments_);
-    if (!at.empty()) {
-      detail::widen(t.mean.data(), 1, at, static_cast<std::size_t>(times_), nc, nan, mean);
-      detail::widen(t.quantiles.data(), 1, at, static_cast<std::size_t>(times_),
-                    nc * static_cast<std::size_t>(q), nan, quantiles);
-    }
     put_row(summary_mean_, H5T_NATIVE_DOUBLE, {times_, compartments_},
-            at.empty() ? t.mean.data() : mean.data(), "dataset summary/mean");
+            detail::widened(t.mean, at, times_, nc, mean), "dataset summary/mean");
     put_row(summary_quantiles_, H5T_NATIVE_DOUBLE, {times_, compartments_, q},
-            at.empty() ? t.quantiles.data() : quantiles.data(), "dataset summary/quantiles");
+            detail::widened(t.quantiles, at, times_, nc * q, quantiles),
+            "dataset summary/quantiles");
     put_row(summary_count_, H5T_NATIVE_INT64, {}, &t.count, "dataset summary/count");
     put_row(summary_excluded_, H5T_NATIVE_INT64, {}, &t.excluded, "dataset summary/excluded");
     if (grouped)
@@ -541,24 +516,20 @@ class H5Sink final : public ResultSink {
       }
     }
     // An arm's table on its own times: widened to the file's, NaN at the others.
-    const std::vector<std::size_t> at =
-        detail::arm_positions(layout_, grouped && layout_.replicate_summary_columns[0] == "arm"
-                                           ? detail::arm_of(layout_, t.group[0], where_)
-                                           : -1);
     std::vector<double> wide;
-    if (!at.empty())
-      detail::widen(t.values.data(), 1, at, static_cast<std::size_t>(times_),
-                    static_cast<std::size_t>(compartments_ * ns * nq),
-                    std::numeric_limits<double>::quiet_NaN(), wide);
+    const double* values = detail::widened(
+        t.values,
+        detail::table_positions(layout_, layout_.replicate_summary_columns, t.group, where_),
+        times_, compartments_ * ns * nq, wide);
     if (grouped) {
       dims.insert(dims.begin(), 1);
-      write_block(replicate_values_.get(), H5T_NATIVE_DOUBLE, {g, 0, 0, 0, 0}, dims,
-                  at.empty() ? t.values.data() : wide.data(), path_, "dataset replicates/values");
+      write_block(replicate_values_.get(), H5T_NATIVE_DOUBLE, {g, 0, 0, 0, 0}, dims, values, path_,
+                  "dataset replicates/values");
       write_block(replicate_groups_.get(), H5T_NATIVE_DOUBLE, {g, 0},
                   {1, static_cast<hsize_t>(t.group.size())}, t.group.data(), path_,
                   "dataset replicates/groups");
     } else {
-      write_all(replicate_values_.get(), H5T_NATIVE_DOUBLE, t.values.data(), path_,
+      write_all(replicate_values_.get(), H5T_NATIVE_DOUBLE, values, path_,
                 "dataset replicates/values");
     }
     protocol_.end_replicate_summary();
@@ -621,20 +592,38 @@ class H5Sink final : public ResultSink {
   }
 
   // Amounts straight from the result; concentrations divided here (amount / volume in the
-  // result's precision, as write_csv does), each chunk on the thread that compresses it.
+  // result's precision, as write_csv does), each chunk on the thread that compresses it. The
+  // rows of an arm that samples the file's times at `at` only (arm_positions; empty: all) are
+  // widened as they are copied, NaN at the other times.
   template <class Real>
-  void write_trajectories(const SimulationResult& r, hsize_t first, const Real* amounts) {
+  void write_trajectories(const SimulationResult& r, hsize_t first, const Real* amounts,
+                          const std::vector<std::size_t>& at) {
     const auto n = static_cast<std::int64_t>(r.subjects());
     const auto total = static_cast<std::int64_t>(extendible_ ? 0 : rows_);
     const auto f = static_cast<std::int64_t>(first);
     const auto per_subject = static_cast<std::int64_t>(times_ * compartments_);
     const auto nc = static_cast<std::int64_t>(compartments_);
+    // The file's time of each of the chunk's times, -1 for a time the arm does not sample.
+    std::vector<std::int64_t> source(at.empty() ? 0 : static_cast<std::size_t>(times_), -1);
+    for (std::size_t i = 0; i < at.size(); ++i) source[at[i]] = static_cast<std::int64_t>(i);
+    const auto arm_subject = static_cast<std::int64_t>(at.size()) * nc;
+    // Elements [e0, e0 + count) of the file's row of chunk subject `subject` into `o`.
+    const auto copy = [&](std::int64_t subject, std::int64_t e0, std::int64_t count, Real* o) {
+      if (source.empty()) {
+        std::copy_n(amounts + subject * per_subject + e0, count, o);
+        return;
+      }
+      for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t t = source[static_cast<std::size_t>((e0 + i) / nc)];
+        o[i] = t < 0 ? std::numeric_limits<Real>::quiet_NaN()
+                     : amounts[subject * arm_subject + t * nc + (e0 + i) % nc];
+      }
+    };
     amount_writer_->write(
         f, n, total,
         [&](std::int64_t row, std::int64_t rows, std::int64_t e0, std::int64_t count, void* out) {
           Real* o = static_cast<Real*>(out);
-          for (std::int64_t s = 0; s < rows; ++s)
-            std::copy_n(amounts + (row - f + s) * per_subject + e0, count, o + s * count);
+          for (std::int64_t s = 0; s < rows; ++s) copy(row - f + s, e0, count, o + s * count);
         });
     concentration_writer_->write(
         f, n, total,
@@ -645,11 +634,32 @@ class H5Sink final : public ResultSink {
             const std::int64_t subject = row - f + s;
             for (std::int64_t c = 0; c < nc; ++c)
               volume[c] = static_cast<Real>(r.volume(subject, static_cast<int>(c)));
-            const Real* a = amounts + subject * per_subject + e0;
+            Real* a = o + s * count;
+            copy(subject, e0, count, a);
             for (std::int64_t i = 0; i < count; ++i)
-              o[s * count + i] = static_cast<Real>(a[i] / volume[(e0 + i) % nc]);
+              a[i] = static_cast<Real>(a[i] / volume[(e0 + i) % nc]);
           }
         });
+  }
+
+  // A (rows, times) dataset's rows [first, first + n): `values` on the file's times, or an arm's
+  // rows on its own (at: arm_positions), widened block by block (bounded memory), `fill` at the
+  // times the arm does not sample.
+  template <class T>
+  void write_times(const Id& d, hid_t type, hsize_t first, hsize_t n, const T* values,
+                   const std::vector<std::size_t>& at, T fill, const char* what) {
+    if (at.empty()) {
+      write_block(d.get(), type, {first, 0}, {n, times_}, values, path_, what);
+      return;
+    }
+    const hsize_t block = std::max<hsize_t>(1, (hsize_t{1} << 20) / times_);
+    std::vector<T> wide;
+    for (hsize_t r = 0; r < n; r += block) {
+      const hsize_t m = std::min(block, n - r);
+      detail::widen(values + r * at.size(), static_cast<std::size_t>(m), at,
+                    static_cast<std::size_t>(times_), 1, fill, wide);
+      write_block(d.get(), type, {first + r, 0}, {m, times_}, wide.data(), path_, what);
+    }
   }
 
   std::string path_;
