@@ -367,7 +367,9 @@ class H5Sink final : public ResultSink {
     if (extendible_) extend(first + n);
     // An arm's rows on its own times: widened to the file's, NaN (blq 0) at the others.
     const auto at =
-        detail::table_positions(layout_, layout_.extra_columns, {chunk.extra[0]}, where_);
+        layout_.arm_names.empty()
+            ? std::vector<std::size_t>()
+            : detail::table_positions(layout_, layout_.extra_columns, {chunk.extra[0]}, where_);
     if (layout_.trajectories) {
       if (layout_.precision == Precision::Float64)
         write_trajectories(r, first, r.amounts_f64().data(), at);
