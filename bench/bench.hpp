@@ -20,7 +20,7 @@ struct BenchOptions {
   Method method = Method::Auto;
   Device device = Device::Auto;
   Precision precision = Precision::Float64;
-  std::string output = "dense";  // dense | final | sparse:K
+  std::string output = "dense";  // dense | final | sparse:K | summaries | exact
   int threads = 0;
   int repeat = 5;
   std::uint32_t seed = 0;
@@ -61,6 +61,9 @@ void run_bench(const BenchOptions& o, std::ostream& out);
 void run_dataset_bench(const BenchOptions& o, std::ostream& out);
 void run_likelihood_bench(const BenchOptions& o, std::ostream& out);
 void run_write_bench(const BenchOptions& o, std::ostream& out);
+// --output exact (bench_exact.cpp): a summaries-only population run with exact percentiles
+// beside the same run keeping the sketch's estimates.
+void run_exact_bench(const BenchOptions& o, std::ostream& out);
 
 // ---- Timing, shared by the workloads ------------------------------------------------------------
 

@@ -260,6 +260,12 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
     run_write_bench(o, out);
     return;
   }
+  if (o.output == "exact") {
+    if (!o.dataset.empty())
+      throw InvalidArgument("--output exact and --dataset are two workloads; give one of them");
+    run_exact_bench(o, out);
+    return;
+  }
   if (o.output == "summaries") {
     if (!o.dataset.empty())
       throw InvalidArgument("--output summaries and --dataset are two workloads; give one of them");

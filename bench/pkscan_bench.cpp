@@ -46,7 +46,9 @@ int run(const std::vector<std::string>& args) {
   app.add_option("--precision", b_precision, "float64 or float32")
       ->check(CLI::IsMember({"float64", "float32"}));
   app.add_option("--output", bo.output,
-                 "dense, final, sparse:K, or summaries (the fused summaries-only path)");
+                 "dense, final, sparse:K, summaries (the fused summaries-only path), or exact "
+                 "(a summaries-only population run with exact percentiles beside one keeping "
+                 "the sketch's estimates)");
   add_threads_option(&app, bo.threads);
   app.add_option("--repeat", bo.repeat, "Timed runs after one warm-up")->check(CLI::Range(1, 1000));
   app.add_option("--seed", bo.seed, "Seed of the between-subject variability");

@@ -8,6 +8,7 @@
 // and load_population.cpp (subjects.population, sweep), on yaml_reader.hpp's Loader.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -86,6 +87,22 @@ RunSpec parse_run_config(const std::string& text, const std::string& file) {
   parse_arms(L, top, spec, population_fields);  // the grid and the population are read
   parse_summary_by(L, top, *model_ptr, spec, population_fields);
   parse_doses(L, top, spec, population_fields);
+  // A grid population's covariates file without effects must be read for its doses or strata.
+  if (auto u = population_fields.find("covariates_unused"); u != population_fields.end()) {
+    bool used = spec.stream.by && spec.stream.by->covariate >= 0;
+    const auto scales = [](const std::vector<DoseScaling>& s) {
+      return std::any_of(s.begin(), s.end(), [](const DoseScaling& d) { return d.covariate >= 0; });
+    };
+    used = used || scales(spec.dose_scaling);
+    for (const Arm& a : spec.arms) used = used || scales(a.scaling);
+    if (!used)
+      L.fail(u->second.node,
+             u->second.name +
+                 " has no effects, and no dose (per, bands) or output.summaries.by uses it, so its "
+                 "file would be read for nothing; give effects: [{parameter, covariate, type, "
+                 "coefficient, reference}, ...], use a column in doses or summaries, or remove "
+                 "covariates");
+  }
   if (spec.streaming())
     L.checked(locate_in(population_fields), [&] { check_population_run(population_parts(spec)); });
   if (p.discretization == Discretization::Euler)

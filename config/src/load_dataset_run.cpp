@@ -2,6 +2,7 @@
 // and the output times; parameters come from its columns and subjects.parameters.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <pkscan/backend.hpp>
@@ -45,11 +46,17 @@ void parse_dataset_output(const Loader& L, const Loader::Entries& top, RunSpec& 
                               "observation record of the dataset); remove it");
   }
   if (auto pth = out.find("path"); pth != out.end()) {
-    spec.output_path =
-        L.scalar_string(pth->second.value, "output.path", "a file path ending in .csv");
+    // A design may also write HDF5 (docs/output.md, "Design simulations in HDF5").
+    const char* ends = design ? ".csv, .h5 or .hdf5" : ".csv";
+    spec.output_path = L.scalar_string(pth->second.value, "output.path",
+                                       std::string("a file path ending in ") + ends);
     const std::string& op = spec.output_path;
-    if (op.size() < 5 || op.compare(op.size() - 4, 4, ".csv") != 0)
-      L.fail(pth->second.value, "output.path is \"" + op + "\", but must end in .csv");
+    const auto ends_in = [&](const char* e) {
+      const std::size_t n = std::strlen(e);
+      return op.size() > n && op.compare(op.size() - n, n, e) == 0;
+    };
+    if (!ends_in(".csv") && !(design && (ends_in(".h5") || ends_in(".hdf5"))))
+      L.fail(pth->second.value, "output.path is \"" + op + "\", but must end in " + ends);
     spec.output_path_line = pth->second.value.Mark().line + 1;
     spec.output_path_column = pth->second.value.Mark().column + 1;
   }

@@ -15,8 +15,8 @@ namespace pkscan::config::detail {
 
 namespace {
 
-// output.summaries: true | false | {percentiles: [..]}; the percentiles' rules are the
-// library's (check_population_run), `fields` says where each one is.
+// output.summaries: true | false | {percentiles: [..], by, replicates, exact}; the percentiles'
+// rules are the library's (check_population_run), `fields` says where each one is.
 void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, FieldTable& fields) {
   if (v.IsScalar() && v.Tag() != "!" && (v.Scalar() == "true" || v.Scalar() == "false")) {
     so.summaries = v.Scalar() == "true";
@@ -26,8 +26,14 @@ void parse_summaries(const Loader& L, const YAML::Node& v, StreamOutput& so, Fie
     L.fail(v,
            "output.summaries must be true, false or {percentiles: [numbers in 0..100], by: "
            "[replicate or swept parameters]}");
-  auto m = L.entries(v, "output.summaries", {"percentiles", "by", "replicates"});
+  auto m = L.entries(v, "output.summaries", {"percentiles", "by", "replicates", "exact"});
   so.summaries = true;
+  if (auto it = m.find("exact"); it != m.end()) {
+    const YAML::Node& e = it->second.value;
+    if (!e.IsScalar() || e.Tag() == "!" || (e.Scalar() != "true" && e.Scalar() != "false"))
+      L.fail(e, "output.summaries.exact must be true or false");
+    so.exact_percentiles = e.Scalar() == "true";
+  }
   if (auto it = m.find("replicates"); it != m.end()) {
     // true: the 5th, 50th and 95th percentiles across replicates; or {percentiles: [...]}.
     const YAML::Node& r = it->second.value;
@@ -99,7 +105,7 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
     const YAML::Node& k = by[i];
     const std::string what = "output.summaries.by[" + std::to_string(i + 1) + "]";
     if (!k.IsScalar() || k.Tag() == "!")
-      L.fail(k, what + " must be replicate or the name of a swept parameter");
+      L.fail(k, what + " must be replicate, arm, the name of a swept parameter or a covariate");
     if (k.Scalar() == "replicate") {
       if (replicate) L.fail(k, what + " repeats replicate");
       replicate = groups.replicate = true;
@@ -110,6 +116,19 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
       if (groups.arm) L.fail(k, what + " repeats arm");
       groups.arm = true;
       continue;
+    }
+    if (spec.population) {  // a covariate: strata
+      const std::vector<std::string>& names = spec.population->covariate_names;
+      const auto it = std::find(names.begin(), names.end(), k.Scalar());
+      if (it != names.end()) {
+        if (groups.covariate >= 0)
+          L.fail(k, what + " is " + k.Scalar() + ", but the summaries are already stratified by " +
+                        names[static_cast<std::size_t>(groups.covariate)] +
+                        " (one covariate at most)");
+        groups.covariate = static_cast<int>(it - names.begin());
+        fields.insert_or_assign("summary_by.covariate", Located{k, what, false});
+        continue;
+      }
     }
     DoseTarget target;
     if (dose_target(k.Scalar(), target) || k.Scalar().rfind("dose", 0) == 0) {
@@ -133,8 +152,8 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
     const std::vector<int>& swept = spec.sweep.columns;
     if (std::find(swept.begin(), swept.end(), col) == swept.end())
       L.fail(k, what + " is " + k.Scalar() + ", but " + name +
-                    " is not swept: the summaries can be grouped by replicate and by the "
-                    "parameters of sweep");
+                    " is not swept: the summaries can be grouped by replicate, arm, the "
+                    "parameters of sweep and a covariate of subjects.population.covariates.file");
     if (std::find(groups.columns.begin(), groups.columns.end(), col) != groups.columns.end())
       L.fail(k, what + " names " + name + " twice");
     groups.columns.push_back(col);

@@ -306,16 +306,22 @@ void parse_population(const Loader& L, const YAML::Node& node,
                                      std::to_string(pop.count) + "; give one row per subject");
       spec.inputs.push_back(output::InputFile{"subjects.population.covariates.file", path});
     }
-    // Covariates act only through their effects: a file without any would be read for nothing.
+    // A design's covariates act through their effects; a grid population's also through doses
+    // per unit or by band and as a stratum of the summaries: a file used by none of them would
+    // be read for nothing (checked once the doses and summaries are read: covariates_used).
     const auto ei = cv.find("effects");
-    if (ei == cv.end() || (ei->second.value.IsSequence() && ei->second.value.size() == 0))
-      L.fail(ei == cv.end() ? (design ? it->second.key : fi->second.key) : ei->second.value,
-             ctx + (design ? ".covariates has no effects; give effects: [{parameter, covariate, "
-                             "type, coefficient, reference}, ...] or remove covariates"
-                           : ".covariates has no effects, so its file would be read and used by "
-                             "nothing; give effects: [{parameter, covariate, type, coefficient, "
-                             "reference}, ...] or remove covariates"));
-    const YAML::Node& el = ei->second.value;
+    const bool no_effects =
+        ei == cv.end() || (ei->second.value.IsSequence() && ei->second.value.size() == 0);
+    if (no_effects && design)
+      L.fail(ei == cv.end() ? it->second.key : ei->second.value,
+             ctx +
+                 ".covariates has no effects; give effects: [{parameter, covariate, type, "
+                 "coefficient, reference}, ...] or remove covariates");
+    if (no_effects)
+      fields.insert_or_assign(
+          "covariates_unused",
+          Located{ei == cv.end() ? fi->second.key : ei->second.value, ctx + ".covariates", false});
+    const YAML::Node el = no_effects ? YAML::Node(YAML::NodeType::Sequence) : ei->second.value;
     if (!el.IsSequence())
       L.fail(el, ctx +
                      ".covariates.effects must be a list of {parameter, covariate, type, "

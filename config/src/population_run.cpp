@@ -30,6 +30,7 @@ PopulationRun population_parts(const RunSpec& spec) {
   run.percentiles = spec.stream.percentiles;
   run.summary_by = spec.stream.by;
   run.replicate_percentiles = spec.stream.replicate_percentiles;
+  run.exact_percentiles = spec.stream.exact_percentiles;
   run.parameter_table = spec.stream.parameters.value_or(spec.population.has_value());
   run.run_text = spec.text;
   run.run_file = spec.file;

@@ -28,7 +28,7 @@ RunKind run_kind(const RunSpec& spec, const std::string& path) noexcept {
 void check_output_path(const RunSpec& spec, const std::string& path) {
   if (!output::is_result_path(path))
     throw OutputPathError("output path is \"" + path + "\", but must end in .csv, .h5 or .hdf5");
-  if (spec.dataset && !ends_with(path, ".csv"))
+  if (spec.dataset && !spec.design() && !ends_with(path, ".csv"))
     throw OutputPathError("output path is \"" + path +
                           "\", but a dataset run writes CSV: it must end in .csv");
   try {
@@ -62,7 +62,8 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
     }
     case RunKind::Design: {
       const DesignRun run = to_design_run(spec);
-      std::unique_ptr<DesignSink> sink = output::make_design_sink(path, design_layout(run));
+      std::unique_ptr<DesignSink> sink =
+          output::make_design_sink(path, design_layout(run), {spec.file, spec.text});
       DesignProgressFn progress;
       if (options.progress)
         progress = [&](std::int64_t done, std::int64_t total) {

@@ -6,6 +6,7 @@
 #include <pkscan/threads.hpp>
 
 #include "api/plan.hpp"
+#include "api/select_subjects.hpp"
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
 #include "grid/backend.hpp"
@@ -97,6 +98,41 @@ class ResultBuilder {
 
   static SubjectStatus* status(SimulationResult& r) { return r.status_.data(); }
 
+  static void select(const SimulationResult& from, const std::int64_t* idx, std::int64_t n,
+                     SimulationResult& to) {
+    to.subjects_ = n;
+    to.compartments_ = from.compartments_;
+    to.precision_ = from.precision_;
+    to.output_times_ = from.output_times_;
+    to.output_steps_ = from.output_steps_;
+    to.summary_ = from.summary_;
+    const auto per =
+        static_cast<std::size_t>(from.times()) * static_cast<std::size_t>(from.compartments_);
+    const auto nc = static_cast<std::size_t>(from.compartments_);
+    to.volumes_.resize(static_cast<std::size_t>(n) * nc);
+    to.status_.resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto s = static_cast<std::size_t>(idx[i]);
+      std::copy_n(from.volumes_.data() + s * nc, nc,
+                  to.volumes_.data() + static_cast<std::size_t>(i) * nc);
+      to.status_[static_cast<std::size_t>(i)] = from.status_[s];
+    }
+    auto rows = [&](const auto& a, auto& b) {
+      if (a.empty()) {
+        b.clear();
+        return;
+      }
+      b.resize_uninitialized(static_cast<std::size_t>(n) * per);
+      for (std::int64_t i = 0; i < n; ++i)
+        std::copy_n(a.data() + static_cast<std::size_t>(idx[i]) * per, per,
+                    b.data() + static_cast<std::size_t>(i) * per);
+    };
+    rows(from.amounts_f64_, to.amounts_f64_);
+    rows(from.amounts_f32_, to.amounts_f32_);
+    rows(from.conc_f64_, to.conc_f64_);
+    rows(from.conc_f32_, to.conc_f32_);
+  }
+
   static detail::ResultView<double> view64(SimulationResult& r) {
     return {r.amounts_f64_.data(), r.status_.data()};
   }
@@ -104,6 +140,11 @@ class ResultBuilder {
     return {r.amounts_f32_.data(), r.status_.data()};
   }
 };
+
+void detail::select_subjects(const SimulationResult& from, const std::int64_t* idx, std::int64_t n,
+                             SimulationResult& to) {
+  ResultBuilder::select(from, idx, n, to);
+}
 
 namespace {
 
@@ -320,7 +361,9 @@ bool Engine::summarize_into(const Problem& problem, const SimulateOptions& optio
                             TimeSummary& summary, int metric_compartment, double last_dose_time,
                             double* metrics, SimulationResult& r) {
   check(problem, options);
-  if (!options.concentrations) {  // concentrations asked for: the trajectories must be stored
+  // Concentrations asked for: the trajectories must be stored; a pass of the summary's exact
+  // percentiles reads stored trajectories.
+  if (!options.concentrations && !summary.in_pass()) {
     const auto t0 = std::chrono::steady_clock::now();
     const int n = static_cast<int>(problem.parameters.info().compartments.size());
     detail::PreparedBatch batch(impl_->schedule_for(problem, n));

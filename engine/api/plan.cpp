@@ -47,4 +47,18 @@ std::int64_t plan_chunk_rows(const Problem& problem, const SimulateOptions& opti
   return std::min(chunk, whole_rows);
 }
 
+std::int64_t pass_chunk_rows(const Problem& problem, const SimulateOptions& options,
+                             std::int64_t rows) {
+  const std::int64_t planned = plan_chunk_rows(problem, options, rows, 0, false);
+  Problem one = problem;
+  one.parameters = ParameterBatch(problem.parameters.info_ptr(), planned);
+  if (resolve_path(one, options).device == Device::Cuda) return std::min(planned, rows);
+  one.parameters = ParameterBatch(problem.parameters.info_ptr(), 1);
+  const std::uint64_t per_row = std::max<std::uint64_t>(1, result_bytes(one, options));
+  const std::int64_t threads = resolve_threads(options.threads);
+  const auto per_thread =
+      static_cast<std::int64_t>(std::max<std::uint64_t>(16, kPassBytes / per_row));
+  return std::max<std::int64_t>(1, std::min(rows, threads * per_thread));
+}
+
 }  // namespace pkscan::detail

@@ -44,4 +44,13 @@ constexpr std::uint64_t kChunkBytes = 64ull << 20;
 std::int64_t plan_chunk_rows(const Problem& problem, const SimulateOptions& options,
                              std::int64_t rows, std::int64_t requested, bool summaries_only);
 
+// Rows per call of a pass of exact percentiles (run_population simulates a complete summary
+// group again and reads each value once, at once; TimeSummary::begin_pass): about kPassBytes of
+// results per thread, so that the values are read back from the cache they were just written
+// to, where a call of kChunkBytes writes and reads them through memory (2 to 4 times slower on
+// the 2-core machine); on the device, plan_chunk_rows's. At most `rows`.
+constexpr std::uint64_t kPassBytes = 4ull << 20;
+std::int64_t pass_chunk_rows(const Problem& problem, const SimulateOptions& options,
+                             std::int64_t rows);
+
 }  // namespace pkscan::detail

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/plan.hpp"
+#include "api/select_subjects.hpp"
 #include "core/validate.hpp"
 #include "population/residual.hpp"
 #include "population/run_parts.hpp"
@@ -143,15 +144,27 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   // A sweep of dose properties: every call holds one sweep point, whose doses it simulates.
   const bool dose_sweep = detail::sweeps_doses(spec.sweep);
   std::int64_t doses_point = -1;  // the sweep point whose doses `problem` and `parts` hold
-  // Scaled doses summarise the scaled amounts: the summaries are not fused into the simulation.
-  const std::int64_t chunk = detail::plan_chunk_rows(
-      planned, sim, total, options.chunk_rows, spec.summaries && !spec.trajectories && !scaled);
+  // Scaled doses summarise the scaled amounts, and strata their subjects: the summaries are not
+  // fused into the simulation.
+  const detail::Strata strata = detail::strata_of(spec);
+  const bool stratified = spec.summaries && !strata.values.empty();
+  const std::int64_t chunk =
+      detail::plan_chunk_rows(planned, sim, total, options.chunk_rows,
+                              spec.summaries && !spec.trajectories && !scaled && !stratified);
 
   const int n_extra = static_cast<int>(layout.extra_columns.size());
   const int n_metrics = static_cast<int>(layout.metric_names.size());
 
-  // One summary per live group (see population_run.hpp); they share the exact-value budget.
+  // One summary per live group (see population_run.hpp) and stratum (summary i: group
+  // i / n_strata, stratum i % n_strata); they share the exact-value budget.
   const Groups groups(spec);
+  const std::int64_t n_strata = strata.count();
+  const std::int64_t live = groups.live() * n_strata;
+  const auto group_values = [&](std::int64_t rep, std::int64_t i) {
+    std::vector<double> v = groups.values(rep, i / n_strata);
+    if (stratified) v.push_back(strata.values[static_cast<std::size_t>(i % n_strata)]);
+    return v;
+  };
   std::vector<TimeSummary> summaries;
   const auto start_summaries = [&] {
     summaries.clear();
@@ -159,19 +172,19 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     TimeSummaryOptions to;
     to.percentiles = spec.percentiles;
     to.threads = sim.threads;
-    to.exact_values /= groups.live();
-    for (std::int64_t g = 0; g < groups.live(); ++g)
+    to.exact_values /= live;
+    for (std::int64_t g = 0; g < live; ++g)
       summaries.emplace_back(times, static_cast<int>(model.compartments.size()), to);
   };
   // Summaries across replicates: per live group, every replicate's statistics (times x
   // compartments x (mean, percentiles)), in replicate order.
   const bool across = !spec.replicate_percentiles.empty();
   const std::size_t n_stats = 1 + spec.percentiles.size();
-  std::vector<std::vector<double>> kept(across ? static_cast<std::size_t>(groups.live()) : 0);
+  std::vector<std::vector<double>> kept(across ? static_cast<std::size_t>(live) : 0);
   const auto write_summaries = [&](std::int64_t rep) {
-    for (std::int64_t g = 0; g < groups.live(); ++g) {
+    for (std::int64_t g = 0; g < live; ++g) {
       TimeSummaryTable t = summaries[static_cast<std::size_t>(g)].finish();
-      if (!layout.summary_columns.empty()) t.group = groups.values(rep, g);
+      if (!layout.summary_columns.empty()) t.group = group_values(rep, g);
       sink.write_summary(t);
       if (!across) continue;
       std::vector<double>& k = kept[static_cast<std::size_t>(g)];
@@ -193,7 +206,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     a.replicates = spec.replicates;
     const std::size_t block = times.size() * model.compartments.size() * n_stats;
     std::vector<double> v(static_cast<std::size_t>(spec.replicates));
-    for (std::int64_t g = 0; g < groups.live(); ++g) {
+    for (std::int64_t g = 0; g < live; ++g) {
       const std::vector<double>& k = kept[static_cast<std::size_t>(g)];
       a.values.assign(block * a.percentiles.size(), 0.0);
       for (std::size_t i = 0; i < block; ++i) {
@@ -208,7 +221,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
                                                        ? sorted_percentile(v, a.percentiles[q])
                                                        : std::numeric_limits<double>::quiet_NaN();
       }
-      a.group = groups.values(0, g);
+      a.group = group_values(0, g);
       a.group.erase(a.group.begin());  // without the replicate
       sink.write_replicate_summary(a);
     }
@@ -233,13 +246,18 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     return detail::sweep_value(spec.sweep, point, k);
   };
 
-  for (std::int64_t first = 0, n = 0; first < total; first += n) {
-    // A call's rows stay in one summary group.
-    n = spec.summaries ? groups.run_end(first, std::min(total, first + chunk)) - first
-                       : std::min(chunk, total - first);
+  // The rows of the call that starts at row `first`: at most `rows`, in one summary group (and
+  // with a dose sweep one sweep point), ending at `end` at the latest.
+  const auto call_rows = [&](std::int64_t first, std::int64_t end, std::int64_t rows) {
+    std::int64_t n = spec.summaries ? groups.run_end(first, std::min(end, first + rows)) - first
+                                    : std::min(rows, end - first);
+    if (dose_sweep) n = std::min(n, (first / n_base + 1) * n_base - first);
+    return n;
+  };
+  // Fills the call's problem (parameters; a dose sweep point's doses), ids, extra columns and
+  // etas for rows [first, first + n).
+  const auto fill = [&](std::int64_t first, std::int64_t n) {
     if (dose_sweep) {
-      // ... and one sweep point, whose doses it gets.
-      n = std::min(n, (first / n_base + 1) * n_base - first);
       const std::int64_t point = (first % per_rep) / n_base;
       if (point != doses_point) {
         doses_point = point;
@@ -307,39 +325,96 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
                           msg);
       }
     }
-    // Simulates the chunk's amounts: part by part with scaled doses.
-    const auto simulate_chunk = [&] {
-      if (!scaled) {
+  };
+  // Simulates the amounts of rows [first, first + n) (filled): part by part with scaled doses.
+  const auto simulate_chunk = [&](std::int64_t first, std::int64_t n) {
+    if (!scaled) {
+      engine.simulate_into(problem, sim, result);
+      return;
+    }
+    const std::size_t nc = spec.population->covariate_names.size();
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      problem.doses = parts[p].doses;
+      const DoseScaling* sc = parts[p].scaling;
+      if (sc) {
+        factors.resize(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t subject = first_subject + (first + i) % n_base;
+          factors[static_cast<std::size_t>(i)] =
+              sc->factor(spec.population->covariates[static_cast<std::size_t>(subject) * nc +
+                                                     static_cast<std::size_t>(sc->covariate)]);
+        }
+      }
+      if (p == 0) {
         engine.simulate_into(problem, sim, result);
-        return;
+        if (sc) result.scale_subjects(factors.data());
+      } else {
+        engine.simulate_into(problem, sim, part_result);
+        result.add_scaled(part_result, factors.data());
       }
-      const std::size_t nc = spec.population->covariate_names.size();
-      for (std::size_t p = 0; p < parts.size(); ++p) {
-        problem.doses = parts[p].doses;
-        const DoseScaling* sc = parts[p].scaling;
-        if (sc) {
-          factors.resize(static_cast<std::size_t>(n));
-          for (std::int64_t i = 0; i < n; ++i) {
-            const std::int64_t subject = first_subject + (first + i) % n_base;
-            factors[static_cast<std::size_t>(i)] =
-                sc->factor(spec.population->covariates[static_cast<std::size_t>(subject) * nc +
-                                                       static_cast<std::size_t>(sc->covariate)]);
-          }
-        }
-        if (p == 0) {
-          engine.simulate_into(problem, sim, result);
-          if (sc) result.scale_subjects(factors.data());
-        } else {
-          engine.simulate_into(problem, sim, part_result);
-          result.add_scaled(part_result, factors.data());
-        }
+    }
+  };
+  // Exact percentiles: passes over rows [lo, hi), whose groups are complete, until every
+  // summary's percentiles are exact (TimeSummary::begin_pass). A pass simulates the rows of the
+  // groups in it again, as the first pass did; nothing is written.
+  const std::int64_t pass_chunk = detail::pass_chunk_rows(planned, sim, total);
+  // Stratified summaries: the simulated rows [first, first + n) of live group `group`, each
+  // stratum's into its summary (in a pass, only those in it).
+  std::vector<std::vector<std::int64_t>> picks(stratified ? static_cast<std::size_t>(n_strata) : 0);
+  SimulationResult stratum_result;
+  const auto add_strata = [&](std::int64_t first, std::int64_t n, std::int64_t group, bool pass) {
+    for (auto& p : picks) p.clear();
+    for (std::int64_t i = 0; i < n; ++i)
+      picks[static_cast<std::size_t>(
+                strata.of[static_cast<std::size_t>(first_subject + (first + i) % n_base)])]
+          .push_back(i);
+    for (std::int64_t k = 0; k < n_strata; ++k) {
+      TimeSummary& s = summaries[static_cast<std::size_t>(group * n_strata + k)];
+      const std::vector<std::int64_t>& pick = picks[static_cast<std::size_t>(k)];
+      if (pick.empty() || (pass && !s.in_pass())) continue;
+      detail::select_subjects(result, pick.data(), static_cast<std::int64_t>(pick.size()),
+                              stratum_result);
+      s.add(stratum_result);
+    }
+  };
+  const auto refine = [&](std::int64_t lo, std::int64_t hi) {
+    if (!spec.exact_percentiles) return;
+    for (;;) {
+      bool any = false;
+      for (TimeSummary& s : summaries) any = s.begin_pass() || any;
+      if (!any) return;
+      for (std::int64_t first = lo, n = 0; first < hi; first += n) {
+        n = call_rows(first, hi, pass_chunk);
+        const std::int64_t group = groups.live_index_of_row(first);
+        bool in = false;
+        for (std::int64_t k = 0; k < n_strata; ++k)
+          in = in || summaries[static_cast<std::size_t>(group * n_strata + k)].in_pass();
+        if (!in) continue;
+        fill(first, n);
+        simulate_chunk(first, n);
+        if (stratified)
+          add_strata(first, n, group, true);
+        else
+          summaries[static_cast<std::size_t>(group)].add(result);
       }
-    };
-    if (spec.summaries) {
+      for (TimeSummary& s : summaries)
+        if (s.in_pass()) s.end_pass();
+    }
+  };
+
+  for (std::int64_t first = 0, n = 0; first < total; first += n) {
+    n = call_rows(first, total, chunk);
+    fill(first, n);
+    if (stratified) {
+      metrics.resize(static_cast<std::size_t>(n * n_metrics));
+      simulate_chunk(first, n);
+      subject_metrics(result, layout.metric_compartment, last_dose, metrics.data(), sim.threads);
+      add_strata(first, n, groups.live_index_of_row(first), false);
+    } else if (spec.summaries) {
       TimeSummary& summary = summaries[static_cast<std::size_t>(groups.live_index_of_row(first))];
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
       if (spec.trajectories || scaled) {
-        simulate_chunk();
+        simulate_chunk(first, n);
         summary.add(result, layout.metric_compartment, last_dose, metrics.data());
       } else {
         // Summaries only: the engine summarises as it simulates (fused) when it can.
@@ -347,7 +422,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
                               metrics.data(), result);
       }
     } else {
-      simulate_chunk();
+      simulate_chunk(first, n);
     }
     if (spec.residual)
       observe(spec, layout, result, first, n, per_rep, n_base, first_subject, ipred, dv, blq);
@@ -356,7 +431,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     c.result = &result;
     c.ids = ids.data();
     c.extra = n_extra ? extra.data() : nullptr;
-    c.parameters = rows;
+    c.parameters = problem.parameters.mutable_values();
     c.metrics = spec.summaries ? metrics.data() : nullptr;
     c.etas = n_etas ? etas.data() : nullptr;
     if (layout.observations) {
@@ -365,11 +440,6 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
     if (layout.blq) c.blq = blq.data();
     sink.write(c);
-    // A replicate's groups are complete after its last row.
-    if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {
-      write_summaries((first + n) / per_rep - 1);
-      if (first + n < total) start_summaries();
-    }
     const RunSummary& s = result.summary();
     report.summary.method = s.method;
     report.summary.device = s.device;
@@ -379,9 +449,18 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     report.summary.non_finite_subjects += s.non_finite_subjects;
     report.rows += n;
     ++report.chunks;
+    // A replicate's groups are complete after its last row.
+    if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {
+      refine(first + n - per_rep, first + n);
+      write_summaries((first + n) / per_rep - 1);
+      if (first + n < total) start_summaries();
+    }
     if (options.progress) options.progress(report.rows, total);
   }
-  if (spec.summaries && !groups.by_replicate()) write_summaries(0);
+  if (spec.summaries && !groups.by_replicate()) {
+    refine(0, total);
+    write_summaries(0);
+  }
   if (across) write_across();
   sink.commit();
   return report;

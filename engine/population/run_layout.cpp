@@ -185,6 +185,7 @@ void check_run(const PopulationRun& run) {
           "lloq", format_value(run.lloq), "");
     detail::check_lloq("run_population", run.lloq);
   }
+  if (run.summaries) (void)detail::strata_of(run);  // checks the stratification covariate
   if (run.summaries) {
     const long double need = population_summary_bytes(run);
     const std::uint64_t limit = result_byte_limit(run.options);
@@ -428,6 +429,48 @@ void check_population_run(const PopulationRun& run) {
   if (run.population) (void)PopulationSampler(*run.population);  // checks in its constructor
 }
 
+detail::Strata detail::strata_of(const PopulationRun& run) {
+  Strata s;
+  if (!run.summary_by || run.summary_by->covariate < 0) return s;
+  const int c = run.summary_by->covariate;
+  const std::string field = "summary_by.covariate";
+  const std::size_t nc = run.population ? run.population->covariate_names.size() : 0;
+  if (static_cast<std::size_t>(c) >= nc)
+    throw InvalidArgument("run_population: summary_by.covariate is " + std::to_string(c) +
+                              ", but must be a column of population.covariate_names (" +
+                              std::to_string(nc) + " columns)",
+                          field, std::to_string(c), "a covariate column");
+  const std::vector<double>& cov = run.population->covariates;
+  const std::size_t rows = cov.size() / nc;
+  const std::string& name = run.population->covariate_names[static_cast<std::size_t>(c)];
+  s.values.reserve(rows);
+  for (std::size_t j = 0; j < rows; ++j) {
+    const double v = cov[j * nc + static_cast<std::size_t>(c)];
+    if (std::isnan(v))
+      throw InvalidArgument("run_population: the summaries are stratified by " + name +
+                                ", but subject " + std::to_string(j + 1) + "'s " + name + " is NaN",
+                            field, name, "");
+    s.values.push_back(v);
+  }
+  std::sort(s.values.begin(), s.values.end());
+  s.values.erase(std::unique(s.values.begin(), s.values.end()), s.values.end());
+  if (static_cast<std::int64_t>(s.values.size()) > kMaxStrata)
+    throw InvalidArgument("run_population: the summaries are stratified by " + name +
+                              ", which has " + std::to_string(s.values.size()) +
+                              " distinct values, but a stratification covariate may have at most " +
+                              std::to_string(kMaxStrata) +
+                              " (a category: stratify a continuous covariate by a column of its "
+                              "bands)",
+                          field, name, "");
+  s.of.resize(rows);
+  for (std::size_t j = 0; j < rows; ++j)
+    s.of[j] =
+        static_cast<std::int32_t>(std::lower_bound(s.values.begin(), s.values.end(),
+                                                   cov[j * nc + static_cast<std::size_t>(c)]) -
+                                  s.values.begin());
+  return s;
+}
+
 PopulationRun detail::arm_run(const PopulationRun& run, std::size_t k) {
   PopulationRun sub = run;
   sub.arms.clear();
@@ -474,7 +517,8 @@ long double population_summary_bytes(const PopulationRun& run) {
   }
   const TimeSummaryOptions options;
   const int compartments = static_cast<int>(model_of(run)->compartments.size());
-  const auto live = static_cast<long double>(Groups(run).live());
+  const auto live = static_cast<long double>(Groups(run).live()) *
+                    static_cast<long double>(detail::strata_of(run).count());
   // Summaries across replicates keep every replicate's statistics of each group.
   const long double across = run.replicate_percentiles.empty()
                                  ? 0.0L
@@ -567,24 +611,31 @@ RunLayout population_layout(const PopulationRun& run) {
   for (std::size_t k = 0; k < run.sweep.columns.size(); ++k)
     layout.extra_columns.push_back(detail::sweep_name(model, run.sweep, k));
   if (run.summaries) {
-    // Whether a group's values exceed its share of the exact phase (run_part gives every live
-    // group exact_values / live): the groups have equal numbers of rows.
+    // Whether a group's values may exceed its share of the exact phase (run_part gives every
+    // live group exact_values / live): the groups have equal numbers of rows (a stratum's are
+    // at most its group's).
     const Groups g(run);
     const long double rows = static_cast<long double>(population_rows(run)) /
                              static_cast<long double>(std::max<std::int64_t>(1, g.total()));
-    const std::int64_t budget = TimeSummaryOptions{}.exact_values / g.live();
-    layout.summary_estimates = rows * static_cast<long double>(output_times(run)) *
-                                   static_cast<long double>(model.compartments.size()) >
-                               static_cast<long double>(budget);
+    const std::int64_t budget =
+        TimeSummaryOptions{}.exact_values / (g.live() * detail::strata_of(run).count());
+    layout.summary_estimates =
+        !run.exact_percentiles && rows * static_cast<long double>(output_times(run)) *
+                                          static_cast<long double>(model.compartments.size()) >
+                                      static_cast<long double>(budget);
     layout.metric_names = metric_names();
     layout.metric_compartment = model.default_observation_compartment;
     const Groups groups(run);
     layout.summary_columns = groups.columns(model);
-    layout.summary_groups = groups.total();
+    const detail::Strata strata = detail::strata_of(run);
+    if (!strata.values.empty())
+      layout.summary_columns.push_back(
+          run.population->covariate_names[static_cast<std::size_t>(run.summary_by->covariate)]);
+    layout.summary_groups = groups.total() * strata.count();
     if (!run.replicate_percentiles.empty()) {
       layout.replicate_summary_columns.assign(layout.summary_columns.begin() + 1,
                                               layout.summary_columns.end());
-      layout.replicate_summary_groups = groups.live();
+      layout.replicate_summary_groups = groups.live() * strata.count();
     }
   }
   if (run.population)

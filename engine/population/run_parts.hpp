@@ -167,6 +167,20 @@ class Groups {
   std::vector<std::size_t> split_;  // swept parameters (sweep order) that split the groups
 };
 
+// The strata of a run's summaries (SummaryBy::covariate): the covariate's distinct values over
+// every covariate row of the population (all arms), ascending, and each row's stratum. Without
+// a covariate, one stratum and no values.
+struct Strata {
+  std::vector<double> values;
+  std::vector<std::int32_t> of;  // per covariate row (population subject)
+  std::int64_t count() const noexcept {
+    return values.empty() ? 1 : static_cast<std::int64_t>(values.size());
+  }
+};
+// @throws InvalidArgument for a covariate the population does not have, NaN values or more
+// than kMaxStrata distinct values (field summary_by.covariate)
+Strata strata_of(const PopulationRun& run);
+
 // The rows of output times of the run's summaries (times x compartments).
 inline std::int64_t output_times(const PopulationRun& run) noexcept {
   const Problem& p = run.problem;

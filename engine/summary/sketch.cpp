@@ -76,6 +76,34 @@ void free_sketch(Sketch& h) noexcept {
   h.counts = nullptr;
 }
 
+MergedRow merge_row(const std::vector<const Sketch*>& sketches, std::int64_t row) noexcept {
+  const auto ri = static_cast<std::size_t>(row);
+  MergedRow m;
+  for (const Sketch* h : sketches) {
+    m.mx = std::max(m.mx, h->maxkey[ri]);
+    m.zero += h->zero[ri];
+    m.under += h->under[ri];
+  }
+  m.lo = m.mx >= 0 ? m.mx - sketches.front()->width + 1 : kEmpty;
+  for (const Sketch* h : sketches) {
+    if (h->maxkey[ri] < 0) continue;
+    const std::uint32_t* cnt = h->counts + row * h->stride;
+    const std::int64_t end = std::min(m.lo, h->maxkey[ri] + 1);
+    for (std::int64_t key = std::max<std::int64_t>(h->lo[ri], 0); key < end; ++key)
+      m.under += cnt[key & h->mask];
+  }
+  return m;
+}
+
+std::uint64_t merged_count(const std::vector<const Sketch*>& sketches, std::int64_t row,
+                           std::int64_t key) noexcept {
+  const auto ri = static_cast<std::size_t>(row);
+  std::uint64_t c = 0;
+  for (const Sketch* h : sketches)
+    if (key >= h->lo[ri] && key <= h->maxkey[ri]) c += h->counts[row * h->stride + (key & h->mask)];
+  return c;
+}
+
 void remove_one(Sketch& h, std::int64_t row, double x) noexcept {
   const std::uint64_t b = bits_of(x);
   if (b - 1 < kPosFiniteMax) {

@@ -78,6 +78,22 @@ PKSCAN_INLINE bool add_one(Sketch& h, std::int64_t row, double x) noexcept {
 // Removes a value added before (the rare undo of a subject found non-finite late).
 void remove_one(Sketch& h, std::int64_t row, double x) noexcept;
 
+// One row of several sketches merged (add()'s, the fused kernel's per thread, the device's):
+// the merged window ends at the largest key of all, and each sketch's counters below the merged
+// window count as values below it. Counts are integers, so the merged state is the one a single
+// sketch fed every value would have.
+struct MergedRow {
+  std::int64_t lo = kEmpty;  // the window [lo, mx]; mx = -1 before the first positive value
+  std::int64_t mx = -1;
+  std::uint64_t zero = 0;   // finite values <= 0
+  std::uint64_t under = 0;  // positive values below the window
+};
+MergedRow merge_row(const std::vector<const Sketch*>& sketches, std::int64_t row) noexcept;
+
+// Count of `key` (in the merged window) over all sketches.
+std::uint64_t merged_count(const std::vector<const Sketch*>& sketches, std::int64_t row,
+                           std::int64_t key) noexcept;
+
 // Estimate of the values in the bucket of `key`: its midpoint.
 inline double bucket_mid(std::int64_t key) noexcept {
   const std::uint64_t lower_bits = static_cast<std::uint64_t>(key) << kKeyShift;

@@ -23,6 +23,7 @@
 #include "core/block.hpp"
 #include "core/simd.hpp"
 #include "kernels/summary.hpp"
+#include "summary/refine.hpp"
 #include "summary/sketch.hpp"
 
 #if defined(_OPENMP)
@@ -119,6 +120,17 @@ struct TimeSummary::Impl {
   bool exact = true;
   std::vector<double> kept;  // included subjects x rows, while exact
   std::int64_t kept_subjects = 0;
+
+  // The passes that make the sketch's percentiles exact (begin_pass); null before the first.
+  std::unique_ptr<detail::Refinement> refine;
+
+  // Every sketch holding values: add()'s, the fused kernel's and the device's.
+  std::vector<const detail::Sketch*> sketches() const {
+    std::vector<const detail::Sketch*> v{&sk};
+    for (const auto& h : local) v.push_back(h.get());
+    if (device) v.push_back(device.get());
+    return v;
+  }
 
   ~Impl() { detail::free_sketch(sk); }
 };

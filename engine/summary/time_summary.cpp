@@ -135,24 +135,6 @@ PKSCAN_CLONES void add_f64_scaled(const AddJob& a, const double* d) {
 PKSCAN_CLONES void add_f32(const AddJob& a, const float* d) { add_body<float, false>(a, d); }
 PKSCAN_CLONES void add_f32_scaled(const AddJob& a, const float* d) { add_body<float, true>(a, d); }
 
-// ---- Percentiles ----------------------------------------------------------------------------
-
-// Type-7 interpolation between order statistics a = x_k and b = x_{k+1} at fraction g, in
-// numpy's form (exact at both ends).
-inline double lerp7(double a, double b, double g) noexcept {
-  const double d = b - a;
-  return g < 0.5 ? a + d * g : b - d * (1.0 - g);
-}
-
-// Rank positions of a percentile among n values: k = floor(h), g = h - k, h = (n - 1) p / 100.
-inline void rank_of(std::int64_t n, double p, std::int64_t& k, double& g) noexcept {
-  const double h = static_cast<double>(n - 1) * (p / 100.0);
-  double fk = std::floor(h);
-  if (fk > static_cast<double>(n - 1)) fk = static_cast<double>(n - 1);
-  k = static_cast<std::int64_t>(fk);
-  g = h - fk;
-}
-
 }  // namespace
 
 double sorted_percentile(const std::vector<double>& sorted, double p) noexcept {
@@ -197,7 +179,9 @@ TimeSummary& TimeSummary::operator=(TimeSummary&&) noexcept = default;
 
 std::int64_t TimeSummary::subjects() const noexcept { return impl_->subjects; }
 std::int64_t TimeSummary::excluded() const noexcept { return impl_->excluded; }
-bool TimeSummary::exact() const noexcept { return impl_->exact; }
+bool TimeSummary::exact() const noexcept {
+  return impl_->exact || (impl_->refine && impl_->refine->complete);
+}
 std::size_t TimeSummary::state_bytes() const noexcept {
   const Impl& m = *impl_;
   const std::size_t per_sketch =
@@ -223,8 +207,10 @@ void TimeSummary::add(const SimulationResult& chunk, int metric_compartment, dou
     detail::throw_invalid("TimeSummary::add", "metric compartment",
                           std::to_string(metric_compartment),
                           "in [0, " + std::to_string(impl_->compartments) + ")");
+  const bool pass = in_pass();  // a pass adds the percentiles' values only
   add(chunk);
-  subject_metrics(chunk, metric_compartment, last_dose_time, metrics, impl_->opt.threads);
+  if (!pass)
+    subject_metrics(chunk, metric_compartment, last_dose_time, metrics, impl_->opt.threads);
 }
 
 void TimeSummary::add(const SimulationResult& chunk) {
@@ -243,10 +229,13 @@ void TimeSummary::add(const SimulationResult& chunk) {
                             format_value(m.times[i]) + " (the summary's)");
   const std::int64_t S = chunk.subjects();
   if (S == 0) return;
+  if (in_pass()) {
+    add_to_pass(chunk);
+    return;
+  }
   if (m.subjects + S > static_cast<std::int64_t>(0xFFFFFFFFll))
     detail::throw_domain(where, "number of subjects", std::to_string(m.subjects + S),
                          "<= 4294967295");
-
   const Source src = source_of(chunk);
   // Every subject's finite values go into the sketch; those of subjects found non-finite (or
   // with a non-Ok status) are taken out again below. So the sketch's window depends on the
@@ -365,7 +354,8 @@ TimeSummaryTable TimeSummary::finish() const {
   t.compartments = m.compartments;
   t.count = m.included;
   t.excluded = m.excluded;
-  t.exact = m.exact;
+  const bool refined = m.refine && m.refine->complete;
+  t.exact = m.exact || refined;
   const std::size_t R = static_cast<std::size_t>(m.rows);
   const std::size_t P = m.opt.percentiles.size();
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -376,14 +366,24 @@ TimeSummaryTable TimeSummary::finish() const {
   for (std::size_t r = 0; r < R; ++r)
     t.mean[r] = (m.total[r] + lane_tree(m.part.data() + r, m.lane_stride)) / static_cast<double>(n);
   if (P == 0) return t;
+  if (refined) {  // every order statistic found by the passes
+    for (std::size_t r = 0; r < R; ++r) {
+      const double* x = m.refine->stat.data() + r * 2 * P;
+      for (std::size_t p = 0; p < P; ++p) {
+        std::int64_t k = 0;
+        double g = 0.0;
+        rank_of(n, m.opt.percentiles[p], k, g);
+        t.quantiles[r * P + p] = k + 1 < n ? lerp7(x[2 * p], x[2 * p + 1], g) : x[2 * p];
+      }
+    }
+    return t;
+  }
 
   // The order statistics needed: k and k + 1 of each percentile.
   std::vector<std::int64_t> ks(P);
   std::vector<double> gs(P);
   for (std::size_t p = 0; p < P; ++p) rank_of(n, m.opt.percentiles[p], ks[p], gs[p]);
-  std::vector<const Sketch*> sketches{&m.sk};
-  for (const auto& h : m.local) sketches.push_back(h.get());
-  if (m.device) sketches.push_back(m.device.get());
+  const std::vector<const Sketch*> sketches = m.sketches();
   const int nt = resolve_threads(m.opt.threads);
   static_cast<void>(nt);  // read by the OpenMP pragma only
   detail::RegionError error;
@@ -419,41 +419,16 @@ TimeSummaryTable TimeSummary::finish() const {
         want.emplace_back(std::min(ks[p] + 1, n - 1), 2 * p + 1);
       }
       std::sort(want.begin(), want.end());
-      // The sketches (add()'s and the fused kernel's, one per thread) are merged on the fly:
-      // the merged window ends at the largest key of all, and each sketch's counters below
-      // the merged window count as values below it. Counts are integers, so the merged
-      // state is the one a single sketch fed every value would have.
-      const std::size_t ri = static_cast<std::size_t>(r);
-      std::int64_t mx = -1;
-      std::uint64_t zero = 0, under = 0;
-      for (const Sketch* h : sketches) {
-        mx = std::max(mx, h->maxkey[ri]);
-        zero += h->zero[ri];
-        under += h->under[ri];
-      }
-      const std::int64_t lo = mx >= 0 ? mx - m.sk.width + 1 : kEmpty;
-      for (const Sketch* h : sketches) {
-        if (h->maxkey[ri] < 0) continue;
-        const std::uint32_t* cnt = h->counts + r * h->stride;
-        const std::int64_t end = std::min(lo, h->maxkey[ri] + 1);
-        for (std::int64_t key = std::max<std::int64_t>(h->lo[ri], 0); key < end; ++key)
-          under += cnt[key & h->mask];
-      }
-      // Count of `key` (in the merged window) over all sketches.
-      auto count_of = [&](std::int64_t key) {
-        std::uint64_t c = 0;
-        for (const Sketch* h : sketches)
-          if (key >= h->lo[ri] && key <= h->maxkey[ri])
-            c += h->counts[r * h->stride + (key & h->mask)];
-        return c;
-      };
+      const MergedRow mr = merge_row(sketches, r);
+      const std::int64_t lo = mr.lo, mx = mr.mx;
+      auto count_of = [&](std::int64_t key) { return merged_count(sketches, r, key); };
       std::size_t wi = 0;
-      std::int64_t below = static_cast<std::int64_t>(zero);  // values ranked below
+      std::int64_t below = static_cast<std::int64_t>(mr.zero);  // values ranked below
       while (wi < want.size() && want[wi].first < below) got[want[wi++].second] = 0.0;
       // Values below the window lie in (0, edge): estimated by edge / 2.
       const double edge =
           lo > 0 ? 0.5 * from_bits(static_cast<std::uint64_t>(lo) << kKeyShift) : 0.0;
-      below += static_cast<std::int64_t>(under);
+      below += static_cast<std::int64_t>(mr.under);
       while (wi < want.size() && want[wi].first < below) got[want[wi++].second] = edge;
       for (std::int64_t key = std::max<std::int64_t>(lo, 0); key <= mx && wi < want.size(); ++key) {
         const std::uint64_t c = count_of(key);

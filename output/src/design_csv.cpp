@@ -1,5 +1,6 @@
 // The CSV sink of design runs (make_design_sink in sink.hpp): the observation rows of every
-// replicate in `path`, the parameter table in `<stem>.parameters.csv`, one OutputUnit.
+// replicate in `path`, the parameter table in `<stem>.parameters.csv`, one OutputUnit. An HDF5
+// path goes to the HDF5 sink (design_h5.cpp).
 #include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/output/output.hpp>
@@ -23,7 +24,8 @@ class DesignCsvSink final : public DesignSink {
   DesignCsvSink(const std::string& path, const DesignLayout& layout)
       : layout_(layout), unit_(path) {
     if (!detail::ends_with(path, ".csv"))
-      throw InvalidArgument("make_design_sink: the path \"" + path + "\" must end in .csv");
+      throw InvalidArgument("make_design_sink: the path \"" + path +
+                            "\" must end in .csv, .h5 or .hdf5");
     if (!layout_.model || !layout_.data)
       throw InvalidArgument("make_design_sink: the layout has no model or no dataset");
     check_design_columns(*layout_.data, *layout_.model);
@@ -124,7 +126,10 @@ class DesignCsvSink final : public DesignSink {
 
 }  // namespace
 
-std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout) {
+std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout,
+                                             const RunSource& source) {
+  if (detail::ends_with(path, ".h5") || detail::ends_with(path, ".hdf5"))
+    return make_design_h5_sink(path, layout, source);
   return std::make_unique<DesignCsvSink>(path, layout);
 }
 

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "h5_write.hpp"  // h5_fail
+
 namespace pkscan::output::detail {
 
 // Produces rows [row, row + rows) of a dataset, elements [element, element + count) of each row,
@@ -24,9 +26,6 @@ namespace pkscan::output::detail {
 // threads at once, for disjoint blocks; must not throw.
 using FillRows = std::function<void(std::int64_t row, std::int64_t rows, std::int64_t element,
                                     std::int64_t count, void* out)>;
-
-// Throws pkscan::Error("cannot write HDF5 file PATH: WHAT: HDF5's message") (sink_h5.cpp).
-[[noreturn]] void h5_fail(const std::string& path, const std::string& what);
 
 class ChunkWriter {
  public:

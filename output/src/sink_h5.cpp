@@ -1,9 +1,9 @@
 // The HDF5 result sink (layout in docs/output.md).
 //
-// One file, created under a temporary name next to the target (create_temp_file, then H5Fcreate
-// over it) and renamed into place by commit() (commit_temp_files); a sink destroyed without
-// commit() closes and removes it. Objects carry no modification times, so the same run writes
-// the same bytes.
+// One file, created under a temporary name next to the target and renamed into place by
+// commit(); a sink destroyed without commit() closes and removes it. Objects carry no
+// modification times, so the same run writes the same bytes. The file, the datasets and the
+// commit are made by the helpers the design sink shares (h5_write.hpp).
 // Every dataset indexed by row (subject) is chunked along the rows, shuffled and
 // gzip-compressed, created at its final size when layout.rows is known (extended as chunks
 // arrive when it is 0) and written chunk by chunk, so memory stays bounded whatever the number
@@ -16,231 +16,43 @@
 // PATH: what: HDF5's innermost message"). HDF5's automatic error printing is switched off while
 // a sink method runs (a library never prints) and the caller's setting restored afterwards.
 
-#include <fcntl.h>
 #include <hdf5.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/output/sink.hpp>
-#include <pkscan/output/temp_files.hpp>
 #include <pkscan/threads.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "h5_chunk_writer.hpp"
-#include "hdf5_handle.hpp"
+#include "h5_write.hpp"
 #include "sink_common.hpp"
-
-#if __has_include(<pkscan/build_config.hpp>)
-#include <pkscan/build_config.hpp>
-#endif
-#ifndef PKSCAN_VERSION_STRING
-#define PKSCAN_VERSION_STRING "0.1.0"
-#endif
 
 namespace pkscan::output {
 
 namespace {
-std::string hdf5_message();
-}  // namespace
 
-[[noreturn]] __attribute__((cold, noinline)) void detail::h5_fail(const std::string& path,
-                                                                  const std::string& what) {
-  const std::string msg = hdf5_message();
-  throw Error("cannot write HDF5 file " + path + ": " + what + (msg.empty() ? "" : ": " + msg));
-}
-
-namespace {
-
-// Target size of one HDF5 chunk: large enough for gzip to work well and for few chunk-index
-// entries, small enough that reading one subject's trajectory decompresses little.
-constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
-// Chunk cache per dataset: holds the partly written chunk at a boundary between two of the
-// caller's chunks (the caller's chunks need not align with HDF5's) plus a few full ones.
-constexpr std::size_t kCacheBytes = std::size_t{2} << 20;
-// Largest size of HDF5's metadata cache (chunk index nodes, object headers) for one file.
-constexpr std::size_t kMetadataCacheBytes = std::size_t{4} << 20;
-// gzip level: 1 compresses shuffled PK trajectories nearly as well as 4, at a fraction of the
-// time (docs/output.md).
-constexpr unsigned kDeflateLevel = 1;
-
+using h5::check;
+using h5::checked;
+using h5::chunk_shape;
+using h5::create_dataset;
+using h5::elements;
+using h5::Id;
+using h5::kDeflateLevel;
+using h5::TempName;
+using h5::write_all;
+using h5::write_block;
+using h5::write_string_attribute;
+using h5::write_strings_attribute;
 using hdf5::QuietHdf5;
-
-// The innermost (most specific) message of HDF5's error stack, then clears the stack.
-herr_t take_innermost(unsigned n, const H5E_error2_t* e, void* out) {
-  if (n == 0 && e != nullptr && e->desc != nullptr) *static_cast<std::string*>(out) = e->desc;
-  return 0;
-}
-
-std::string hdf5_message() {
-  std::string msg;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_innermost, &msg);
-  H5Eclear2(H5E_DEFAULT);
-  for (char& c : msg)
-    if (c == '\n' || c == '\r') c = ' ';
-  return msg;
-}
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   detail::h5_fail(path, what);
 }
-
-using hdf5::Id;
-
-// Wraps a freshly returned identifier; a negative one is an error.
-Id checked(hid_t id, Id::Closer close, const std::string& path, const std::string& what) {
-  if (id < 0) fail(path, what);
-  return Id(id, close);
-}
-
-void check(herr_t status, const std::string& path, const std::string& what) {
-  if (status < 0) fail(path, what);
-}
-
-// Elements of one row (subject) of a dataset with these dimensions (all but the first).
-std::size_t row_elements(const std::vector<hsize_t>& dims) {
-  std::size_t n = 1;
-  for (std::size_t i = 1; i < dims.size(); ++i) n *= static_cast<std::size_t>(dims[i]);
-  return n;
-}
-
-// Chunk shape for a dataset of `dims` (rows first) with elements of `elem` bytes: whole rows
-// (one subject's complete trajectory in one chunk) of as many consecutive subjects as fit in
-// kChunkBytes; when one row is larger than that, one subject and a block of times (second axis).
-std::vector<hsize_t> chunk_shape(const std::vector<hsize_t>& dims, std::size_t elem) {
-  std::vector<hsize_t> chunk = dims;
-  const std::size_t row_bytes = std::max<std::size_t>(1, row_elements(dims)) * elem;
-  if (row_bytes <= kChunkBytes) {
-    hsize_t rows = static_cast<hsize_t>(kChunkBytes / row_bytes);
-    if (dims[0] > 0) rows = std::min(rows, dims[0]);
-    chunk[0] = std::max<hsize_t>(1, rows);
-  } else {
-    chunk[0] = 1;
-    std::size_t rest = elem;  // bytes of one element of the second axis
-    for (std::size_t i = 2; i < dims.size(); ++i) rest *= static_cast<std::size_t>(dims[i]);
-    chunk[1] = std::max<hsize_t>(1, std::min<hsize_t>(dims[1], kChunkBytes / rest));
-  }
-  for (hsize_t& c : chunk) c = std::max<hsize_t>(1, c);
-  return chunk;
-}
-
-std::size_t elements(const std::vector<hsize_t>& dims) {
-  std::size_t n = 1;
-  for (hsize_t d : dims) n *= static_cast<std::size_t>(d);
-  return n;
-}
-
-// A variable-length UTF-8 string type (h5py reads its values as str).
-Id string_type(const std::string& path) {
-  Id t = checked(H5Tcopy(H5T_C_S1), H5Tclose, path, "string type");
-  check(H5Tset_size(t.get(), H5T_VARIABLE), path, "string type");
-  check(H5Tset_cset(t.get(), H5T_CSET_UTF8), path, "string type");
-  return t;
-}
-
-void write_string_attribute(hid_t loc, const char* name, const std::string& value,
-                            const std::string& path) {
-  const std::string what = std::string("attribute ") + name;
-  Id type = string_type(path);
-  Id space = checked(H5Screate(H5S_SCALAR), H5Sclose, path, what);
-  Id attr = checked(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                    H5Aclose, path, what);
-  const char* p = value.c_str();
-  check(H5Awrite(attr.get(), type.get(), &p), path, what);
-}
-
-void write_strings_attribute(hid_t loc, const char* name, const std::vector<std::string>& values,
-                             const std::string& path) {
-  const std::string what = std::string("attribute ") + name;
-  Id type = string_type(path);
-  const hsize_t n = values.size();
-  Id space = checked(values.empty() ? H5Screate(H5S_NULL) : H5Screate_simple(1, &n, nullptr),
-                     H5Sclose, path, what);
-  Id attr = checked(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                    H5Aclose, path, what);
-  if (values.empty()) return;
-  std::vector<const char*> p;
-  p.reserve(values.size());
-  for (const std::string& v : values) p.push_back(v.c_str());
-  check(H5Awrite(attr.get(), type.get(), p.data()), path, what);
-}
-
-// Creates dataset `name` of `file_type`. With `extendible`, the first axis may grow beyond
-// dims[0] (layout.rows unknown). Non-empty datasets are chunked (chunk_shape), shuffled and
-// gzip-compressed; empty ones are contiguous.
-Id create_dataset(hid_t loc, const char* name, hid_t file_type, const std::vector<hsize_t>& dims,
-                  bool extendible, const std::string& path) {
-  const std::string what = std::string("dataset ") + name;
-  const int rank = static_cast<int>(dims.size());
-  std::vector<hsize_t> maxdims = dims;
-  if (extendible) maxdims[0] = H5S_UNLIMITED;
-  Id space = checked(
-      rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), maxdims.data()),
-      H5Sclose, path, what);
-  Id dcpl = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, path, what);
-  // No modification times in the object headers: the same run writes the same bytes.
-  check(H5Pset_obj_track_times(dcpl.get(), false), path, what + ": track times");
-  Id dapl = checked(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose, path, what);
-  if (rank > 0 && (extendible || elements(dims) > 0)) {
-    const std::vector<hsize_t> chunk = chunk_shape(dims, H5Tget_size(file_type));
-    check(H5Pset_chunk(dcpl.get(), rank, chunk.data()), path, what + ": chunk shape");
-    check(H5Pset_shuffle(dcpl.get()), path, what + ": shuffle filter");
-    check(H5Pset_deflate(dcpl.get(), kDeflateLevel), path, what + ": gzip filter");
-    // w0 = 1: chunks written completely leave the cache first; the partly written one stays.
-    check(H5Pset_chunk_cache(dapl.get(), 521, kCacheBytes, 1.0), path, what + ": chunk cache");
-  }
-  return checked(H5Dcreate2(loc, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), dapl.get()),
-                 H5Dclose, path, what);
-}
-
-// Writes `data` (memory layout = the block, row-major) into the block of `dset` that starts at
-// `start` and spans `count`.
-void write_block(hid_t dset, hid_t mem_type, const std::vector<hsize_t>& start,
-                 const std::vector<hsize_t>& count, const void* data, const std::string& path,
-                 const std::string& what) {
-  if (elements(count) == 0) return;
-  Id file_space = checked(H5Dget_space(dset), H5Sclose, path, what);
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                            nullptr),
-        path, what);
-  Id mem_space = checked(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
-                         H5Sclose, path, what);
-  check(H5Dwrite(dset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data), path, what);
-}
-
-// Writes a whole dataset in one call.
-void write_all(hid_t dset, hid_t mem_type, const void* data, const std::string& path,
-               const std::string& what) {
-  check(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, what);
-}
-
-// A registered temporary file next to the target (temp_files.hpp), removed by the destructor
-// unless committed. Declared before the HDF5 handles in H5Sink, so the file is closed before it
-// is removed, also when the constructor throws.
-class TempName {
- public:
-  explicit TempName(const std::string& target) {
-    const int fd = create_temp_file(target, path_);
-    ::close(fd);  // HDF5 opens it by name
-  }
-  TempName(const TempName&) = delete;
-  TempName& operator=(const TempName&) = delete;
-  ~TempName() {
-    if (!path_.empty()) remove_temp_file(path_);
-  }
-  const std::string& path() const noexcept { return path_; }
-  void release() noexcept { path_.clear(); }
-
- private:
-  std::string path_;
-};
 
 class H5Sink final : public ResultSink {
  public:
@@ -254,27 +66,10 @@ class H5Sink final : public ResultSink {
         rows_(static_cast<hsize_t>(layout.rows)),
         extendible_(layout.rows == 0) {
     const QuietHdf5 quiet;
-    Id fapl = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, path_, "create");
-    {
-      // The metadata cache (chunk indexes) grows adaptively up to 32 MiB by default; cap it so
-      // the writer's memory stays small whatever the number of chunks.
-      H5AC_cache_config_t mdc;
-      mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
-      check(H5Pget_mdc_config(fapl.get(), &mdc), path_, "create: metadata cache");
-      mdc.max_size = kMetadataCacheBytes;
-      mdc.min_size = std::min<std::size_t>(mdc.min_size, kMetadataCacheBytes);
-      mdc.initial_size = std::min<std::size_t>(mdc.initial_size, kMetadataCacheBytes);
-      mdc.set_initial_size = 1;
-      check(H5Pset_mdc_config(fapl.get(), &mdc), path_, "create: metadata cache");
-    }
-    file_ = checked(H5Fcreate(temp_.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
-                    H5Fclose, path_, "create");
+    Id fapl = h5::file_access(path_);
+    file_ = h5::create_file(temp_, fapl.get(), path_);
     const hid_t root = file_.get();
-    write_string_attribute(root, "run_file", layout_.run_file, path_);
-    write_string_attribute(root, "run_text", layout_.run_text, path_);
-    write_string_attribute(root, "model", layout_.model->name, path_);
-    write_strings_attribute(root, "compartments", layout_.model->compartments, path_);
-    write_string_attribute(root, "pkscan_version", PKSCAN_VERSION_STRING, path_);
+    h5::write_provenance(root, layout_.run_file, layout_.run_text, *layout_.model, path_);
 
     Id time = create_dataset(root, "time", H5T_IEEE_F64LE, {times_}, false, path_);
     write_all(time.get(), H5T_NATIVE_DOUBLE, layout_.times.data(), path_, "dataset time");
@@ -421,10 +216,7 @@ class H5Sink final : public ResultSink {
       return rest;
     };
     if (g == 0) {
-      Id gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path_, "group summary");
-      check(H5Pset_obj_track_times(gcpl.get(), false), path_, "group summary: track times");
-      summary_ = checked(H5Gcreate2(file_.get(), "summary", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
-                         H5Gclose, path_, "group summary");
+      summary_ = h5::create_group(file_.get(), "summary", path_);
       const hid_t s = summary_.get();
       summary_mean_ =
           create_dataset(s, "mean", H5T_IEEE_F64LE, dims({times_, compartments_}), false, path_);
@@ -472,12 +264,7 @@ class H5Sink final : public ResultSink {
     if (g + 1 == groups) {
       // 1: exact percentiles (every group); 0: the histogram sketch's estimates (engine
       // summary.hpp).
-      Id space = checked(H5Screate(H5S_SCALAR), H5Sclose, path_, "attribute summary/exact");
-      Id attr = checked(
-          H5Acreate2(summary_.get(), "exact", H5T_STD_I8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-          H5Aclose, path_, "attribute summary/exact");
-      const std::int8_t exact = summary_exact_ ? 1 : 0;
-      check(H5Awrite(attr.get(), H5T_NATIVE_INT8, &exact), path_, "attribute summary/exact");
+      h5::write_int8_attribute(summary_.get(), "exact", summary_exact_ ? 1 : 0, path_);
     }
     protocol_.end_summary();
   }
@@ -492,11 +279,7 @@ class H5Sink final : public ResultSink {
     const hsize_t ns = t.statistics.size(), nq = t.percentiles.size();
     std::vector<hsize_t> dims = {times_, compartments_, ns, nq};
     if (g == 0) {
-      Id gcpl = checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, path_, "group replicates");
-      check(H5Pset_obj_track_times(gcpl.get(), false), path_, "group replicates: track times");
-      replicates_ =
-          checked(H5Gcreate2(file_.get(), "replicates", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
-                  H5Gclose, path_, "group replicates");
+      replicates_ = h5::create_group(file_.get(), "replicates", path_);
       std::vector<hsize_t> all = dims;
       if (grouped) all.insert(all.begin(), static_cast<hsize_t>(layout_.replicate_summary_groups));
       replicate_values_ =
@@ -549,15 +332,7 @@ class H5Sink final : public ResultSink {
         if (d->close() < 0) fail(path_, "close");
       if (file_.close() < 0) fail(path_, "close");
     }
-    const int fd = ::open(temp_.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      const std::string why = std::strerror(errno);
-      if (fd >= 0) ::close(fd);
-      throw Error("cannot write HDF5 file " + path_ + ": " + why);
-    }
-    ::close(fd);
-    commit_temp_files(path_, {{temp_.path(), path_}}, {});
-    temp_.release();
+    h5::commit_file(temp_, path_);
     protocol_.end_commit();
   }
 
@@ -582,15 +357,8 @@ class H5Sink final : public ResultSink {
 
   // Grows every row-indexed dataset to `rows` rows (layout.rows unknown).
   void extend(hsize_t rows) {
-    for (Id* d : datasets()) {
-      if (!*d) continue;
-      Id space = checked(H5Dget_space(d->get()), H5Sclose, path_, "extend");
-      hsize_t dims[3] = {0, 0, 0};
-      const int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-      if (rank < 1) fail(path_, "extend");
-      dims[0] = rows;
-      check(H5Dset_extent(d->get(), dims), path_, "extend");
-    }
+    for (Id* d : datasets())
+      if (*d) h5::extend(d->get(), rows, path_);
   }
 
   // Amounts straight from the result; concentrations divided here (amount / volume in the

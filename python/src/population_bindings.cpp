@@ -231,8 +231,11 @@ edge, between edges, from the last edge on)}. arms: None or a list of {'name', '
 split into the arms in order, each with its own doses; count may then be left out (the sum of
 the counts).
 replicates: replicate trials. sweep: {name: [values]}, the cartesian product, first name
-slowest; a swept value is the typical value. percentiles: of the per-time summaries.
-summary_by: what the summaries are grouped by, a list of 'arm', 'replicate' and swept names
+slowest; a swept value is the typical value. percentiles: of the per-time summaries; exact:
+the percentiles are the exact ones (type 7) at any size, rows simulated again where the
+summaries' budget is exceeded (False: the sketch's estimates there; 'exact' says which).
+summary_by: what the summaries are grouped by, a list of 'arm', 'replicate', swept names and at
+most one covariate (its distinct values: strata, the group column last)
 (None: the arm and every swept parameter, the replicates pooled; []: one summary of every row;
 with arms, 'arm' is needed).
 trajectories: also return every subject's amounts (memory grows with count).
@@ -242,10 +245,10 @@ also 'blq' [rows, times] (dv < lloq), as a run file's subjects.population.residu
 
 Rows: arm (slowest), replicate, sweep point, subject. Returns a dict: 'times', 'compartments',
 'percentiles', 'mean' [times, compartments] and 'quantiles' [times, compartments, percentiles]
-(concentrations, over the subjects with finite values), 'count' and 'excluded'; with grouping
-columns, 'summary_columns' names them, 'groups' [groups, columns] holds each group's values
-(arm and replicate 1-based, swept values; groups in row order) and 'mean', 'quantiles', 'count'
-and 'excluded' gain a leading groups axis. With arms, 'arm' [rows] (1-based) and 'arm_names'.
+(concentrations, over the subjects with finite values), 'count', 'excluded' and 'exact'; with
+grouping columns, 'summary_columns' names them, 'groups' [groups, columns] holds each group's
+values (arm and replicate 1-based, swept values; groups in row order), 'mean', 'quantiles',
+'count' and 'excluded' gain a leading groups axis and 'exact' is a list (one per group). With arms, 'arm' [rows] (1-based) and 'arm_names'.
 Then 'metric_names' and 'metrics' [rows, metrics] (of the model's observed compartment), 'ids'
 [rows] (1-based within a replicate, over the arms), 'extra_columns' and 'extra' [rows, extra]
 (arm, replicate, swept values),
@@ -255,17 +258,16 @@ and with trajectories 'amounts' [rows, times, compartments] (float64). The GIL i
 while the engine runs.
 )doc";
 
-py::dict simulate_population_py(py::handle model, py::handle typical, py::handle doses, double dt,
-                                std::int64_t steps, std::optional<std::int64_t> count,
-                                std::uint64_t seed, py::handle iiv, std::int64_t replicates,
-                                py::handle sweep, std::vector<double> percentiles,
-                                py::handle summary_by, bool trajectories, py::handle residual,
-                                py::handle lloq, py::handle times, const std::string& method,
-                                const std::string& device, const std::string& precision,
-                                const std::string& discretization, int threads,
-                                py::handle covariates, py::handle effects, py::handle arms) {
+py::dict simulate_population_py(
+    py::handle model, py::handle typical, py::handle doses, double dt, std::int64_t steps,
+    std::optional<std::int64_t> count, std::uint64_t seed, py::handle iiv, std::int64_t replicates,
+    py::handle sweep, std::vector<double> percentiles, py::handle summary_by, bool trajectories,
+    py::handle residual, py::handle lloq, py::handle times, const std::string& method,
+    const std::string& device, const std::string& precision, const std::string& discretization,
+    int threads, py::handle covariates, py::handle effects, py::handle arms, bool exact) {
   const ModelPtr info = resolve_model(model);
   PopulationRun run;
+  run.exact_percentiles = exact;
   run.problem.discretization = pkscan::discretization_from_string(discretization);
   run.problem.grid = {dt, steps};
   check_time_grid(run.problem.grid);  // an invalid grid is a ValueError, whatever its size
@@ -316,7 +318,14 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
         by.replicate = true;
       else if (key == "arm")
         by.arm = true;
-      else
+      else if (const auto& names = run.population->covariate_names;
+               std::find(names.begin(), names.end(), key) != names.end()) {
+        if (by.covariate >= 0)
+          throw InvalidArgument("simulate_population: summary_by names two covariates (" +
+                                names[static_cast<std::size_t>(by.covariate)] + ", " + key +
+                                "); the summaries are stratified by one at most");
+        by.covariate = static_cast<int>(std::find(names.begin(), names.end(), key) - names.begin());
+      } else
         by.columns.push_back(run.population->column(key));
     }
     run.summary_by = std::move(by);
@@ -354,12 +363,15 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
     out["quantiles"] = array(t.quantiles, {nt, nc, nq});
     out["count"] = t.count;
     out["excluded"] = t.excluded;
+    out["exact"] = t.exact;
   } else {
     const auto ng = static_cast<py::ssize_t>(tables.size());
     const auto nk = static_cast<py::ssize_t>(layout.summary_columns.size());
     std::vector<double> groups, mean, quantiles;
     std::vector<std::int64_t> count, excluded;
+    std::vector<bool> exact_of;
     for (const TimeSummaryTable& t : tables) {
+      exact_of.push_back(t.exact);
       groups.insert(groups.end(), t.group.begin(), t.group.end());
       mean.insert(mean.end(), t.mean.begin(), t.mean.end());
       quantiles.insert(quantiles.end(), t.quantiles.begin(), t.quantiles.end());
@@ -372,6 +384,9 @@ py::dict simulate_population_py(py::handle model, py::handle typical, py::handle
     out["quantiles"] = take(quantiles, {ng, nt, nc, nq});
     out["count"] = take(count, {ng});
     out["excluded"] = take(excluded, {ng});
+    py::list e;
+    for (bool x : exact_of) e.append(x);
+    out["exact"] = e;
   }
   if (!layout.arm_names.empty()) {  // the arm column: extra's first
     std::vector<std::int64_t> arm;
@@ -479,7 +494,7 @@ void bind_population(py::module_& m) {
         py::arg("times") = py::none(), py::arg("method") = "auto", py::arg("device") = "auto",
         py::arg("precision") = "float64", py::arg("discretization") = "exact",
         py::arg("threads") = 0, py::arg("covariates") = py::none(), py::arg("effects") = py::none(),
-        py::arg("arms") = py::none());
+        py::arg("arms") = py::none(), py::arg("exact") = true);
 }
 
 }  // namespace pkscan::python

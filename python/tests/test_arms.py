@@ -231,3 +231,24 @@ def test_bad_input_is_a_value_error_with_one_line():
     # A per-subject dose line is refused where doses do not depend on subjects.
     with pytest.raises(ValueError, match=r"unknown key 'per'"):
         pkscan.simulate("two_compartment", dict(TYPICAL), PER_KG, dt=1, steps=4)
+
+
+def test_summaries_stratified_by_a_covariate_are_numpys():
+    # summary_by=["arm", "SEX"]: every arm's subjects split by SEX (0 and 1), each stratum's
+    # mean and percentiles equal to NumPy's over the subjects with that value, to 1e-12; a
+    # covariate without effects serves the strata.
+    sex = np.random.default_rng(4).integers(0, 2, N).astype(float)
+    r = run(arms=ARMS, covariates={"WT": weights(), "SEX": sex}, summary_by=["arm", "SEX"])
+    assert r["summary_columns"] == ["arm", "SEX"]
+    np.testing.assert_array_equal(r["groups"], [[a, s] for a in (1, 2, 3) for s in (0, 1)])
+    volume = r["parameters"][:, pkscan.Model("two_compartment").parameters.index("v_central")]
+    conc = r["amounts"][:, :, 1] / volume[:, None]
+    subject_sex = sex[r["ids"] - 1]
+    for g, (arm, s) in enumerate(r["groups"]):
+        rows = conc[(r["arm"] == arm) & (subject_sex == s)]
+        assert r["count"][g] == len(rows) > 0
+        np.testing.assert_allclose(r["mean"][g, :, 1], rows.mean(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(r["quantiles"][g, :, 1, :],
+                                   np.percentile(rows, [5, 50, 95], axis=0).T, rtol=1e-12)
+    with pytest.raises(ValueError, match="two covariates"):
+        run(arms=ARMS, covariates={"WT": weights(), "SEX": sex}, summary_by=["arm", "SEX", "WT"])

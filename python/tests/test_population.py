@@ -121,6 +121,22 @@ def test_summaries_by_group_are_numpys_over_each_groups_rows():
                                    sweep={"ka": [0.5, 2.0]}, summary_by=["cl"])
 
 
+def test_percentiles_stay_exact_beyond_the_summary_budget():
+    # 25000 subjects x 97 times x 2 compartments = 4.85e6 values, above the 4e6 values kept
+    # in memory: the rows are simulated again until every percentile is numpy's; exact=False
+    # keeps the sketch's estimates and says so.
+    args = dict(dt=0.25, steps=96, count=25000, seed=8, iiv={"cl": 0.09, "v_central": 0.04},
+                percentiles=[5, 50, 95], trajectories=True)
+    r = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, **args)
+    assert r["exact"] is True
+    volume = r["parameters"][:, pkscan.Model("two_compartment").parameters.index("v_central")]
+    want = np.percentile(r["amounts"][:, :, 1] / volume[:, None], [5, 50, 95], axis=0).T
+    np.testing.assert_allclose(r["quantiles"][:, 1, :], want, rtol=1e-12)
+    e = pkscan.simulate_population("two_compartment", TYPICAL, DOSE, exact=False, **args)
+    assert e["exact"] is False
+    assert np.max(np.abs(e["quantiles"][1:, 1, :] / want[1:] - 1)) > 1e-9
+
+
 def test_residual_error_gives_the_run_files_observations(tmp_path):
     # The same run as a run file: the same bits; and DV - IPRED ~ N(0, 0.5^2) within 5 SE
     # (n = 2000 observations: SE of the mean 0.5 / sqrt(n), of the variance 0.25 sqrt(2 / n)).

@@ -266,8 +266,9 @@ def test_summaries_across_replicates_need_replicates(tmp_path, replicates, by, w
 
 
 def test_the_csv_says_which_percentiles_are_estimates(tmp_path):
-    """A group with more values (subjects x times x compartments) than its share of the exact
-    budget (4e6 values over the groups kept at once) has the sketch's estimates: the summary then
+    """With `exact: false`, a group with more values (subjects x times x compartments) than its
+    share of the exact budget (4e6 values over the groups kept at once) keeps the sketch's
+    estimates: the summary then
     ends in a column `exact`, 0 on that group's rows and 1 on the rows of a group within the
     budget; a run whose groups all stay within it has no such column. Here the arms are
     summarised one after the other (one group kept at once): 200 x 20 x 2 values are exact,
@@ -285,7 +286,7 @@ arms:
 output:
   path: out.csv
   trajectories: false
-  summaries: true
+  summaries: {{exact: false}}
 """
     def summary(large):
         (tmp_path / "run.yaml").write_text(run.format(large=large))

@@ -83,9 +83,10 @@ struct RunLayout {
   /// (summary_columns without "replicate") and the number of tables; 0: none.
   std::vector<std::string> replicate_summary_columns;
   std::int64_t replicate_summary_groups = 0;
-  /// Some summary group holds more values (its subjects x times x compartments) than its share
-  /// of TimeSummaryOptions::exact_values, so its percentiles are the sketch's estimates
-  /// (TimeSummaryTable::exact): the CSV summary then ends in a column `exact` (1 or 0 per row).
+  /// Without PopulationRun::exact_percentiles, some summary group holds more values (its
+  /// subjects x times x compartments) than its share of TimeSummaryOptions::exact_values, so its
+  /// percentiles are the sketch's estimates (TimeSummaryTable::exact): the CSV summary then ends
+  /// in a column `exact` (1 or 0 per row).
   bool summary_estimates = false;
   bool trajectories = true;  ///< amounts/concentrations per subject and time are written
   int threads = 0;           ///< threads a sink may use to format a chunk (0 = pkscan's default)
@@ -192,7 +193,14 @@ struct SummaryBy {
   bool replicate = false;    ///< one group per replicate
   std::vector<int> columns;  ///< swept parameters (entries of Sweep::columns): one group per value
   bool arm = false;          ///< one group per arm (a run with arms needs it)
+  /// Stratification: a column of the population's covariates (PopulationSpec::covariate_names);
+  /// each group is split by the covariate's value, one group per distinct value (ascending, at
+  /// most kMaxStrata; the same strata in every arm and replicate, empty ones included). -1: none.
+  int covariate = -1;
 };
+
+/// Distinct values a stratification covariate (SummaryBy::covariate) may have.
+inline constexpr std::int64_t kMaxStrata = 1000;
 
 /// A dose line whose amount depends on the subject (a population's covariate): per unit of the
 /// covariate (mg/kg: the line's amount times the covariate's value) or by band (a dose table).
@@ -257,6 +265,12 @@ struct PopulationRun {
   /// (DV < lloq; DV keeps the simulated value). NaN: none.
   double lloq = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> percentiles = {5, 50, 95};  ///< summary percentiles, ascending
+  /// Percentiles exact at any size: a summary group whose values exceed its share of
+  /// TimeSummaryOptions::exact_values is simulated again once its rows are complete (passes of
+  /// TimeSummary::begin_pass, nothing written) until its percentiles are the exact ones (type 7,
+  /// TimeSummaryTable::exact). false: such a group keeps the sketch's estimates
+  /// (RunLayout::summary_estimates).
+  bool exact_percentiles = true;
   /// Groups of the summaries. Absent: one group per arm and sweep point (every swept
   /// parameter), the replicates pooled; without arms and a sweep, one summary of every row.
   std::optional<SummaryBy> summary_by;

@@ -146,11 +146,49 @@ class TimeSummary {
   /// state). Means and percentiles are NaN when no subject was included.
   TimeSummaryTable finish() const;
 
+  /// Exact percentiles at any size. Once the percentiles are the sketch's estimates (more
+  /// values than exact_values were added), further passes over the same subjects make them
+  /// exact:
+  ///
+  ///     while (summary.begin_pass()) {
+  ///       for (each chunk, in the order of the first pass) summary.add(chunk);
+  ///       summary.end_pass();
+  ///     }
+  ///
+  /// A pass adds the same values again (a deterministic simulation run again). After the
+  /// first pass the sketch has located each order statistic x_k that a percentile needs in one
+  /// of its buckets; a pass collects the values of those buckets (then x_k is read from them
+  /// sorted) or, while they would be more than exact_values, counts them in up to 4096 finer
+  /// sub-intervals (then x_k is located in an interval at least 256 times narrower for the next
+  /// pass). One further pass suffices while the values in the needed buckets fit in
+  /// exact_values (a few per thousand of the values of each time: runs of millions of values
+  /// per time need two or three); every pass narrows the interval by 2^8 or more, so there are
+  /// at most 8. Sums, counts and metrics are not changed by a pass. finish() then reports the
+  /// exact percentiles (type 7, as numpy.percentile on the same values) and exact() is true.
+  /// If a pass sees other values than the first (its counts per bucket differ) the estimates
+  /// stay and needs_pass() is false.
+  /// Memory of a pass: the values collected (at most max(exact_values, 65536) doubles) and
+  /// 1 to 16 KiB of counters per needed bucket that is counted.
+  /// @returns false (and opens no pass) when the percentiles are exact or none is asked for
+  /// @throws InvalidArgument when a pass is already open
+  bool begin_pass();
+  /// Closes the pass opened by begin_pass().
+  /// @throws InvalidArgument when no pass is open, or when the pass added a different number
+  ///         of subjects (or of included subjects) than the summary holds
+  void end_pass();
+  /// True when a further pass would make the percentiles exact.
+  bool needs_pass() const noexcept;
+  /// True between begin_pass() and end_pass(): add() feeds the pass.
+  bool in_pass() const noexcept;
+  /// Passes begun so far.
+  int passes() const noexcept;
+
   /// Subjects passed to add(), included or not.
   std::int64_t subjects() const noexcept;
   /// Subjects excluded for non-finite values.
   std::int64_t excluded() const noexcept;
-  /// True while percentiles are exact (the values are still kept).
+  /// True while percentiles are exact: the values are still kept, or passes have found every
+  /// order statistic (begin_pass).
   bool exact() const noexcept;
   /// Bytes allocated for the state now (histogram counters counted in full, resident or not).
   std::size_t state_bytes() const noexcept;
@@ -161,6 +199,7 @@ class TimeSummary {
 
  private:
   friend struct detail::FusedSummary;  // the fused simulate-and-summarise path (engine)
+  void add_to_pass(const SimulationResult& chunk);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

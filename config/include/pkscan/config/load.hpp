@@ -27,6 +27,9 @@ struct StreamOutput {
   std::optional<SummaryBy> by;
   /// output.summaries.replicates: percentiles across replicates (empty: none).
   std::vector<double> replicate_percentiles;
+  /// output.summaries.exact: percentiles exact at any size (PopulationRun::exact_percentiles);
+  /// false keeps the sketch's estimates beyond the exact budget.
+  bool exact_percentiles = true;
   /// output.parameters: each row's parameters (and etas) in `STEM.parameters.csv` / the HDF5
   /// file's /etas; absent = written for populations.
   std::optional<bool> parameters;

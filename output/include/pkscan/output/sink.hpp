@@ -69,6 +69,13 @@ std::unique_ptr<ResultSink> make_csv_sink(const std::string& path, const RunLayo
 /// any HDF5 call (the pkscan program does).
 std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayout& layout);
 
+/// Where a run's results come from, stored by the HDF5 sinks (root attributes run_file and
+/// run_text; RunLayout carries the same for population runs).
+struct RunSource {
+  std::string file;  ///< the run file's path, as given
+  std::string text;  ///< its whole text
+};
+
 /// The CSV sink of a design run (design.hpp). `path` holds one row per observation record and
 /// replicate: `id,time,amount_<c>...,conc_<c>...[,replicate],ipred[,dv][,blq],<covariates>`
 /// (replicate 1-based, only with more than one; dv and blq with a residual error and an LLOQ;
@@ -76,8 +83,27 @@ std::unique_ptr<ResultSink> make_h5_sink(const std::string& path, const RunLayou
 /// `<stem>.parameters.csv` (with DesignLayout::parameter_table): `id[,replicate][,occasion],
 /// <parameters>,eta_<p>...,iov_<p>...`, one row per subject (and occasion). The files are one
 /// OutputUnit with the other companions of `path` (csv_companions), which the commit removes.
-/// @throws InvalidArgument for a path not ending in .csv or a covariate column named like a
-///         result column (check_design_columns); Error when a file cannot be created
-std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout);
+/// A path ending in .h5 or .hdf5 goes to make_design_h5_sink (with `source`).
+/// @throws InvalidArgument for a path not ending in .csv, .h5 or .hdf5 or a covariate column
+///         named like a result column (check_design_columns); Error when a file cannot be created
+std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout,
+                                             const RunSource& source = {});
+
+/// The HDF5 sink of a design run (layout in docs/output.md, "Design simulations"): one file whose
+/// root holds the CSV's result columns as 1-D datasets of one entry per observation row (`id`
+/// int64 when every ID is an integer, else strings; `time`, `amount_<c>`, `conc_<c>`, `ipred`,
+/// `dv` float64; `replicate` int64; `blq` int8; root attribute `columns` in the CSV's order),
+/// the dataset's other columns in the group `/covariates` (float64 when the column holds a number
+/// on every observation record, else strings as written) and, with
+/// DesignLayout::parameter_table, the parameter table in the group `/parameters` (one 1-D dataset
+/// per column of `<stem>.parameters.csv`, attribute `columns`); the root attributes of every
+/// result (run_file and run_text from `source`, model, compartments, pkscan_version). Written
+/// under a temporary name
+/// and renamed into place by commit(), as make_h5_sink's file.
+/// @throws InvalidArgument for a path not ending in .h5 or .hdf5, a covariate column named like a
+///         result column or that cannot name an HDF5 dataset (empty, ".", holding "/"), before
+///         the file is created; Error when the file cannot be created
+std::unique_ptr<DesignSink> make_design_h5_sink(const std::string& path, const DesignLayout& layout,
+                                                const RunSource& source = {});
 
 }  // namespace pkscan::output
