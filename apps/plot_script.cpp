@@ -151,9 +151,10 @@ Script make_script(const output::Curves& d, const PlotOptions& o) {
       const output::Band& b = d.bands[g];
       const std::string colour = kGroupColours[g % (sizeof kGroupColours / sizeof *kGroupColours)];
       const std::string n = std::to_string(g + 1);
+      const std::vector<double>& t = b.t.empty() ? d.t : b.t;  // an arm's own times
       const std::size_t band_points =
-          d.band_label.empty() ? 0 : band_block(s, "$band" + n, d.t, b, o.log);
-      const std::size_t center_points = line_block(s, "$center" + n, d.t, b.center, o.log);
+          d.band_label.empty() ? 0 : band_block(s, "$band" + n, t, b, o.log);
+      const std::size_t center_points = line_block(s, "$center" + n, t, b.center, o.log);
       if (band_points > 0)
         plots.push_back("$band" + n + " using 1:2:3 with filledcurves fillcolor rgb '" + colour +
                         "' fillstyle transparent solid 0.2 noborder " +

@@ -1,5 +1,5 @@
 // `arms`: the arms of a trial on a time grid, each with its name, its subjects (a count, or a
-// share of subjects.population.count) and its doses.
+// share of subjects.population.count), its doses and its output times.
 #include <cmath>
 #include <cstdint>
 #include <pkscan/error.hpp>
@@ -29,7 +29,7 @@ void parse_arms(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fiel
   if (it == top.end()) return;
   const YAML::Node& al = it->second.value;
   if (!al.IsSequence() || al.size() == 0)
-    L.fail(al, "arms must be a non-empty list of arms, each {name, count or share, doses}");
+    L.fail(al, "arms must be a non-empty list of arms, each {name, count or share, times, doses}");
   if (!spec.population)
     L.fail(it->second.key,
            "arms need subjects.population (the arms split its subjects; give the typical values "
@@ -42,7 +42,7 @@ void parse_arms(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fiel
     const std::string ctx = "arms[" + std::to_string(k + 1) + "]";
     const std::string f = "arms[" + std::to_string(k) + "]";
     const YAML::Node& an = al[k];
-    auto a = L.entries(an, ctx, {"name", "count", "share", "doses"});
+    auto a = L.entries(an, ctx, {"name", "count", "share", "times", "doses"});
     Arm arm;
     const YAML::Node& name = L.require(a, "name", an, ctx).value;
     arm.name = L.scalar_string(name, ctx + ".name", "the arm's name");
@@ -64,6 +64,8 @@ void parse_arms(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fiel
       shares.push_back(s);
       share_nodes.push_back(share->second.value);
     }
+    if (auto t = a.find("times"); t != a.end())
+      arm.output = parse_output_times(L, t->second.value, ctx + ".times", spec.problem.grid);
     if (auto d = a.find("doses"); d != a.end() && !d->second.value.IsNull())
       parse_dose_list(L, d->second.value, ctx + ".doses", spec.problem, &*spec.population,
                       arm.doses, arm.scaling, &fields, f + ".scaling");

@@ -165,9 +165,42 @@ void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelIn
   spec.stream.by = std::move(groups);
 }
 
+OutputTimes parse_output_times(const Loader& L, const YAML::Node& tv, const std::string& what,
+                               const TimeGrid& grid) {
+  if (tv.IsScalar() && tv.Tag() != "!" && tv.Scalar() == "all") return OutputTimes::every_step();
+  if (!tv.IsSequence()) L.fail(tv, what + " must be all or a list of grid times");
+  if (tv.size() == 0) L.fail(tv, what + " is an empty list; give all or a list of grid times");
+  const double t_end = grid.time(grid.steps);
+  std::vector<std::int64_t> steps;
+  for (std::size_t i = 0; i < tv.size(); ++i) {
+    const std::string at = what + "[" + std::to_string(i + 1) + "]";
+    const double t = L.finite(tv[i], at, "finite and >= 0", false);
+    const std::int64_t s = grid.index_of(t);
+    if (s < 0)
+      L.fail(tv[i], at + " is " + tv[i].Scalar() +
+                        ", but must lie on the time grid (a multiple of time.dt = " +
+                        format_value(grid.dt) + ")");
+    if (t > t_end * (1 + 1e-12) + 1e-12)
+      L.fail(tv[i], at + " is " + tv[i].Scalar() + ", but must be <= the last grid time " +
+                        format_value(t_end));
+    steps.push_back(s);
+  }
+  OutputTimes output = OutputTimes::at_steps(std::move(steps));
+  // The library's rules on output steps (increasing), at the time that breaks them.
+  L.checked(
+      [&](const std::string& field) -> std::optional<Located> {
+        std::size_t i = 0;
+        std::string rest;
+        if (!field_index(field, "output.steps", &i, &rest) || !rest.empty() || i >= tv.size())
+          return std::nullopt;
+        return Located{tv[i], what + "[" + std::to_string(i + 1) + "]"};
+      },
+      [&] { check_output_times(output, grid); });
+  return output;
+}
+
 void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields) {
   Problem& p = spec.problem;
-  const double t_end = p.grid.time(p.grid.steps);
   // `output` may be left out when the path comes from --output (times then default to all).
   const auto output = top.find("output");
   const Loader::Entries out =
@@ -187,42 +220,8 @@ void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, Fi
     spec.output_path_line = it->second.value.Mark().line + 1;
     spec.output_path_column = it->second.value.Mark().column + 1;
   }
-  if (auto it = out.find("times"); it != out.end()) {
-    const YAML::Node& tv = it->second.value;
-    if (tv.IsScalar() && tv.Tag() != "!" && tv.Scalar() == "all") {
-      p.output = OutputTimes::every_step();
-    } else if (tv.IsSequence()) {
-      if (tv.size() == 0)
-        L.fail(tv, "output.times is an empty list; give all or a list of grid times");
-      std::vector<std::int64_t> steps;
-      for (std::size_t i = 0; i < tv.size(); ++i) {
-        const std::string what = "output.times[" + std::to_string(i + 1) + "]";
-        const double t = L.finite(tv[i], what, "finite and >= 0", false);
-        const std::int64_t s = p.grid.index_of(t);
-        if (s < 0)
-          L.fail(tv[i], what + " is " + tv[i].Scalar() +
-                            ", but must lie on the time grid (a multiple of time.dt = " +
-                            format_value(p.grid.dt) + ")");
-        if (t > t_end * (1 + 1e-12) + 1e-12)
-          L.fail(tv[i], what + " is " + tv[i].Scalar() + ", but must be <= the last grid time " +
-                            format_value(t_end));
-        steps.push_back(s);
-      }
-      p.output = OutputTimes::at_steps(std::move(steps));
-      // The library's rules on output steps (increasing), at the time that breaks them.
-      L.checked(
-          [&](const std::string& field) -> std::optional<Located> {
-            std::size_t i = 0;
-            std::string rest;
-            if (!field_index(field, "output.steps", &i, &rest) || !rest.empty() || i >= tv.size())
-              return std::nullopt;
-            return Located{tv[i], "output.times[" + std::to_string(i + 1) + "]"};
-          },
-          [&] { check_output_times(p.output, p.grid); });
-    } else {
-      L.fail(tv, "output.times must be all or a list of grid times");
-    }
-  }
+  if (auto it = out.find("times"); it != out.end())
+    p.output = parse_output_times(L, it->second.value, "output.times", p.grid);
 
   if (auto it = out.find("trajectories"); it != out.end()) {
     const YAML::Node& v = it->second.value;

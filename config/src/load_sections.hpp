@@ -119,6 +119,11 @@ void fill_parameters(const Loader& L, RunSpec& spec, const GridSubjects& subject
 // `output: {path, times, trajectories, summaries}` of a grid run (the grid is read).
 // `fields` gets where the summary percentiles are (percentiles[i]).
 void parse_output(const Loader& L, const Loader::Entries& top, RunSpec& spec, FieldTable& fields);
+// Output times (`output.times`, `arms[k].times`; `what` names the node): all, or a non-empty,
+// strictly increasing list of grid times in [0, steps * dt] (check_output_times' rules), each
+// error at the node that breaks them.
+OutputTimes parse_output_times(const Loader& L, const YAML::Node& node, const std::string& what,
+                               const TimeGrid& grid);
 // `output.summaries.by` of a grid run, after the sweep is read: replicate and swept parameters.
 // `fields` gets where the library's errors about the groups point (summary_by).
 void parse_summary_by(const Loader& L, const Loader::Entries& top, const ModelInfo& model,

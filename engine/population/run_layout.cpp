@@ -2,6 +2,7 @@
 // pkscan/population_run.hpp); the simulation is in run.cpp.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <pkscan/checks.hpp>
 #include <pkscan/engine.hpp>
@@ -343,6 +344,25 @@ void check_arms(const PopulationRun& run) {
                             " subjects, but needs at least 1",
                         f + ".count", std::to_string(a.count), ">= 1");
     check_scaling(a.scaling, a.doses, run, f + ".scaling", total, a.count);
+    if (a.output) {
+      // check_output_times' rules, at the arm's field.
+      const auto at_arm = [&](const Error& e) {
+        const std::string field = f + "." + e.field();
+        std::string msg = e.what();
+        const std::size_t colon = msg.find(": ");
+        if (colon != std::string::npos) msg = msg.substr(colon + 2);
+        return std::make_pair(who + "arm " + a.name + ": " + msg, field);
+      };
+      try {
+        check_output_times(*a.output, run.problem.grid);
+      } catch (const DomainError& e) {
+        const auto [msg, field] = at_arm(e);
+        throw DomainError(msg, field, e.value(), e.rule());
+      } catch (const InvalidArgument& e) {
+        const auto [msg, field] = at_arm(e);
+        throw InvalidArgument(msg, field, e.value(), e.rule());
+      }
+    }
     total += a.count;
   }
   if (total != run.population->count)
@@ -458,8 +478,26 @@ PopulationRun detail::arm_run(const PopulationRun& run, std::size_t k) {
   sub.problem.doses = a.doses;
   sub.dose_scaling = a.scaling;
   sub.population->count = a.count;
+  if (a.output) sub.problem.output = *a.output;
   if (sub.summary_by) sub.summary_by->arm = false;
   return sub;
+}
+
+std::vector<double> arm_times_of(const RunLayout& layout, std::int64_t arm) {
+  if (layout.arm_names.empty()) return layout.times;
+  const auto arms = static_cast<std::int64_t>(layout.arm_names.size());
+  const std::size_t nt = layout.times.size();
+  if (arm < 0 || arm >= arms || layout.arm_sampled.size() != static_cast<std::size_t>(arms) * nt)
+    throw InvalidArgument("arm_times_of: arm " + std::to_string(arm) + " of " +
+                          std::to_string(arms) + " arms with " +
+                          std::to_string(layout.arm_sampled.size()) +
+                          " arm_sampled flags, but arm must be in [0, arms) and arm_sampled hold "
+                          "arms x times flags");
+  std::vector<double> times;
+  for (std::size_t i = 0; i < nt; ++i)
+    if (layout.arm_sampled[static_cast<std::size_t>(arm) * nt + i] != 0)
+      times.push_back(layout.times[i]);
+  return times;
 }
 
 std::int64_t population_summary_groups(const PopulationRun& run) {
@@ -471,8 +509,12 @@ std::int64_t population_summary_groups(const PopulationRun& run) {
 
 long double population_summary_bytes(const PopulationRun& run) {
   if (!run.summaries) return 0.0L;
-  if (!run.arms.empty())
-    return population_summary_bytes(detail::arm_run(run, 0));  // one arm at a time
+  if (!run.arms.empty()) {
+    long double most = 0.0L;  // one arm at a time
+    for (std::size_t k = 0; k < run.arms.size(); ++k)
+      most = std::max(most, population_summary_bytes(detail::arm_run(run, k)));
+    return most;
+  }
   const TimeSummaryOptions options;
   const int compartments = static_cast<int>(model_of(run)->compartments.size());
   const auto live = static_cast<long double>(Groups(run).live()) *
@@ -507,6 +549,44 @@ RunLayout population_layout(const PopulationRun& run) {
           l.summary_estimates || population_layout(detail::arm_run(run, k)).summary_estimates;
     l.extra_columns.insert(l.extra_columns.begin(), "arm");
     for (const Arm& a : run.arms) l.arm_names.push_back(a.name);
+    // The time axis: the union of the arms' output steps (every step when an arm samples every
+    // one), and which of them each arm samples.
+    const TimeGrid& grid = run.problem.grid;
+    const auto output_of = [&](std::size_t k) -> const OutputTimes& {
+      return run.arms[k].output ? *run.arms[k].output : run.problem.output;
+    };
+    bool all = false;
+    std::vector<std::int64_t> steps, merged;
+    for (std::size_t k = 0; k < run.arms.size(); ++k) {
+      const OutputTimes& o = output_of(k);
+      all = all || o.all;
+      if (all) break;
+      merged.clear();
+      std::set_union(steps.begin(), steps.end(), o.steps.begin(), o.steps.end(),
+                     std::back_inserter(merged));
+      steps.swap(merged);
+    }
+    if (all) {
+      steps.resize(static_cast<std::size_t>(grid.steps + 1));
+      for (std::int64_t i = 0; i <= grid.steps; ++i) steps[static_cast<std::size_t>(i)] = i;
+    }
+    l.times.resize(steps.size());
+    for (std::size_t i = 0; i < steps.size(); ++i) l.times[i] = grid.time(steps[i]);
+    const std::size_t nt = steps.size();
+    l.arm_sampled.assign(run.arms.size() * nt, 0);
+    for (std::size_t k = 0; k < run.arms.size(); ++k) {
+      const OutputTimes& o = output_of(k);
+      std::int8_t* row = l.arm_sampled.data() + k * nt;
+      if (o.all) {
+        std::fill(row, row + nt, std::int8_t{1});
+        continue;
+      }
+      std::size_t i = 0;
+      for (std::int64_t s : o.steps) {
+        while (steps[i] < s) ++i;  // s is in the union
+        row[i] = 1;
+      }
+    }
     const auto arms = static_cast<std::int64_t>(run.arms.size());
     if (run.summaries) {
       l.summary_columns.insert(l.summary_columns.begin(), "arm");

@@ -180,8 +180,23 @@ Curves read_summary_csv(const std::string& path, const std::string& asked, int m
   std::vector<std::string> arm_names;          // the arm column's names, numbered from 1
   std::map<std::vector<double>, int> started;  // group -> the line of its first row
   std::size_t times = 0;                       // rows of the current group so far
+  // The groups of different arms may have their own times (each arm's output times).
+  const bool arm_times = time_col > 0 && header[0] == "arm";
+  std::vector<double> group_t;  // with arm_times: the current group's times
+  std::map<double, std::pair<std::vector<double>, std::string>> arm_t;  // arm -> times, group
   // A group that ends must have had as many times as the first.
   const auto end_group = [&] {
+    if (arm_times) {
+      // The groups of one arm (by arm and swept parameters) have the same times.
+      const std::string label = group_label(d.group_columns, key, arm_names);
+      const auto [it, fresh] = arm_t.emplace(key[0], std::make_pair(group_t, label));
+      if (!fresh && it->second.first != group_t)
+        throw InvalidArgument("group " + label + " (from line " + std::to_string(started[key]) +
+                              ") has other times than group " + it->second.second +
+                              "; the groups of one arm must have the same times");
+      if (d.groups <= max_groups && group_t != d.t) d.bands.back().t = group_t;
+      return;
+    }
     if (d.groups > 1 && times != d.t.size())
       throw InvalidArgument("group " + group_label(d.group_columns, key, arm_names) +
                             " (from line " + std::to_string(started[key]) + ") has " +
@@ -217,13 +232,20 @@ Curves read_summary_csv(const std::string& path, const std::string& asked, int m
       if (d.groups == 0) first_key = key;
       ++d.groups;
       times = 0;
+      group_t.clear();
       if (d.groups <= max_groups)
-        d.bands.push_back(Band{group_label(d.group_columns, key, arm_names), key, {}, {}, {}});
+        d.bands.push_back(Band{group_label(d.group_columns, key, arm_names), key, {}, {}, {}, {}});
     }
     const double t = parse_number(f[time_col], "time", in.line_no());
+    if (arm_times && !group_t.empty() && !(t > group_t.back()))
+      throw InvalidArgument("line " + std::to_string(in.line_no()) + ": group " +
+                            group_label(d.group_columns, key, arm_names) + " has time " +
+                            number_text(t) + " after " + number_text(group_t.back()) +
+                            "; a group's times must increase");
+    group_t.push_back(t);
     if (d.groups == 1) {
       d.t.push_back(t);
-    } else if (times >= d.t.size() || t != d.t[times]) {
+    } else if (!arm_times && (times >= d.t.size() || t != d.t[times])) {
       const std::string first = "group " + group_label(d.group_columns, first_key, arm_names);
       throw InvalidArgument(
           "line " + std::to_string(in.line_no()) + ": group " +

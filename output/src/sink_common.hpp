@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/output/sink.hpp>
 #include <string>
+#include <vector>
 
 namespace pkscan::output::detail {
 
@@ -34,12 +36,81 @@ inline void check_layout(const RunLayout& layout, const std::string& where) {
       throw InvalidArgument(where + ": layout.parameter_table holds column " + std::to_string(c) +
                             ", but the model has " +
                             std::to_string(layout.model->parameters.size()) + " parameters");
+  if (!layout.arm_names.empty() &&
+      layout.arm_sampled.size() != layout.arm_names.size() * layout.times.size())
+    throw InvalidArgument(where + ": layout.arm_sampled has " +
+                          std::to_string(layout.arm_sampled.size()) +
+                          " flags, but must have arms x times = " +
+                          std::to_string(layout.arm_names.size() * layout.times.size()));
   const int n = static_cast<int>(layout.model->compartments.size());
   if (!layout.metric_names.empty() &&
       (layout.metric_compartment < 0 || layout.metric_compartment >= n))
     throw InvalidArgument(where + ": layout.metric_compartment (0-based) is " +
                           std::to_string(layout.metric_compartment) + ", but must be in [0, " +
                           std::to_string(n) + ")");
+}
+
+// The arm (0-based) of the rows of a chunk or summary table whose first extra or group value is
+// the arm's number (1-based); -1 without arms. @throws InvalidArgument for a number out of range
+inline std::int64_t arm_of(const RunLayout& layout, double number, const std::string& where) {
+  if (layout.arm_names.empty()) return -1;
+  const auto arms = static_cast<double>(layout.arm_names.size());
+  if (!(number >= 1 && number <= arms && number == static_cast<double>(static_cast<int>(number))))
+    throw InvalidArgument(where + ": the arm column holds " + std::to_string(number) +
+                          ", but must be an arm's number in [1, " +
+                          std::to_string(layout.arm_names.size()) + "]");
+  return static_cast<std::int64_t>(number) - 1;
+}
+
+// The output times of rows of arm `arm` (0-based; -1: the layout's times).
+inline std::vector<double> times_of(const RunLayout& layout, std::int64_t arm) {
+  return arm < 0 ? layout.times : arm_times_of(layout, arm);
+}
+
+// Positions in layout.times of the times of arm `arm` (0-based; -1: none); empty when it samples
+// every time of the layout (nothing to widen).
+inline std::vector<std::size_t> arm_positions(const RunLayout& layout, std::int64_t arm) {
+  std::vector<std::size_t> at;
+  if (arm < 0) return at;
+  const std::size_t nt = layout.times.size();
+  const std::int8_t* row = layout.arm_sampled.data() + static_cast<std::size_t>(arm) * nt;
+  for (std::size_t i = 0; i < nt; ++i)
+    if (row[i] != 0) at.push_back(i);
+  if (at.size() == nt) at.clear();
+  return at;
+}
+
+// arm_positions of the arm of rows or a table whose values of `columns` start with `values`
+// (with arms, the arm's number comes first: `arm` is the first column).
+inline std::vector<std::size_t> table_positions(const RunLayout& layout,
+                                                const std::vector<std::string>& columns,
+                                                const std::vector<double>& values,
+                                                const std::string& where) {
+  const bool by_arm = !columns.empty() && columns[0] == "arm" && !values.empty();
+  return arm_positions(layout, by_arm ? arm_of(layout, values[0], where) : -1);
+}
+
+// `rows` blocks of at.size() times x `per_time` values, widened to rows x `times` x per_time
+// values in `out`: time i of a block goes to time at[i], the other times hold `fill`.
+template <class T>
+void widen(const T* in, std::size_t rows, const std::vector<std::size_t>& at, std::size_t times,
+           std::size_t per_time, T fill, std::vector<T>& out) {
+  out.assign(rows * times * per_time, fill);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t i = 0; i < at.size(); ++i)
+      std::copy_n(in + (r * at.size() + i) * per_time, per_time,
+                  out.data() + (r * times + at[i]) * per_time);
+}
+
+// One table's `values` (an arm's times x per_time) on `times` times: `values` itself when `at`
+// is empty, else widened into `out` (NaN at the times the arm does not sample).
+inline const double* widened(const std::vector<double>& values, const std::vector<std::size_t>& at,
+                             std::uint64_t times, std::uint64_t per_time,
+                             std::vector<double>& out) {
+  if (at.empty()) return values.data();
+  widen(values.data(), 1, at, static_cast<std::size_t>(times), static_cast<std::size_t>(per_time),
+        std::numeric_limits<double>::quiet_NaN(), out);
+  return out.data();
 }
 
 // A chunk must continue the rows written so far, hold results of the layout's model, times and
@@ -60,8 +131,15 @@ inline void check_chunk(const RunLayout& layout, std::int64_t written, const Chu
     throw InvalidArgument(where + ": the chunk has " + std::to_string(r.compartments()) +
                           " compartments, but the model " + layout.model->name + " has " +
                           std::to_string(layout.model->compartments.size()));
-  if (r.output_times() != layout.times)
-    throw InvalidArgument(where + ": the chunk's output times differ from layout.times");
+  if (r.subjects() > 0 && !layout.arm_names.empty() && chunk.extra == nullptr)
+    throw InvalidArgument(where + ": chunk.extra is null, but the layout has arms");
+  const std::int64_t arm =
+      r.subjects() > 0 && !layout.arm_names.empty() ? arm_of(layout, chunk.extra[0], where) : -1;
+  if (r.output_times() != times_of(layout, arm))
+    throw InvalidArgument(
+        where + ": the chunk's output times differ from layout.times" +
+        (arm < 0 ? ""
+                 : " (those arm " + layout.arm_names[static_cast<std::size_t>(arm)] + " samples)"));
   if (r.precision() != layout.precision)
     throw InvalidArgument(where + ": the chunk's precision differs from layout.precision");
   if (r.subjects() > 0 && !layout.extra_columns.empty() && chunk.extra == nullptr)
@@ -88,11 +166,16 @@ inline void check_chunk(const RunLayout& layout, std::int64_t written, const Chu
 // @throws InvalidArgument
 inline void check_summary(const RunLayout& layout, const TimeSummaryTable& t,
                           const std::string& where) {
-  const std::size_t times = layout.times.size();
   const std::size_t n = layout.model->compartments.size();
   const std::size_t q = t.percentiles.size();
-  if (t.times != layout.times)
-    throw InvalidArgument(where + ": the summary's times differ from layout.times");
+  const bool by_arm = !layout.summary_columns.empty() && layout.summary_columns[0] == "arm";
+  const std::int64_t arm = by_arm && !t.group.empty() ? arm_of(layout, t.group[0], where) : -1;
+  if (t.times != times_of(layout, arm))
+    throw InvalidArgument(
+        where + ": the summary's times differ from layout.times" +
+        (arm < 0 ? ""
+                 : " (those arm " + layout.arm_names[static_cast<std::size_t>(arm)] + " samples)"));
+  const std::size_t times = t.times.size();
   if (t.compartments != static_cast<int>(n))
     throw InvalidArgument(where + ": the summary has " + std::to_string(t.compartments) +
                           " compartments, but the model has " + std::to_string(n));
@@ -149,9 +232,12 @@ class SinkProtocol {
                             std::to_string(replicate_summaries_ + 1) +
                             " times, but layout.replicate_summary_groups is " +
                             std::to_string(layout.replicate_summary_groups));
-    const std::size_t want = layout.times.size() * layout.model->compartments.size() *
+    const bool by_arm =
+        !layout.replicate_summary_columns.empty() && layout.replicate_summary_columns[0] == "arm";
+    const std::int64_t arm = by_arm && !t.group.empty() ? arm_of(layout, t.group[0], where_) : -1;
+    const std::size_t want = t.times.size() * layout.model->compartments.size() *
                              t.statistics.size() * t.percentiles.size();
-    if (t.times != layout.times || t.values.size() != want ||
+    if (t.times != times_of(layout, arm) || t.values.size() != want ||
         t.group.size() != layout.replicate_summary_columns.size())
       throw InvalidArgument(where_ +
                             ": the summary across replicates does not match the layout "

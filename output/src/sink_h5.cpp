@@ -19,6 +19,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/output/sink.hpp>
@@ -104,6 +105,15 @@ class H5Sink final : public ResultSink {
       if (!layout_.arm_names.empty())
         write_strings_attribute(extra_.get(), "arm_names", layout_.arm_names, path_);
     }
+    if (!layout_.arm_names.empty()) {
+      // Which times each arm samples (the others hold NaN in its rows and summaries).
+      Id sampled =
+          create_dataset(root, "arm_sampled", H5T_STD_I8LE,
+                         {static_cast<hsize_t>(layout_.arm_names.size()), times_}, false, path_);
+      write_all(sampled.get(), H5T_NATIVE_INT8, layout_.arm_sampled.data(), path_,
+                "dataset arm_sampled");
+      write_strings_attribute(sampled.get(), "arm_names", layout_.arm_names, path_);
+    }
     if (layout_.observations) {
       ipred_ = create_dataset(root, "ipred", H5T_IEEE_F64LE, {rows_, times_}, extendible_, path_);
       dv_ = create_dataset(root, "dv", H5T_IEEE_F64LE, {rows_, times_}, extendible_, path_);
@@ -150,12 +160,16 @@ class H5Sink final : public ResultSink {
     const hsize_t first = static_cast<hsize_t>(chunk.first);
     if (n == 0) return;
     if (extendible_) extend(first + n);
-
+    // An arm's rows on its own times: widened to the file's, NaN (blq 0) at the others.
+    const auto at =
+        layout_.arm_names.empty()
+            ? std::vector<std::size_t>()
+            : detail::table_positions(layout_, layout_.extra_columns, {chunk.extra[0]}, where_);
     if (layout_.trajectories) {
       if (layout_.precision == Precision::Float64)
-        write_trajectories(r, first, r.amounts_f64());
+        write_trajectories(r, first, r.amounts_f64().data(), at);
       else
-        write_trajectories(r, first, r.amounts_f32());
+        write_trajectories(r, first, r.amounts_f32().data(), at);
     }
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
     for (std::size_t s = 0; s < ids.size(); ++s)
@@ -167,15 +181,13 @@ class H5Sink final : public ResultSink {
                   "dataset extra");
     write_block(parameters_set_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, parameters_},
                 chunk.parameters, path_, "dataset parameters");
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     if (ipred_) {
-      write_block(ipred_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_}, chunk.ipred, path_,
-                  "dataset ipred");
-      write_block(dv_.get(), H5T_NATIVE_DOUBLE, {first, 0}, {n, times_}, chunk.dv, path_,
-                  "dataset dv");
+      write_times(ipred_, H5T_NATIVE_DOUBLE, first, n, chunk.ipred, at, nan, "dataset ipred");
+      write_times(dv_, H5T_NATIVE_DOUBLE, first, n, chunk.dv, at, nan, "dataset dv");
     }
     if (blq_)
-      write_block(blq_.get(), H5T_NATIVE_INT8, {first, 0}, {n, times_}, chunk.blq, path_,
-                  "dataset blq");
+      write_times(blq_, H5T_NATIVE_INT8, first, n, chunk.blq, at, std::int8_t{0}, "dataset blq");
     if (etas_)
       write_block(etas_.get(), H5T_NATIVE_DOUBLE, {first, 0},
                   {n, static_cast<hsize_t>(layout_.eta_columns.size())}, chunk.etas, path_,
@@ -235,9 +247,14 @@ class H5Sink final : public ResultSink {
       }
       if (elements(rest) > 0) write_all(d.get(), type, data, path_, what);
     };
-    put_row(summary_mean_, H5T_NATIVE_DOUBLE, {times_, compartments_}, t.mean.data(),
-            "dataset summary/mean");
-    put_row(summary_quantiles_, H5T_NATIVE_DOUBLE, {times_, compartments_, q}, t.quantiles.data(),
+    // An arm's table on its own times: widened to the file's, NaN at the others.
+    const auto at = detail::table_positions(layout_, layout_.summary_columns, t.group, where_);
+    std::vector<double> mean, quantiles;
+    const auto nc = static_cast<std::size_t>(compartments_);
+    put_row(summary_mean_, H5T_NATIVE_DOUBLE, {times_, compartments_},
+            detail::widened(t.mean, at, times_, nc, mean), "dataset summary/mean");
+    put_row(summary_quantiles_, H5T_NATIVE_DOUBLE, {times_, compartments_, q},
+            detail::widened(t.quantiles, at, times_, nc * q, quantiles),
             "dataset summary/quantiles");
     put_row(summary_count_, H5T_NATIVE_INT64, {}, &t.count, "dataset summary/count");
     put_row(summary_excluded_, H5T_NATIVE_INT64, {}, &t.excluded, "dataset summary/excluded");
@@ -283,15 +300,21 @@ class H5Sink final : public ResultSink {
                                 layout_.replicate_summary_columns, path_);
       }
     }
+    // An arm's table on its own times: widened to the file's, NaN at the others.
+    std::vector<double> wide;
+    const double* values = detail::widened(
+        t.values,
+        detail::table_positions(layout_, layout_.replicate_summary_columns, t.group, where_),
+        times_, compartments_ * ns * nq, wide);
     if (grouped) {
       dims.insert(dims.begin(), 1);
-      write_block(replicate_values_.get(), H5T_NATIVE_DOUBLE, {g, 0, 0, 0, 0}, dims,
-                  t.values.data(), path_, "dataset replicates/values");
+      write_block(replicate_values_.get(), H5T_NATIVE_DOUBLE, {g, 0, 0, 0, 0}, dims, values, path_,
+                  "dataset replicates/values");
       write_block(replicate_groups_.get(), H5T_NATIVE_DOUBLE, {g, 0},
                   {1, static_cast<hsize_t>(t.group.size())}, t.group.data(), path_,
                   "dataset replicates/groups");
     } else {
-      write_all(replicate_values_.get(), H5T_NATIVE_DOUBLE, t.values.data(), path_,
+      write_all(replicate_values_.get(), H5T_NATIVE_DOUBLE, values, path_,
                 "dataset replicates/values");
     }
     protocol_.end_replicate_summary();
@@ -339,20 +362,38 @@ class H5Sink final : public ResultSink {
   }
 
   // Amounts straight from the result; concentrations divided here (amount / volume in the
-  // result's precision, as write_csv does), each chunk on the thread that compresses it.
+  // result's precision, as write_csv does), each chunk on the thread that compresses it. The
+  // rows of an arm that samples the file's times at `at` only (arm_positions; empty: all) are
+  // widened as they are copied, NaN at the other times.
   template <class Real>
-  void write_trajectories(const SimulationResult& r, hsize_t first, const Array<Real>& amounts) {
+  void write_trajectories(const SimulationResult& r, hsize_t first, const Real* amounts,
+                          const std::vector<std::size_t>& at) {
     const auto n = static_cast<std::int64_t>(r.subjects());
     const auto total = static_cast<std::int64_t>(extendible_ ? 0 : rows_);
     const auto f = static_cast<std::int64_t>(first);
     const auto per_subject = static_cast<std::int64_t>(times_ * compartments_);
     const auto nc = static_cast<std::int64_t>(compartments_);
+    // The file's time of each of the chunk's times, -1 for a time the arm does not sample.
+    std::vector<std::int64_t> source(at.empty() ? 0 : static_cast<std::size_t>(times_), -1);
+    for (std::size_t i = 0; i < at.size(); ++i) source[at[i]] = static_cast<std::int64_t>(i);
+    const auto arm_subject = static_cast<std::int64_t>(at.size()) * nc;
+    // Elements [e0, e0 + count) of the file's row of chunk subject `subject` into `o`.
+    const auto copy = [&](std::int64_t subject, std::int64_t e0, std::int64_t count, Real* o) {
+      if (source.empty()) {
+        std::copy_n(amounts + subject * per_subject + e0, count, o);
+        return;
+      }
+      for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t t = source[static_cast<std::size_t>((e0 + i) / nc)];
+        o[i] = t < 0 ? std::numeric_limits<Real>::quiet_NaN()
+                     : amounts[subject * arm_subject + t * nc + (e0 + i) % nc];
+      }
+    };
     amount_writer_->write(
         f, n, total,
         [&](std::int64_t row, std::int64_t rows, std::int64_t e0, std::int64_t count, void* out) {
           Real* o = static_cast<Real*>(out);
-          for (std::int64_t s = 0; s < rows; ++s)
-            std::copy_n(amounts.data() + (row - f + s) * per_subject + e0, count, o + s * count);
+          for (std::int64_t s = 0; s < rows; ++s) copy(row - f + s, e0, count, o + s * count);
         });
     concentration_writer_->write(
         f, n, total,
@@ -363,11 +404,32 @@ class H5Sink final : public ResultSink {
             const std::int64_t subject = row - f + s;
             for (std::int64_t c = 0; c < nc; ++c)
               volume[c] = static_cast<Real>(r.volume(subject, static_cast<int>(c)));
-            const Real* a = amounts.data() + subject * per_subject + e0;
+            Real* a = o + s * count;
+            copy(subject, e0, count, a);
             for (std::int64_t i = 0; i < count; ++i)
-              o[s * count + i] = static_cast<Real>(a[i] / volume[(e0 + i) % nc]);
+              a[i] = static_cast<Real>(a[i] / volume[(e0 + i) % nc]);
           }
         });
+  }
+
+  // A (rows, times) dataset's rows [first, first + n): `values` on the file's times, or an arm's
+  // rows on its own (at: arm_positions), widened block by block (bounded memory), `fill` at the
+  // times the arm does not sample.
+  template <class T>
+  void write_times(const Id& d, hid_t type, hsize_t first, hsize_t n, const T* values,
+                   const std::vector<std::size_t>& at, T fill, const char* what) {
+    if (at.empty()) {
+      write_block(d.get(), type, {first, 0}, {n, times_}, values, path_, what);
+      return;
+    }
+    const hsize_t block = std::max<hsize_t>(1, (hsize_t{1} << 20) / times_);
+    std::vector<T> wide;
+    for (hsize_t r = 0; r < n; r += block) {
+      const hsize_t m = std::min(block, n - r);
+      detail::widen(values + r * at.size(), static_cast<std::size_t>(m), at,
+                    static_cast<std::size_t>(times_), 1, fill, wide);
+      write_block(d.get(), type, {first + r, 0}, {m, times_}, wide.data(), path_, what);
+    }
   }
 
   std::string path_;
@@ -386,6 +448,7 @@ class H5Sink final : public ResultSink {
   bool summary_exact_ = true;  // every group's percentiles so far are exact
   // The trajectories' writers (declared after the datasets they write: destroyed first).
   std::unique_ptr<detail::ChunkWriter> amount_writer_, concentration_writer_;
+  const std::string where_ = "HDF5 sink";
   detail::SinkProtocol protocol_{"HDF5 sink"};
 };
 

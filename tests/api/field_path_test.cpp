@@ -238,6 +238,40 @@ TEST(FieldPath, PopulationRun) {
   EXPECT_EQ(c.rule, "finite and > 0 for a power effect");
 }
 
+// An arm's own output times follow check_output_times' rules at the arm's field; the layout's
+// times are the union of the arms', arm_sampled says which each arm samples.
+TEST(FieldPath, ArmOutputTimes) {
+  PopulationRun r = population_run();
+  r.problem.output = OutputTimes::at_steps({0, 8});
+  r.arms.resize(2);
+  r.arms[0].name = "a";
+  r.arms[0].count = 1;
+  r.arms[0].output = OutputTimes::at_steps({1, 2, 8});
+  r.arms[1].name = "b";
+  r.arms[1].count = 2;  // output times: problem.output
+  EXPECT_EQ(caught([&] { check_population_run(r); }).kind, "none");
+  const RunLayout l = population_layout(r);
+  EXPECT_EQ(l.times, (std::vector<double>{0, 0.5, 1, 4}));
+  EXPECT_EQ(l.arm_sampled, (std::vector<std::int8_t>{0, 1, 1, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(arm_times_of(l, 0), (std::vector<double>{0.5, 1, 4}));
+  EXPECT_EQ(arm_times_of(l, 1), (std::vector<double>{0, 4}));
+  EXPECT_EQ(caught([&] { arm_times_of(l, 2); }).kind, "invalid");
+
+  r.arms[1].output = OutputTimes::at_steps({0, 4, 4});
+  Caught c = caught([&] { check_population_run(r); });
+  EXPECT_EQ(c.kind, "invalid");
+  EXPECT_EQ(c.field, "arms[1].output.steps[2]");
+  EXPECT_NE(c.what.find("arm b"), std::string::npos) << c.what;
+  r.arms[1].output = OutputTimes::at_steps({0, 9});  // 8 steps
+  c = caught([&] { check_population_run(r); });
+  EXPECT_EQ(c.kind, "domain");
+  EXPECT_EQ(c.field, "arms[1].output.steps[1]");
+  r.arms[1].output = OutputTimes::at_steps({});
+  EXPECT_EQ(caught([&] { check_population_run(r); }).field, "arms[1].output.steps");
+  r.arms[1].output = OutputTimes::every_step();
+  EXPECT_EQ(population_layout(r).times.size(), 9u);  // every grid time
+}
+
 TEST(FieldPath, DatasetValuesFromTheBatchNameTheirField) {
   const ModelInfo& m = model_info(ModelKind::TwoCompartment);
   const Dataset data = parse_dataset(

@@ -51,6 +51,11 @@ struct RunLayout {
   /// With arms: the names of the arms; the `arm` column holds the arm's number k (1-based), whose
   /// name is arm_names[k - 1] (CSV writes the name).
   std::vector<std::string> arm_names;
+  /// With arms: which of `times` each arm samples, arms x times row-major (1: sampled). `times`
+  /// is the sorted union of the arms' output times (Arm::output); the chunks and summary tables
+  /// of arm k hold its own times only (arm_times_of), and a sink that writes one time axis for
+  /// every arm fills the others (the HDF5 sink: NaN). Empty without arms.
+  std::vector<std::int8_t> arm_sampled;
   /// The per-row parameter table (CSV: `STEM.parameters.csv`): the parameter columns it holds
   /// (ModelInfo::parameters indices: those the run gives a value, in model order), then the
   /// etas (eta_columns). Empty: no table.
@@ -88,6 +93,13 @@ struct RunLayout {
   std::string run_text;      ///< the run description's text (a run file; stored by the HDF5 sink)
   std::string run_file;      ///< its path (HDF5 attribute; the file of a ConfigError)
 };
+
+/// The output times of arm k (0-based) of a layout with arms: the layout's times it samples
+/// (RunLayout::arm_sampled); layout.times without arms. Its chunks' results
+/// (SimulationResult::output_times) and summary tables (TimeSummaryTable::times,
+/// ReplicateSummaryTable::times) hold these times.
+/// @throws InvalidArgument for an arm out of range or an arm_sampled of the wrong size
+std::vector<double> arm_times_of(const RunLayout& layout, std::int64_t arm);
 
 /// One chunk of consecutive subjects, rows [first, first + result.subjects()). The pointers are
 /// borrowed for the duration of ResultSink::write() only.
@@ -213,6 +225,9 @@ struct Arm {
   std::int64_t count = 0;        ///< subjects of the arm, >= 1
   std::vector<DoseEvent> doses;  ///< the arm's dose lines (the run's problem.doses are not used)
   std::vector<DoseScaling> scaling;  ///< per dose line, or empty (every amount as given)
+  /// The arm's output times (its rows, summaries and metrics); absent: problem.output. Checked
+  /// by check_output_times' rules (field `arms[k].output.steps[i]`).
+  std::optional<OutputTimes> output;
 };
 
 /// The subjects of arms given as shares of a population's `count` subjects: each share in
@@ -266,7 +281,9 @@ struct PopulationRun {
   /// subjects after those of the arms before it: their draws and covariate rows), each with its
   /// own doses; population.count is the sum of the counts. Rows then go arm by arm (the arm
   /// slowest, then replicate, sweep point, subject), with an `arm` column first, and the
-  /// summaries are grouped by arm (summary_by.arm). Empty: one arm of problem.doses.
+  /// summaries are grouped by arm (summary_by.arm). An arm with its own output times
+  /// (Arm::output) is simulated, summarised and measured at those; the layout's times are the
+  /// union (RunLayout::arm_sampled). Empty: one arm of problem.doses.
   std::vector<Arm> arms;
   /// Summaries across replicates at these percentiles (ascending, in [0, 100]); empty: none.
   /// Needs replicates > 1 and summaries grouped by replicate (summary_by.replicate).

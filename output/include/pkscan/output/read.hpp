@@ -25,6 +25,9 @@ struct Band {
   std::vector<double> values;     ///< the group's value of each of Curves::group_columns
   std::vector<double> center;     ///< median, else mean
   std::vector<double> low, high;  ///< lowest and highest percentile; empty without a band
+  /// The band's own times when they are not Curves::t (the arms of a trial with their own
+  /// output times); empty: Curves::t.
+  std::vector<double> t;
 };
 
 /// The concentrations of one compartment of a result: a summary, or the first subjects.
@@ -53,7 +56,8 @@ struct Curves {
 /// is read instead when it is there and no interrupted commit left the unit's journal,
 /// temp_files.hpp). `compartment`: the one to read; empty = central, else the first. Of a
 /// summary by group, the first `max_groups` groups (at least one) are kept; the times and
-/// grouping values of every group are checked.
+/// grouping values of every group are checked: every group has the first group's times, except
+/// that the groups of different arms (a summary CSV grouped by `arm`) may have their own.
 /// @throws InvalidArgument for an unreadable file, one that is not a pkscan result (a grouped
 ///         summary included whose group values are not numbers, whose groups' rows are not
 ///         contiguous or whose groups have different times), or an unknown compartment
