@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <pkscan/design.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/threads.hpp>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "events/plan.hpp"
+#include "events/solver.hpp"
 #include "population/residual.hpp"
 
 namespace pkscan {
@@ -275,12 +278,16 @@ void fill_subject(const Design& d, std::int64_t s, std::int64_t replicate, const
   bool have = false;
   for (std::size_t j = 0; j < subj.records.size(); ++j) {
     const std::size_t at = static_cast<std::size_t>(d.record0[static_cast<std::size_t>(s)]) + j;
+    bool same = j > 0;  // the previous record's row serves: the same covariates and kappas
     if (d.iov && replicate >= 0 && (!have || d.occasion[at] != current)) {
       current = d.occasion[at];
       have = true;
       smp.occasion(replicate, s, current, kappa.data());
+      same = false;
     }
-    smp.individual(eta, d.iov ? kappa.data() : nullptr, d.cov.data() + at * ncov, row.data());
+    const double* cov = d.cov.data() + at * ncov;
+    if (same && ncov > 0) same = std::memcmp(cov, cov - ncov, ncov * sizeof(double)) == 0;
+    if (!same) smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
     DatasetRecord& r = subj.records[j];
     for (std::size_t k = 0; k < d.drawn.size(); ++k)
       r.parameters[static_cast<std::size_t>(d.drawn_slot[k])] =
@@ -355,6 +362,7 @@ std::vector<double> design_population_predictions(const DesignRun& run) {
 }
 
 RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress) {
+  const auto t_start = std::chrono::steady_clock::now();
   Design d = prepare(run);
   check_prepared(d, run);
   const DesignLayout layout = design_layout(run);
@@ -365,12 +373,13 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
   // A replicate's parallel regions wake only the threads its work needs: a small design runs on
   // one thread (waking a pool for a few microseconds of work, many times per replicate, costs
   // more than it saves, and much more on a busy machine).
-  const int threads = detail::threads_for_work(resolve_threads(run.options.threads),
-                                               static_cast<double>(d.record0.back()),
-                                               kRecordsPerThread);
+  const int threads =
+      detail::threads_for_work(resolve_threads(run.options.threads),
+                               static_cast<double>(d.record0.back()), kRecordsPerThread);
   SimulateOptions sim_options = run.options;
   sim_options.threads = threads;
-  const ParameterBatch batch = typical_batch(d, n);
+  const ParameterBatch batch = typical_batch(d, 1);  // every subject's row: the typical values
+  const double* typical = batch.row(0);
   std::vector<double> base(static_cast<std::size_t>(n * np));
   std::vector<double> etas(static_cast<std::size_t>(n * m));
   const std::int64_t obs = d.obs0.back();
@@ -383,64 +392,113 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
     tetas.resize(static_cast<std::size_t>(trows * m));
     tkappas.resize(static_cast<std::size_t>(trows * smp.kappas()));
   }
+  // The model columns of the copy's parameter columns (the table's rows read them).
+  std::vector<int> column_of;
+  for (const std::string& c : d.data.parameter_columns)
+    column_of.push_back(parameter_index(*d.model, c));
   DatasetResult result;
   RunSummary total;
+  const bool on_device = run.options.device == Device::Cuda;
+  // The event solver's setup, as simulate_dataset_into makes it (its messages name it).
+  detail::DatasetSetup setup(d.data, d.model, "simulate_dataset", false);
+  setup.set_memory_limit(sim_options);
+  const Method method = run.options.method == Method::Auto ? Method::Batched : run.options.method;
+  const int solver_threads =
+      method == Method::Scan
+          ? 1
+          : static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, n)));
+  total.prepare_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   for (std::int64_t rep = 0; rep < run.replicates; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
     smp.sample(rep, 0, n, base.data(), etas.data(), threads);
-    struct Scratch {
+    if (!on_device) {
+      // The rows of every subject (simulate_dataset_into's), filled by the subjects themselves.
+      const std::size_t rows = static_cast<std::size_t>(obs);
+      const std::size_t nc = d.model->compartments.size();
+      result.compartments = static_cast<int>(nc);
+      result.subject.resize(rows);
+      result.record.resize(rows);
+      result.time.resize(rows);
+      result.compartment.resize(rows);
+      result.amounts.resize(rows * nc);
+      result.concentrations.resize(rows * nc);
+      result.prediction.resize(rows);
+      result.status.assign(static_cast<std::size_t>(n), SubjectStatus::Ok);
+    }
+    // Per subject, on one thread: its records' parameters, its table rows, and on the CPU its
+    // events solved and its residual errors drawn.
+    struct Worker {
       std::vector<double> kappa, row, z;
+      detail::SubjectPlan plan;
+      std::unique_ptr<detail::EventSolver> solver;
     };
-    detail::parallel_for(
-        n, threads, 64,
-        [&] {
-          return Scratch{std::vector<double>(static_cast<std::size_t>(smp.kappas()) + 1),
-                         std::vector<double>(static_cast<std::size_t>(np)),
-                         {}};
-        },
-        [&](std::int64_t s, Scratch& w) {
-          const double* eta = etas.data() + s * m;
-          fill_subject(d, s, rep, eta, w.kappa, w.row, d.data);
-          if (!run.parameter_table) return;
-          const DatasetSubject& subj = d.data.subjects[static_cast<std::size_t>(s)];
-          for (std::int64_t t = d.table0[static_cast<std::size_t>(s)];
-               t < d.table0[static_cast<std::size_t>(s) + 1]; ++t) {
-            const std::size_t ut = static_cast<std::size_t>(t);
-            const DatasetRecord& r = subj.records[static_cast<std::size_t>(d.table_record[ut])];
-            // The record's full row: the typical values, its dataset cells, then the drawn ones.
-            double* out = tparams.data() + t * np;
-            std::copy(batch.row(s), batch.row(s) + np, out);
-            for (std::size_t c = 0; c < d.data.parameter_columns.size(); ++c) {
-              const int col = parameter_index(*d.model, d.data.parameter_columns[c]);
-              if (col >= 0 && !std::isnan(r.parameters[c])) out[col] = r.parameters[c];
-            }
-            std::copy(eta, eta + m, tetas.data() + t * m);
-            if (d.iov)
-              smp.occasion(rep, s, static_cast<std::int64_t>(d.table_occasion[ut]),
-                           tkappas.data() + t * smp.kappas());
-          }
-        });
+    const auto subject = [&](std::int64_t s, Worker& w) {
+      const double* eta = etas.data() + s * m;
+      fill_subject(d, s, rep, eta, w.kappa, w.row, d.data);
+      const DatasetSubject& subj = d.data.subjects[static_cast<std::size_t>(s)];
+      if (run.parameter_table) {
+        for (std::int64_t t = d.table0[static_cast<std::size_t>(s)];
+             t < d.table0[static_cast<std::size_t>(s) + 1]; ++t) {
+          const std::size_t ut = static_cast<std::size_t>(t);
+          const DatasetRecord& r = subj.records[static_cast<std::size_t>(d.table_record[ut])];
+          // The record's full row: the typical values, its dataset cells, then the drawn ones.
+          double* out = tparams.data() + t * np;
+          std::copy(typical, typical + np, out);
+          for (std::size_t c = 0; c < column_of.size(); ++c)
+            if (column_of[c] >= 0 && !std::isnan(r.parameters[c]))
+              out[column_of[c]] = r.parameters[c];
+          std::copy(eta, eta + m, tetas.data() + t * m);
+          if (d.iov)
+            smp.occasion(rep, s, static_cast<std::int64_t>(d.table_occasion[ut]),
+                         tkappas.data() + t * smp.kappas());
+        }
+      }
+      if (on_device) return;
+      const std::int64_t a = d.obs0[static_cast<std::size_t>(s)];
+      setup.build_plan(s, w.plan);
+      const bool finite = w.solver->simulate_rows(w.plan, s, typical, result, a);
+      result.status[static_cast<std::size_t>(s)] =
+          finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+      if (!run.residual) return;
+      const ResidualError& e = *run.residual;
+      const std::int64_t k = d.obs0[static_cast<std::size_t>(s) + 1] - a;
+      w.z.resize(static_cast<std::size_t>(2 * k));
+      residual_normals(smp.spec().seed, rep, s, 2 * k, w.z.data());
+      for (std::int64_t i = 0; i < k; ++i) {
+        const std::size_t at = static_cast<std::size_t>(a + i);
+        const double y =
+            detail::observation(e, result.prediction[at], w.z[static_cast<std::size_t>(2 * i)],
+                                w.z[static_cast<std::size_t>(2 * i + 1)]);
+        dv[at] = y;
+        if (layout.blq) blq[at] = y < (d.lloq.empty() ? run.lloq : d.lloq[at]) ? 1 : 0;
+      }
+    };
     try {
-      simulate_dataset_into(d.data, batch, sim_options, result);
+      detail::parallel_for(
+          n, on_device ? threads : solver_threads, 16,
+          [&] {
+            return Worker{std::vector<double>(static_cast<std::size_t>(smp.kappas()) + 1),
+                          std::vector<double>(static_cast<std::size_t>(np)),
+                          {},
+                          {},
+                          on_device ? nullptr : detail::make_event_solver(setup)};
+          },
+          subject);
+      if (on_device) simulate_dataset_into(d.data, typical_batch(d, n), sim_options, result);
     } catch (const DomainError& e) {
       throw DomainError(std::string(e.what()) + " (replicate " + std::to_string(rep + 1) + ")",
                         e.field(), e.value(), e.rule());
     }
-    total.method = result.summary.method;
-    total.device = result.summary.device;
-    total.threads = result.summary.threads;
-    total.prepare_seconds += result.summary.prepare_seconds;
-    total.scan_seconds += result.summary.scan_seconds;
-    total.non_finite_subjects += result.summary.non_finite_subjects;
-    if (run.residual) {
+    if (on_device && run.residual) {
       const ResidualError& e = *run.residual;
-      const std::uint64_t seed = smp.spec().seed;
       detail::parallel_for(
           n, threads, 64, [] { return std::vector<double>(); },
           [&](std::int64_t s, std::vector<double>& z) {
             const std::int64_t a = d.obs0[static_cast<std::size_t>(s)];
             const std::int64_t k = d.obs0[static_cast<std::size_t>(s) + 1] - a;
             z.resize(static_cast<std::size_t>(2 * k));
-            residual_normals(seed, rep, s, 2 * k, z.data());
+            residual_normals(smp.spec().seed, rep, s, 2 * k, z.data());
             for (std::int64_t i = 0; i < k; ++i) {
               const std::size_t at = static_cast<std::size_t>(a + i);
               const double y =
@@ -451,6 +509,24 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
             }
           });
     }
+    if (on_device) {
+      total.prepare_seconds += result.summary.prepare_seconds;
+      total.scan_seconds += result.summary.scan_seconds;
+      total.threads = result.summary.threads;
+    } else {
+      total.scan_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      total.threads = solver_threads;
+      result.summary = RunSummary{};
+      result.summary.method = method;
+      result.summary.device = Device::Cpu;
+      result.summary.threads = solver_threads;
+      for (SubjectStatus st : result.status)
+        result.summary.non_finite_subjects += st != SubjectStatus::Ok;
+    }
+    total.method = on_device ? result.summary.method : method;
+    total.device = on_device ? Device::Cuda : Device::Cpu;
+    total.non_finite_subjects += result.summary.non_finite_subjects;
     DesignChunk c;
     c.replicate = rep;
     c.result = &result;
