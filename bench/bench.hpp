@@ -33,6 +33,13 @@ struct BenchOptions {
   /// The output-bound workload when not empty: the problem streamed by run_population into an
   /// HDF5 file in this folder, beside a plain write of the file's size there (the disk's speed).
   std::string write_dir;
+  /// A virtual-trial workload when not empty (bench_design.cpp): "simulate" (one replicate of a
+  /// design of N subjects with `doses` doses and `observations` observations each, IIV and
+  /// residual error, against a grid population of the same model, subjects and output times,
+  /// per simulated observation) or "vpc" (run_vpc of `replicates` replicates of such a design
+  /// with IIV, IOV and residual error: wall time and peak resident memory).
+  std::string design;
+  std::int64_t replicates = 1000;  ///< replicates of the VPC (--design vpc)
 };
 
 /// Best seconds of `repeat` runs (after a warm-up) of the hand-written probe's no-output
@@ -64,6 +71,8 @@ void run_write_bench(const BenchOptions& o, std::ostream& out);
 // --output exact (bench_exact.cpp): a summaries-only population run with exact percentiles
 // beside the same run keeping the sketch's estimates.
 void run_exact_bench(const BenchOptions& o, std::ostream& out);
+// --design simulate|vpc (bench_design.cpp).
+void run_design_bench(const BenchOptions& o, std::ostream& out);
 
 // ---- Timing, shared by the workloads ------------------------------------------------------------
 

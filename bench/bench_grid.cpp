@@ -254,6 +254,15 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
 void run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
   if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
+  if (!o.design.empty()) {
+    if (!o.dataset.empty() || !o.write_dir.empty() || o.output == "summaries" ||
+        o.output == "exact")
+      throw InvalidArgument(
+          "--design is a workload of its own; give it without --dataset, --write or "
+          "--output summaries or exact");
+    run_design_bench(o, out);
+    return;
+  }
   if (!o.write_dir.empty()) {
     if (!o.dataset.empty())
       throw InvalidArgument("--write and --dataset are two workloads; give one of them");

@@ -60,9 +60,16 @@ int run(const std::vector<std::string>& args) {
                  "Output-bound workload instead: stream the problem into an HDF5 file in this "
                  "folder, beside a plain write of its size there")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--doses", bo.doses, "Doses per subject (--dataset)")
+  app.add_option("--design", bo.design,
+                 "Virtual-trial workload instead: simulate (a design simulation against a grid "
+                 "population, per simulated observation) or vpc (a VPC: wall time, peak memory)")
+      ->check(CLI::IsMember({"simulate", "vpc"}));
+  app.add_option("--replicates", bo.replicates, "Replicates of the VPC (--design vpc)")
+      ->check(CLI::Range(std::int64_t{2}, std::int64_t{1000000}));
+  app.add_option("--doses", bo.doses, "Doses per subject (--dataset, --design)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--observations", bo.observations, "Observations per subject (--dataset)")
+  app.add_option("--observations", bo.observations,
+                 "Observations per subject (--dataset, --design)")
       ->check(CLI::Range(1, 100000));
 
   try {

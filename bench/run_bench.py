@@ -68,12 +68,15 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test, not the recorded figures)")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))
     ap.add_argument("--cells", default="cpu,dataset",
-                    help="which tables to measure: cpu (the NumPy workload), dataset (dosing records)")
+                    help="which tables to measure: cpu (the NumPy workload), dataset (dosing records), "
+                         "design (virtual trials: design simulation and VPC)")
     args = ap.parse_args()
     args.exe = bench_command(args)
     cells = set(args.cells.split(","))
     if "dataset" in cells:
         dataset_table(args)
+    if "design" in cells:
+        design_table(args)
     if "cpu" not in cells:
         return
 
@@ -256,6 +259,58 @@ def dataset_table(args):
     block = "\n".join([f"Measured {date} on {cpu_model()} ({os.cpu_count()} cores), by `bench/run_bench.py "
                        f"--cells dataset`; raw JSON in `{os.path.relpath(raw_path, ROOT)}`.", "", *table, ""])
     begin, end = "<!-- dataset-table:begin -->", "<!-- dataset-table:end -->"
+    doc = open(args.doc).read()
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin) + len(begin)] + "\n" + block + doc[doc.index(end):]
+    with open(args.doc, "w") as f:
+        f.write(doc)
+    print(block)
+
+
+def design_table(args):
+    """Virtual trials: a design simulation of 1000 subjects x 20 observations (13 doses every 6 h,
+    IIV and residual error, in memory) against a grid population of the same model, subjects and
+    output times, per simulated observation; and a VPC of 1000 replicates of that design with IIV,
+    IOV and residual error (wall time, peak resident memory). Each cell runs three times (three
+    processes); the table shows the best and the spread."""
+    n = 200 if args.quick else 1000
+    reps = 100 if args.quick else 1000
+    exe = args.exe
+    common = ["--n", n, "--doses", 13, "--observations", 20]
+    sims = [pk(["--design", "simulate", "--repeat", 5] + common, exe) for _ in range(3)]
+    vpcs = [pk(["--design", "vpc", "--replicates", reps] + common, exe) for _ in range(3)]
+    date = datetime.date.today().isoformat()
+    raw = {"date": date, "cpu": cpu_model(), "cores": os.cpu_count(),
+           "cells": [{"cell": "design simulate", "result": r} for r in sims] +
+                    [{"cell": "vpc", "result": r} for r in vpcs]}
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    raw_path = os.path.join(ROOT, "bench", "results", f"design-{date}{'-quick' if args.quick else ''}.json")
+    with open(raw_path, "w") as f:
+        json.dump(raw, f, indent=1)
+
+    def spread(values, fmt):
+        return ", ".join(fmt.format(v) for v in values)
+    best = min(sims, key=lambda r: r["design_over_grid"])
+    ratios = [r["design_over_grid"] for r in sims]
+    walls = [r["wall_s"] for r in vpcs]
+    mibs = [r["peak_rss_mib"] for r in vpcs]
+    rows = [
+        (f"design simulation, N={n}, 20 observations + 13 doses each, IIV + residual, 1 replicate",
+         f"{best['design_ns_per_observation']:.0f} ns/observation ({best['design_best_s'] * 1e3:.1f} ms)",
+         f"grid population, same model, subjects and 20 output times: "
+         f"{best['grid_ns_per_value']:.0f} ns/value ({best['grid_best_s'] * 1e3:.1f} ms)",
+         f"**{min(ratios):.2f}x** (runs: {spread(ratios, '{:.2f}')})", "<= 1.5x"),
+        (f"VPC (`run_vpc`), {reps} replicates x N={n} x 20 observations, IIV + IOV + residual",
+         f"**{min(walls):.2f} s** (runs: {spread(walls, '{:.2f}')})", "-", "-", "<= 10 s"),
+        (f"VPC peak resident memory (getrusage)", f"**{min(mibs):.0f} MiB** (runs: {spread(mibs, '{:.0f}')})",
+         "-", "-", "<= 1 GB"),
+    ]
+    table = ["| cell | pkscan | compared with | ratio | target |", "| --- | --- | --- | --- | --- |"]
+    table += ["| " + " | ".join(r) + " |" for r in rows]
+    block = "\n".join([f"Measured {date} on {cpu_model()} ({os.cpu_count()} cores, {sims[0]['threads']} threads), "
+                       f"by `bench/run_bench.py --cells design`{' --quick' if args.quick else ''}; "
+                       f"best of 3 runs; raw JSON in `{os.path.relpath(raw_path, ROOT)}`.", "", *table, ""])
+    begin, end = "<!-- design-table:begin -->", "<!-- design-table:end -->"
     doc = open(args.doc).read()
     if begin in doc and end in doc:
         doc = doc[:doc.index(begin) + len(begin)] + "\n" + block + doc[doc.index(end):]

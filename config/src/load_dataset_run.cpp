@@ -69,6 +69,14 @@ void parse_design(const Loader& L, const Loader::Entries& top, RunSpec& spec,
                   const YAML::Mark& engine_mark) {
   FieldTable fields;
   parse_population(L, pop_node, model_ptr, spec, fields, data.get());
+  if (spec.design_count > 0)
+    for (const std::string& c : data->covariate_columns)
+      if (c == "source_id")
+        L.fail(top.at("subjects").value["dataset"],
+               "the dataset " + data->file +
+                   " has a column source_id, but subjects.population.count writes its own "
+                   "source_id column (the dataset ID each virtual subject copies); rename the "
+                   "dataset's column");
   parse_dataset_output(L, top, spec, true);
   if (std::string why; !is_backend_available(spec.options.method, spec.options.device, &why))
     throw BackendUnavailable(L.where(engine_mark) + ": engine.method: " + why);

@@ -105,10 +105,9 @@ void parse_population(const Loader& L, const YAML::Node& node,
     return it->second;
   };
   if (design) {
+    // With a dataset, count resamples its subjects (DesignRun::count).
     if (auto it = pop_keys.find("count"); it != pop_keys.end())
-      L.fail(it->second.key, ctx +
-                                 ".count is not used with subjects.dataset (every replicate "
-                                 "simulates each of the dataset's subjects once); remove it");
+      spec.design_count = L.integer(it->second.value, ctx + ".count", 1, 1'000'000'000);
   } else if (auto it = pop_keys.find("iov"); it != pop_keys.end()) {
     L.fail(it->second.key, ctx +
                                ".iov needs subjects.dataset (the occasions are a column of the "

@@ -49,6 +49,7 @@ DesignRun to_design_run(const RunSpec& spec) {
   DesignRun run;
   run.data = spec.dataset;
   if (spec.population) run.population = *spec.population;
+  run.count = spec.design_count;
   run.occasion = spec.occasion;
   run.replicates = spec.replicates;
   run.residual = spec.residual;

@@ -1,11 +1,13 @@
 // The run of a run file (see run.hpp): the choice between a grid, a dataset and a streamed run,
 // made once here for the program and for library callers.
+#include <memory>
 #include <pkscan/config/population_run.hpp>
 #include <pkscan/config/run.hpp>
 #include <pkscan/output/output.hpp>
 #include <pkscan/output/sink.hpp>
 #include <pkscan/pkscan.hpp>
 #include <string>
+#include <utility>
 
 namespace pkscan::config {
 
@@ -62,15 +64,28 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
     }
     case RunKind::Design: {
       const DesignRun run = to_design_run(spec);
-      std::unique_ptr<DesignSink> sink =
-          output::make_design_sink(path, design_layout(run), {spec.file, spec.text});
+      // The rows written, counted as they pass (a resampled design's replicates differ).
+      class Counting final : public DesignSink {
+       public:
+        explicit Counting(std::unique_ptr<DesignSink> s) : sink_(std::move(s)) {}
+        void write(const DesignChunk& c) override {
+          sink_->write(c);
+          rows += c.result->rows();
+        }
+        void commit() override { sink_->commit(); }
+        std::int64_t rows = 0;
+
+       private:
+        std::unique_ptr<DesignSink> sink_;
+      } sink(output::make_design_sink(path, design_layout(run), {spec.file, spec.text}));
+      const std::int64_t per_replicate = design_rows(run);
       DesignProgressFn progress;
       if (options.progress)
         progress = [&](std::int64_t done, std::int64_t total) {
-          options.progress(done * design_rows(run), total * design_rows(run));
+          options.progress(done * per_replicate, total * per_replicate);
         };
-      rep.summary = run_design(run, *sink, progress);
-      rep.rows = design_rows(run) * run.replicates;
+      rep.summary = run_design(run, sink, progress);
+      rep.rows = sink.rows;
       return rep;
     }
     case RunKind::Streamed: {

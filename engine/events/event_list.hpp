@@ -44,6 +44,8 @@ class Propagator {
     cache_d_.clear();
     cache_k_.clear();
     cache_g_.clear();
+    fast_used_ = 0;
+    fast_next_ = 0;
     fast_ = false;
     // Structural zeros: expm(A d)[i][j] (and G) can be non-zero only where compartment i is
     // reachable from j through the flows of A (transitive closure). The eigendecomposition does
@@ -101,9 +103,25 @@ class Propagator {
       return;
     }
     if (fast_) {
+      // The last few interval lengths' terms are kept: a design's intervals repeat (doses and
+      // samples on a schedule), and a kept K is the same bits as a recomputed one.
+      for (int i = 0; i < fast_used_; ++i)
+        if (fast_d_[i] == d) {
+          k = fast_k_[i];
+          g = fast_g_[i];
+          e = fast_e_[i];
+          s = fast_s_[i];
+          return;
+        }
       eigen_terms(d, e, s);
       eigen_matrix_hd<N>(v_.data(), vinv_.data(), mask_.data(), e.data(), k.data());
       eigen_matrix_hd<N>(v_.data(), vinv_.data(), mask_.data(), s.data(), g.data());
+      const int at = fast_used_ < kFastCache ? fast_used_++ : (fast_next_++ % kFastCache);
+      fast_d_[at] = d;
+      fast_k_[at] = k;
+      fast_g_[at] = g;
+      fast_e_[at] = e;
+      fast_s_[at] = s;
       return;
     }
     for (std::size_t i = 0; i < cache_d_.size(); ++i)
@@ -166,6 +184,14 @@ class Propagator {
   Eigen::Matrix<double, N, 1> lambda_;
   std::vector<double> cache_d_;
   std::vector<Mat<N>> cache_k_, cache_g_;
+  // The fast path's kept steps (step()): K, G and the eigenvalue terms of up to kFastCache
+  // interval lengths, the oldest replaced first once full.
+  static constexpr int kFastCache = 8;
+  int fast_used_ = 0;
+  unsigned fast_next_ = 0;
+  double fast_d_[kFastCache] = {};
+  Mat<N> fast_k_[kFastCache], fast_g_[kFastCache];
+  Vec<N> fast_e_[kFastCache], fast_s_[kFastCache];
 };
 
 // Propagator<N> through the raw arrays of kernels/steady_state.hpp.

@@ -187,17 +187,31 @@ void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
       throw InvalidArgument(locate(s, seq,
                                    "CMT is " + std::to_string(r.cmt) + ", but the model " + m.name +
                                        " has " + std::to_string(n) + " compartments"));
-    // The row: the dataset cells of this record (a run of equal records shares one).
-    RowTemplate row;
-    row.first_record = seq;
-    for (std::size_t c = 0; c < column_of.size(); ++c) {
-      const double v = r.parameters[c];
-      if (std::isnan(v)) continue;
-      row.overrides.emplace_back(column_of[c], v);
-      row.overridden |= std::uint64_t{1} << column_of[c];
+    // The row: the dataset cells of this record (a run of equal records shares one). Compared
+    // with the last row's cells in place, so that a record of the same row allocates nothing.
+    bool same = !plan.rows.empty();
+    if (same) {
+      const std::vector<std::pair<int, double>>& last = plan.rows.back().overrides;
+      std::size_t k = 0;
+      for (std::size_t c = 0; c < column_of.size() && same; ++c) {
+        const double v = r.parameters[c];
+        if (std::isnan(v)) continue;
+        same = k < last.size() && last[k].first == column_of[c] && last[k].second == v;
+        ++k;
+      }
+      same = same && k == last.size();
     }
-    if (plan.rows.empty() || plan.rows.back().overrides != row.overrides)
+    if (!same) {
+      RowTemplate row;
+      row.first_record = seq;
+      for (std::size_t c = 0; c < column_of.size(); ++c) {
+        const double v = r.parameters[c];
+        if (std::isnan(v)) continue;
+        row.overrides.emplace_back(column_of[c], v);
+        row.overridden |= std::uint64_t{1} << column_of[c];
+      }
       plan.rows.push_back(std::move(row));
+    }
     plan.row_of[j] = static_cast<int>(plan.rows.size()) - 1;
     EventRecord& e = plan.records[j];
     e.time = r.time;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <pkscan/design.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/threads.hpp>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "events/plan.hpp"
+#include "events/solver.hpp"
 #include "population/residual.hpp"
 
 namespace pkscan {
@@ -29,6 +32,8 @@ constexpr const char* kWho = "run_design";
 // Records of a replicate per thread woken (each record costs about 0.1 us to 1 us to prepare
 // and solve: a thread is worth waking for a few hundred microseconds of work).
 constexpr double kRecordsPerThread = 1000.0;
+// Most virtual subjects of a resampled design (DesignRun::count).
+constexpr std::int64_t kMaxCount = 1'000'000'000;
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -80,6 +85,11 @@ Design prepare(const DesignRun& run) {
     throw DomainError(std::string(kWho) + ": replicates is " + std::to_string(run.replicates) +
                           ", but must be >= 1",
                       "replicates", std::to_string(run.replicates), ">= 1");
+  if (run.count < 0 || run.count > kMaxCount)
+    throw DomainError(std::string(kWho) + ": count is " + std::to_string(run.count) +
+                          ", but must be in [1, " + std::to_string(kMaxCount) +
+                          "] (0: every dataset subject once)",
+                      "count", std::to_string(run.count), "in [1, 1e9]");
   if (run.residual) detail::check_residual(kWho, *run.residual);
   const bool has_lloq = !std::isnan(run.lloq) || !run.lloq_column.empty();
   if (has_lloq && !run.residual)
@@ -236,6 +246,20 @@ Design prepare(const DesignRun& run) {
     }
   }
   d.table0.back() = table;
+  if (run.count > 0) {
+    // The virtual subjects' draws: subject j's etas are those of sampler subject j. Their rows
+    // take the covariates of dataset subject j mod n (sample()'s rows are not used: each record's
+    // parameters come from individual() at its own covariates).
+    std::vector<double> first(spec.covariates);
+    spec.count = run.count;
+    spec.covariates.resize(static_cast<std::size_t>(run.count) * ncov);
+    for (std::int64_t j = n; j < run.count; ++j)
+      std::copy_n(
+          first.begin() + static_cast<std::ptrdiff_t>((j % n) * static_cast<std::int64_t>(ncov)),
+          ncov,
+          spec.covariates.begin() +
+              static_cast<std::ptrdiff_t>(j * static_cast<std::int64_t>(ncov)));
+  }
   d.sampler = std::make_unique<PopulationSampler>(std::move(spec));
 
   // The columns drawn per record; none may also be a dataset column.
@@ -266,21 +290,25 @@ Design prepare(const DesignRun& run) {
 
 // Writes every record's drawn parameters of subject s into the copy, from its etas (null: 0)
 // and, with iov, the kappas of each record's occasion in `replicate` (replicate < 0: 0).
-void fill_subject(const Design& d, std::int64_t s, std::int64_t replicate, const double* eta,
-                  std::vector<double>& kappa, std::vector<double>& row, Dataset& data) {
+void fill_subject(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
+                  const double* eta, std::vector<double>& kappa, std::vector<double>& row,
+                  DatasetSubject& subj) {
   const PopulationSampler& smp = *d.sampler;
   const std::size_t ncov = smp.spec().covariate_names.size();
-  DatasetSubject& subj = data.subjects[static_cast<std::size_t>(s)];
   std::int64_t current = 0;
   bool have = false;
   for (std::size_t j = 0; j < subj.records.size(); ++j) {
     const std::size_t at = static_cast<std::size_t>(d.record0[static_cast<std::size_t>(s)]) + j;
+    bool same = j > 0;  // the previous record's row serves: the same covariates and kappas
     if (d.iov && replicate >= 0 && (!have || d.occasion[at] != current)) {
       current = d.occasion[at];
       have = true;
-      smp.occasion(replicate, s, current, kappa.data());
+      smp.occasion(replicate, draw, current, kappa.data());
+      same = false;
     }
-    smp.individual(eta, d.iov ? kappa.data() : nullptr, d.cov.data() + at * ncov, row.data());
+    const double* cov = d.cov.data() + at * ncov;
+    if (same && ncov > 0) same = std::memcmp(cov, cov - ncov, ncov * sizeof(double)) == 0;
+    if (!same) smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
     DatasetRecord& r = subj.records[j];
     for (std::size_t k = 0; k < d.drawn.size(); ++k)
       r.parameters[static_cast<std::size_t>(d.drawn_slot[k])] =
@@ -302,7 +330,10 @@ ParameterBatch typical_batch(const Design& d, std::int64_t subjects) {
 
 std::int64_t design_rows(const DesignRun& run) noexcept {
   if (!run.data) return 0;
-  return run.data->observation_count();
+  if (run.count <= 0 || run.data->subjects.empty()) return run.data->observation_count();
+  const long double mean = static_cast<long double>(run.data->observation_count()) /
+                           static_cast<long double>(run.data->subjects.size());
+  return static_cast<std::int64_t>(std::llround(mean * static_cast<long double>(run.count)));
 }
 
 DesignLayout design_layout(const DesignRun& run) {
@@ -321,6 +352,7 @@ DesignLayout design_layout(const DesignRun& run) {
       l.iov_columns.push_back("iov_" + l.model->parameters[static_cast<std::size_t>(c)].name);
     l.occasions = !run.population.iov.empty();
   }
+  l.resampled = run.count > 0;
   return l;
 }
 
@@ -334,7 +366,8 @@ void check_prepared(Design& d, const DesignRun& run) {
   std::vector<double> eta(static_cast<std::size_t>(d.sampler->etas()) + 1, 0.0);
   std::vector<double> kappa(static_cast<std::size_t>(d.sampler->kappas()) + 1, 0.0);
   std::vector<double> row(static_cast<std::size_t>(d.sampler->parameters()));
-  for (std::int64_t s = 0; s < n; ++s) fill_subject(d, s, -1, eta.data(), kappa, row, d.data);
+  for (std::int64_t s = 0; s < n; ++s)
+    fill_subject(d, s, s, -1, eta.data(), kappa, row, d.data.subjects[static_cast<std::size_t>(s)]);
   check_dataset(d.data, typical_batch(d, n), run.options);
 }
 
@@ -355,111 +388,217 @@ std::vector<double> design_population_predictions(const DesignRun& run) {
 }
 
 RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress) {
+  const auto t_start = std::chrono::steady_clock::now();
   Design d = prepare(run);
   check_prepared(d, run);
   const DesignLayout layout = design_layout(run);
   const PopulationSampler& smp = *d.sampler;
   const std::int64_t n = static_cast<std::int64_t>(d.data.subjects.size());
+  const bool resampled = run.count > 0;
+  const std::int64_t subjects = resampled ? run.count : n;  // per replicate
   const int m = smp.etas();
   const int np = smp.parameters();
+  const int nk = smp.kappas();
   // A replicate's parallel regions wake only the threads its work needs: a small design runs on
   // one thread (waking a pool for a few microseconds of work, many times per replicate, costs
   // more than it saves, and much more on a busy machine).
-  const int threads = detail::threads_for_work(resolve_threads(run.options.threads),
-                                               static_cast<double>(d.record0.back()),
-                                               kRecordsPerThread);
+  const double records = static_cast<double>(d.record0.back()) * static_cast<double>(subjects) /
+                         static_cast<double>(n);
+  const int threads =
+      detail::threads_for_work(resolve_threads(run.options.threads), records, kRecordsPerThread);
   SimulateOptions sim_options = run.options;
   sim_options.threads = threads;
-  const ParameterBatch batch = typical_batch(d, n);
-  std::vector<double> base(static_cast<std::size_t>(n * np));
-  std::vector<double> etas(static_cast<std::size_t>(n * m));
-  const std::int64_t obs = d.obs0.back();
-  std::vector<double> dv(layout.observations ? static_cast<std::size_t>(obs) : 0);
-  std::vector<std::int8_t> blq(layout.blq ? static_cast<std::size_t>(obs) : 0);
-  const std::int64_t trows = d.table0.back();
-  std::vector<double> tparams, tetas, tkappas;
-  if (run.parameter_table) {
-    tparams.resize(static_cast<std::size_t>(trows * np));
-    tetas.resize(static_cast<std::size_t>(trows * m));
-    tkappas.resize(static_cast<std::size_t>(trows * smp.kappas()));
+  const ParameterBatch batch = typical_batch(d, 1);  // every subject's row: the typical values
+  const double* typical = batch.row(0);
+  std::vector<double> base(static_cast<std::size_t>(subjects * np));
+  std::vector<double> etas(static_cast<std::size_t>(subjects * m));
+  // The simulated dataset: the copy, or with count the virtual subjects (each replicate copies
+  // its sources' records in).
+  Dataset virtual_data;
+  if (resampled) {
+    virtual_data.file = d.data.file;
+    virtual_data.columns = d.data.columns;
+    virtual_data.parameter_columns = d.data.parameter_columns;
+    virtual_data.covariate_columns = d.data.covariate_columns;
+    virtual_data.subjects.resize(static_cast<std::size_t>(subjects));
   }
+  Dataset& sim = resampled ? virtual_data : d.data;
+  // Per subject of a replicate: its source, its first observation row and first table row.
+  std::vector<std::int64_t> source(static_cast<std::size_t>(subjects));
+  std::vector<std::int64_t> obs0 = d.obs0, table0 = d.table0;
+  std::vector<std::int64_t> table_subject = d.table_subject;
+  std::vector<double> table_occasion = d.table_occasion;
+  for (std::int64_t s = 0; s < subjects; ++s) source[static_cast<std::size_t>(s)] = s;
+  std::vector<double> dv;
+  std::vector<std::int8_t> blq;
+  std::vector<double> tparams, tetas, tkappas;
+  // The model columns of the copy's parameter columns (the table's rows read them).
+  std::vector<int> column_of;
+  for (const std::string& c : d.data.parameter_columns)
+    column_of.push_back(parameter_index(*d.model, c));
   DatasetResult result;
   RunSummary total;
+  const bool on_device = run.options.device == Device::Cuda;
+  // The event solver's setup, as simulate_dataset_into makes it (its messages name it).
+  detail::DatasetSetup setup(sim, d.model, "simulate_dataset", false);
+  setup.set_memory_limit(sim_options);
+  const Method method = run.options.method == Method::Auto ? Method::Batched : run.options.method;
+  const int solver_threads =
+      method == Method::Scan
+          ? 1
+          : static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, subjects)));
+  total.prepare_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   for (std::int64_t rep = 0; rep < run.replicates; ++rep) {
-    smp.sample(rep, 0, n, base.data(), etas.data(), threads);
-    struct Scratch {
+    const auto t0 = std::chrono::steady_clock::now();
+    smp.sample(rep, 0, subjects, base.data(), etas.data(), threads);
+    if (resampled) {
+      obs0.assign(1, 0);
+      table0.assign(1, 0);
+      table_subject.clear();
+      table_occasion.clear();
+      for (std::int64_t j = 0; j < subjects; ++j) {
+        const std::int64_t src = resampled_subject(smp.spec().seed, rep, j, n);
+        const std::size_t us = static_cast<std::size_t>(src);
+        source[static_cast<std::size_t>(j)] = src;
+        obs0.push_back(obs0.back() + d.obs0[us + 1] - d.obs0[us]);
+        table0.push_back(table0.back() + d.table0[us + 1] - d.table0[us]);
+        for (std::int64_t t = d.table0[us]; t < d.table0[us + 1]; ++t) {
+          table_subject.push_back(j);
+          if (d.iov) table_occasion.push_back(d.table_occasion[static_cast<std::size_t>(t)]);
+        }
+      }
+    }
+    const std::int64_t obs = obs0.back();
+    const std::int64_t trows = table0.back();
+    if (layout.observations) dv.resize(static_cast<std::size_t>(obs));
+    if (layout.blq) blq.resize(static_cast<std::size_t>(obs));
+    if (run.parameter_table) {
+      tparams.resize(static_cast<std::size_t>(trows * np));
+      tetas.resize(static_cast<std::size_t>(trows * m));
+      tkappas.resize(static_cast<std::size_t>(trows * nk));
+    }
+    if (!on_device) {
+      // The rows of every subject (simulate_dataset_into's), filled by the subjects themselves.
+      const std::size_t rows = static_cast<std::size_t>(obs);
+      const std::size_t nc = d.model->compartments.size();
+      result.compartments = static_cast<int>(nc);
+      result.subject.resize(rows);
+      result.record.resize(rows);
+      result.time.resize(rows);
+      result.compartment.resize(rows);
+      result.amounts.resize(rows * nc);
+      result.concentrations.resize(rows * nc);
+      result.prediction.resize(rows);
+      result.status.assign(static_cast<std::size_t>(subjects), SubjectStatus::Ok);
+    }
+    // Per subject, on one thread: its records' parameters, its table rows, and on the CPU its
+    // events solved and its residual errors drawn.
+    struct Worker {
       std::vector<double> kappa, row, z;
+      detail::SubjectPlan plan;
+      std::unique_ptr<detail::EventSolver> solver;
     };
-    detail::parallel_for(
-        n, threads, 64,
-        [&] {
-          return Scratch{std::vector<double>(static_cast<std::size_t>(smp.kappas()) + 1),
-                         std::vector<double>(static_cast<std::size_t>(np)),
-                         {}};
-        },
-        [&](std::int64_t s, Scratch& w) {
-          const double* eta = etas.data() + s * m;
-          fill_subject(d, s, rep, eta, w.kappa, w.row, d.data);
-          if (!run.parameter_table) return;
-          const DatasetSubject& subj = d.data.subjects[static_cast<std::size_t>(s)];
-          for (std::int64_t t = d.table0[static_cast<std::size_t>(s)];
-               t < d.table0[static_cast<std::size_t>(s) + 1]; ++t) {
-            const std::size_t ut = static_cast<std::size_t>(t);
-            const DatasetRecord& r = subj.records[static_cast<std::size_t>(d.table_record[ut])];
-            // The record's full row: the typical values, its dataset cells, then the drawn ones.
-            double* out = tparams.data() + t * np;
-            std::copy(batch.row(s), batch.row(s) + np, out);
-            for (std::size_t c = 0; c < d.data.parameter_columns.size(); ++c) {
-              const int col = parameter_index(*d.model, d.data.parameter_columns[c]);
-              if (col >= 0 && !std::isnan(r.parameters[c])) out[col] = r.parameters[c];
-            }
-            std::copy(eta, eta + m, tetas.data() + t * m);
-            if (d.iov)
-              smp.occasion(rep, s, static_cast<std::int64_t>(d.table_occasion[ut]),
-                           tkappas.data() + t * smp.kappas());
-          }
-        });
+    const auto residuals = [&](std::int64_t s, std::vector<double>& z) {
+      const ResidualError& e = *run.residual;
+      const std::size_t us = static_cast<std::size_t>(s);
+      const std::int64_t a = obs0[us];
+      const std::int64_t k = obs0[us + 1] - a;
+      const std::int64_t a_src = d.obs0[static_cast<std::size_t>(source[us])];
+      z.resize(static_cast<std::size_t>(2 * k));
+      residual_normals(smp.spec().seed, rep, s, 2 * k, z.data());
+      for (std::int64_t i = 0; i < k; ++i) {
+        const std::size_t at = static_cast<std::size_t>(a + i);
+        const double y =
+            detail::observation(e, result.prediction[at], z[static_cast<std::size_t>(2 * i)],
+                                z[static_cast<std::size_t>(2 * i + 1)]);
+        dv[at] = y;
+        if (layout.blq)
+          blq[at] =
+              y < (d.lloq.empty() ? run.lloq : d.lloq[static_cast<std::size_t>(a_src + i)]) ? 1 : 0;
+      }
+    };
+    const auto subject = [&](std::int64_t s, Worker& w) {
+      const std::size_t us = static_cast<std::size_t>(s);
+      const std::int64_t src = source[us];
+      const std::size_t usrc = static_cast<std::size_t>(src);
+      DatasetSubject& subj = sim.subjects[us];
+      if (resampled) {
+        subj.id = d.data.subjects[usrc].id;
+        subj.records = d.data.subjects[usrc].records;
+      }
+      const double* eta = etas.data() + s * m;
+      fill_subject(d, src, s, rep, eta, w.kappa, w.row, subj);
+      if (run.parameter_table) {
+        for (std::int64_t t = d.table0[usrc]; t < d.table0[usrc + 1]; ++t) {
+          const std::size_t ut = static_cast<std::size_t>(t);
+          const std::int64_t to = table0[us] + (t - d.table0[usrc]);  // the replicate's row
+          const DatasetRecord& r = subj.records[static_cast<std::size_t>(d.table_record[ut])];
+          // The record's full row: the typical values, its dataset cells, then the drawn ones.
+          double* out = tparams.data() + to * np;
+          std::copy(typical, typical + np, out);
+          for (std::size_t c = 0; c < column_of.size(); ++c)
+            if (column_of[c] >= 0 && !std::isnan(r.parameters[c]))
+              out[column_of[c]] = r.parameters[c];
+          std::copy(eta, eta + m, tetas.data() + to * m);
+          if (d.iov)
+            smp.occasion(rep, s, static_cast<std::int64_t>(d.table_occasion[ut]),
+                         tkappas.data() + to * nk);
+        }
+      }
+      if (on_device) return;
+      setup.build_plan(s, w.plan);
+      const bool finite = w.solver->simulate_rows(w.plan, s, typical, result, obs0[us]);
+      result.status[us] = finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
+      if (run.residual) residuals(s, w.z);
+    };
     try {
-      simulate_dataset_into(d.data, batch, sim_options, result);
+      detail::parallel_for(
+          subjects, on_device ? threads : solver_threads, 16,
+          [&] {
+            return Worker{std::vector<double>(static_cast<std::size_t>(nk) + 1),
+                          std::vector<double>(static_cast<std::size_t>(np)),
+                          {},
+                          {},
+                          on_device ? nullptr : detail::make_event_solver(setup)};
+          },
+          subject);
+      if (on_device) simulate_dataset_into(sim, typical_batch(d, subjects), sim_options, result);
     } catch (const DomainError& e) {
       throw DomainError(std::string(e.what()) + " (replicate " + std::to_string(rep + 1) + ")",
                         e.field(), e.value(), e.rule());
     }
-    total.method = result.summary.method;
-    total.device = result.summary.device;
-    total.threads = result.summary.threads;
-    total.prepare_seconds += result.summary.prepare_seconds;
-    total.scan_seconds += result.summary.scan_seconds;
-    total.non_finite_subjects += result.summary.non_finite_subjects;
-    if (run.residual) {
-      const ResidualError& e = *run.residual;
-      const std::uint64_t seed = smp.spec().seed;
-      detail::parallel_for(
-          n, threads, 64, [] { return std::vector<double>(); },
-          [&](std::int64_t s, std::vector<double>& z) {
-            const std::int64_t a = d.obs0[static_cast<std::size_t>(s)];
-            const std::int64_t k = d.obs0[static_cast<std::size_t>(s) + 1] - a;
-            z.resize(static_cast<std::size_t>(2 * k));
-            residual_normals(seed, rep, s, 2 * k, z.data());
-            for (std::int64_t i = 0; i < k; ++i) {
-              const std::size_t at = static_cast<std::size_t>(a + i);
-              const double y =
-                  detail::observation(e, result.prediction[at], z[static_cast<std::size_t>(2 * i)],
-                                      z[static_cast<std::size_t>(2 * i + 1)]);
-              dv[at] = y;
-              if (layout.blq) blq[at] = y < (d.lloq.empty() ? run.lloq : d.lloq[at]) ? 1 : 0;
-            }
-          });
+    if (on_device) {
+      if (run.residual)
+        detail::parallel_for(
+            subjects, threads, 64, [] { return std::vector<double>(); }, residuals);
+      total.prepare_seconds += result.summary.prepare_seconds;
+      total.scan_seconds += result.summary.scan_seconds;
+      total.threads = result.summary.threads;
+    } else {
+      total.scan_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      total.threads = solver_threads;
+      result.summary = RunSummary{};
+      result.summary.method = method;
+      result.summary.device = Device::Cpu;
+      result.summary.threads = solver_threads;
+      for (SubjectStatus st : result.status)
+        result.summary.non_finite_subjects += st != SubjectStatus::Ok;
     }
+    total.method = result.summary.method;
+    total.device = on_device ? Device::Cuda : Device::Cpu;
+    total.non_finite_subjects += result.summary.non_finite_subjects;
     DesignChunk c;
     c.replicate = rep;
     c.result = &result;
     if (layout.observations) c.dv = dv.data();
     if (layout.blq) c.blq = blq.data();
+    if (resampled) c.source = source.data();
     if (run.parameter_table) {
       c.table_rows = trows;
-      c.table_subject = d.table_subject.data();
-      c.table_occasion = d.iov ? d.table_occasion.data() : nullptr;
+      c.table_subject = table_subject.data();
+      c.table_occasion = d.iov ? table_occasion.data() : nullptr;
       c.table_parameters = tparams.data();
       c.table_etas = tetas.data();
       c.table_kappas = tkappas.data();

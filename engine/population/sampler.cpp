@@ -102,6 +102,22 @@ void residual_normals(std::uint64_t seed, std::int64_t replicate, std::int64_t s
     normals(g, static_cast<int>(std::min<std::int64_t>(2, n - i)), z + i);
 }
 
+std::int64_t resampled_subject(std::uint64_t seed, std::int64_t replicate, std::int64_t subject,
+                               std::int64_t n) noexcept {
+  if (n <= 1) return 0;
+  // A round of its own over the subject's key: unrelated to the etas', kappas' and residual
+  // errors' streams.
+  Xoshiro256 g(mix64(subject_key(seed, static_cast<std::uint64_t>(replicate),
+                                 static_cast<std::uint64_t>(subject)) ^
+                     0x5BE0CD19137E2179ull));
+  const auto un = static_cast<std::uint64_t>(n);
+  const std::uint64_t reject = (0 - un) % un;  // 2^64 mod n: the words of an incomplete cycle
+  for (;;) {
+    const std::uint64_t w = g.next();
+    if (w >= reject) return static_cast<std::int64_t>(w % un);
+  }
+}
+
 namespace {
 
 std::string name_of(const ModelInfo& m, int column) {

@@ -265,6 +265,11 @@ class VpcSink final : public DesignSink {
 };
 
 void check_run(const DesignRun& run) {
+  if (run.count > 0)
+    throw InvalidArgument(std::string(kWho) +
+                              ": count resamples the dataset's subjects, but a VPC replicates the "
+                              "observed design; remove count",
+                          "count", std::to_string(run.count), "");
   if (!run.residual)
     throw InvalidArgument(std::string(kWho) +
                               ": a VPC compares observations with simulated observations, so the "

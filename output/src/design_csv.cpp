@@ -29,13 +29,19 @@ class DesignCsvSink final : public DesignSink {
     if (!layout_.model || !layout_.data)
       throw InvalidArgument("make_design_sink: the layout has no model or no dataset");
     check_design_columns(*layout_.data, *layout_.model);
+    if (layout_.resampled)
+      for (const std::string& c : layout_.data->covariate_columns)
+        if (c == "source_id")
+          throw InvalidArgument("make_design_sink: the dataset " + layout_.data->file +
+                                " has a column source_id, but a resampled design (count) writes "
+                                "its own source_id column; rename the dataset's column");
     const ModelInfo& model = *layout_.model;
     const std::string stem = path.substr(0, path.size() - 4);
     rows_ = &unit_.add(path);
     for (const std::string& c : csv_companions(path))
       if (layout_.parameter_table.empty() || c != stem + ".parameters.csv")
         unit_.remove_on_commit(c);
-    std::string header = "id,time";
+    std::string header = layout_.resampled ? "id,source_id,time" : "id,time";
     for (const std::string& c : model.compartments) header += ",amount_" + c;
     for (const std::string& c : model.compartments) header += ",conc_" + c;
     if (layout_.replicates > 1) header += ",replicate";
@@ -47,7 +53,7 @@ class DesignCsvSink final : public DesignSink {
     rows_->write(header.data(), header.size());
     if (!layout_.parameter_table.empty()) {
       table_ = &unit_.add(stem + ".parameters.csv");
-      std::string h = "id";
+      std::string h = layout_.resampled ? "id,source_id" : "id";
       if (layout_.replicates > 1) h += ",replicate";
       if (layout_.occasions) h += ",occasion";
       for (int c : layout_.parameter_table)
@@ -65,7 +71,6 @@ class DesignCsvSink final : public DesignSink {
                             " arrived, but " + std::to_string(next_ + 1) + " was next");
     ++next_;
     const DatasetResult& r = *c.result;
-    const Dataset& data = *layout_.data;
     const int n = r.compartments;
     char num[detail::kMaxNumberChars];
     auto put_num = [&](auto v) {
@@ -74,9 +79,9 @@ class DesignCsvSink final : public DesignSink {
     };
     for (std::int64_t i = 0; i < r.rows(); ++i) {
       const std::size_t ui = static_cast<std::size_t>(i);
-      const DatasetSubject& subj = data.subjects[static_cast<std::size_t>(r.subject[ui])];
+      const DatasetSubject& subj = subject_of(c, r.subject[ui]);
       const DatasetRecord& rec = subj.records[static_cast<std::size_t>(r.record[ui])];
-      line_ = csv_field(subj.id);
+      start_line(c, r.subject[ui], subj, put_num);
       put_num(r.time[ui]);
       for (int k = 0; k < n; ++k)
         put_num(r.amounts[ui * static_cast<std::size_t>(n) + static_cast<std::size_t>(k)]);
@@ -96,7 +101,7 @@ class DesignCsvSink final : public DesignSink {
     const std::size_t nk = layout_.iov_columns.size();
     for (std::int64_t t = 0; t < c.table_rows; ++t) {
       const std::size_t ut = static_cast<std::size_t>(t);
-      line_ = csv_field(data.subjects[static_cast<std::size_t>(c.table_subject[ut])].id);
+      start_line(c, c.table_subject[ut], subject_of(c, c.table_subject[ut]), put_num);
       if (layout_.replicates > 1) put_num(c.replicate + 1);
       if (layout_.occasions) put_num(c.table_occasion[ut]);
       for (int col : layout_.parameter_table)
@@ -116,6 +121,26 @@ class DesignCsvSink final : public DesignSink {
   }
 
  private:
+  // The dataset subject whose records subject s of a chunk has (its source when resampled).
+  const DatasetSubject& subject_of(const DesignChunk& c, std::int64_t s) const {
+    const std::int64_t at = c.source ? c.source[static_cast<std::size_t>(s)] : s;
+    return layout_.data->subjects[static_cast<std::size_t>(at)];
+  }
+  // A line's first columns: the dataset ID, or when resampled the virtual subject's number
+  // (1-based) and the ID it copies.
+  template <class PutNum>
+  void start_line(const DesignChunk& c, std::int64_t s, const DatasetSubject& subj,
+                  PutNum& put_num) {
+    if (c.source) {
+      line_.clear();
+      put_num(s + 1);
+      line_.erase(0, 1);  // put_num's leading comma
+      line_ += "," + csv_field(subj.id);
+    } else {
+      line_ = csv_field(subj.id);
+    }
+  }
+
   DesignLayout layout_;
   OutputUnit unit_;
   AtomicFile* rows_ = nullptr;

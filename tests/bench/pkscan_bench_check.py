@@ -38,7 +38,8 @@ for code in "0123":
 assert "bad input" in statuses and "not available" in statuses, statuses
 assert "shared/" not in r.stdout and "../" not in r.stdout, r.stdout
 for option in ("--n", "--t", "--method", "--device", "--precision", "--output", "--threads",
-               "--repeat", "--seed", "--dataset", "--write", "--doses", "--observations"):
+               "--repeat", "--seed", "--dataset", "--write", "--doses", "--observations",
+               "--design", "--replicates"):
     assert option in r.stdout, (option, r.stdout)
 
 # A grid cell: one JSON line with the fields of docs/cli.md.

@@ -224,7 +224,6 @@ def test_the_same_bytes_for_one_and_two_threads(tmp_path):
     (VARIABILITY, "2.5", "design.csv:9:8: occasion column OCC is \"2.5\", but must be a whole"),
     (VARIABILITY.replace("cl: 0.0225", "cl: -0.01"), "2", "iov.variances.cl is -0.01"),
     (VARIABILITY.replace("lloq: 0.5", "lloq: WT2"), "2", "LLOQ column WT2 is not a column"),
-    (VARIABILITY + "    count: 10\n", "2", "count is not used with subjects.dataset"),
     (VARIABILITY.replace("iov: {occasion: OCC,", "iov: {occasion: OCCASION,"), "2",
      "occasion column OCCASION is not a column"),
 ])

@@ -44,9 +44,15 @@ struct DesignRun {
   std::shared_ptr<const Dataset> data;
   /// Typical values, iiv, omega, covariate effects and iov of the model's parameters.
   /// covariate_names are columns of the dataset (Dataset::covariate_columns), read per record as
-  /// numbers; `count` and `covariates` are not used (the dataset's subjects and records give
-  /// them).
+  /// numbers; `count` and `covariates` are not used (the dataset's subjects and records, or
+  /// DesignRun::count, give them).
   PopulationSpec population;
+  /// Virtual subjects per replicate, resampled from the dataset's subjects with replacement;
+  /// 0: every dataset subject once per replicate. Virtual subject j of replicate r copies the
+  /// records (doses, times, covariates, occasions) of dataset subject
+  /// resampled_subject(population.seed, r, j, dataset subjects) and draws its etas, kappas and
+  /// residual errors as subject j (the formula above with i = j).
+  std::int64_t count = 0;
   /// The dataset's occasion column (a covariate column of whole numbers); needed with iov.
   std::string occasion;
   std::int64_t replicates = 1;  ///< replicates of the whole design (NONMEM's NSUBPROBLEMS)
@@ -74,6 +80,7 @@ struct DesignLayout {
   std::vector<std::string> eta_columns;  ///< "eta_<parameter>", PopulationSpec::iiv order
   std::vector<std::string> iov_columns;  ///< "iov_<parameter>", PopulationSpec::iov order
   bool occasions = false;                ///< the table has a row per subject and occasion (iov)
+  bool resampled = false;  ///< DesignRun::count: chunks carry each subject's source (a column)
 };
 
 /// One replicate of a design: the predictions at every observation record (DatasetResult's rows,
@@ -83,6 +90,10 @@ struct DesignChunk {
   const DatasetResult* result = nullptr;  ///< amounts, concentrations, prediction (IPRED)
   const double* dv = nullptr;             ///< per row: the simulated observation (observations)
   const std::int8_t* blq = nullptr;       ///< per row: 1 where DV < LLOQ (blq)
+  /// Resampled runs (DesignLayout::resampled): per subject of the replicate (DatasetResult's
+  /// `subject` and table_subject index it), the index into Dataset::subjects of the subject it
+  /// copies (whose records DatasetResult's `record` indexes); null otherwise.
+  const std::int64_t* source = nullptr;
   /// The parameter table: one row per subject, or per subject and occasion in the order the
   /// occasions first appear in its records, each with the parameters of its first record.
   std::int64_t table_rows = 0;
@@ -117,7 +128,8 @@ void check_design_run(const DesignRun& run);
 /// The layout the sink of `run` receives.
 DesignLayout design_layout(const DesignRun& run);
 
-/// Number of observation rows of one replicate.
+/// Number of observation rows of one replicate; with DesignRun::count, whose replicates differ,
+/// count times the mean observation records per dataset subject, rounded.
 std::int64_t design_rows(const DesignRun& run) noexcept;
 
 /// Progress of a design run: replicates done, of `total`.

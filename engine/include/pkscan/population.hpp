@@ -132,6 +132,15 @@ struct ResidualError {
 void residual_normals(std::uint64_t seed, std::int64_t replicate, std::int64_t subject,
                       std::int64_t n, double* z) noexcept;
 
+/// The dataset subject that virtual subject `subject` of replicate `replicate` copies when a
+/// design of `n` dataset subjects is resampled with replacement (DesignRun::count): uniform on
+/// [0, n), from a stream that depends only on (seed, replicate, subject) and is unrelated to the
+/// subject's etas, kappas and residual errors. The stream's 64-bit words below 2^64 mod n are
+/// rejected and the first other word w gives w mod n, so every dataset subject is equally likely.
+/// n < 1 returns 0.
+std::int64_t resampled_subject(std::uint64_t seed, std::int64_t replicate, std::int64_t subject,
+                               std::int64_t n) noexcept;
+
 /// Most parameters with between-occasion variability (PopulationSpec::iov).
 inline constexpr int kMaxKappas = 64;
 

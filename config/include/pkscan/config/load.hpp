@@ -59,6 +59,9 @@ struct RunSpec {
   double lloq = std::numeric_limits<double>::quiet_NaN();
   /// With subjects.dataset: the dataset column holding each observation's LLOQ (`lloq: NAME`)
   std::string lloq_column;
+  /// With subjects.dataset: subjects.population.count, the virtual subjects resampled from the
+  /// dataset's per replicate (DesignRun::count); 0 without it
+  std::int64_t design_count = 0;
   /// With subjects.dataset: the occasion column of subjects.population.iov
   std::string occasion;
   Sweep sweep;  ///< parameter grid (`sweep`; empty when there is none)
