@@ -53,6 +53,12 @@ const DesignLayout& checked_layout(const std::string& path, const DesignLayout& 
     throw InvalidArgument("make_design_h5_sink: the layout has no model or no dataset");
   const Dataset& data = *layout.data;
   check_design_columns(data, *layout.model);
+  if (layout.resampled)
+    for (const std::string& c : data.covariate_columns)
+      if (c == "source_id")
+        throw InvalidArgument("make_design_sink: the dataset " + data.file +
+                              " has a column source_id, but a resampled design (count) writes "
+                              "its own source_id column; rename the dataset's column");
   for (const std::string& c : data.covariate_columns)
     if (c.empty() || c == "." || c.find('/') != std::string::npos)
       throw InvalidArgument("dataset column \"" + c + "\" (column " +
@@ -99,11 +105,15 @@ class DesignH5Sink final : public DesignSink {
     const hid_t id_type = integer_ids_ ? H5T_STD_I64LE : string_.get();
 
     std::vector<std::string> columns;
+    // A resampled design's replicates differ in rows: its datasets grow as they arrive.
+    const bool grow = layout_.resampled;
     const auto column = [&](const std::string& name, hid_t type) {
       columns.push_back(name);
-      return h5::create_dataset(root, name.c_str(), type, {rows_}, false, path_);
+      return h5::create_dataset(root, name.c_str(), type, {grow ? 0 : rows_}, grow, path_);
     };
-    id_ = column("id", id_type);
+    // Resampled: id is the virtual subject's number, source_id the dataset ID it copies.
+    id_ = column("id", grow ? H5T_STD_I64LE : id_type);
+    if (grow) source_id_ = column("source_id", id_type);
     time_ = column("time", H5T_IEEE_F64LE);
     for (const std::string& c : model.compartments)
       amounts_.push_back(column("amount_" + c, H5T_IEEE_F64LE));
@@ -121,7 +131,7 @@ class DesignH5Sink final : public DesignSink {
         numeric_.push_back(numeric_column(data_, k));
         covariates_.push_back(h5::create_dataset(
             covariates_group_.get(), data_.covariate_columns[k].c_str(),
-            numeric_.back() ? H5T_IEEE_F64LE : string_.get(), {rows_}, false, path_));
+            numeric_.back() ? H5T_IEEE_F64LE : string_.get(), {grow ? 0 : rows_}, grow, path_));
       }
       h5::write_strings_attribute(covariates_group_.get(), "columns", data_.covariate_columns,
                                   path_);
@@ -135,7 +145,8 @@ class DesignH5Sink final : public DesignSink {
         names.push_back(name);
         return h5::create_dataset(g, name.c_str(), type, {0}, true, path_);
       };
-      table_id_ = table_column("id", id_type);
+      table_id_ = table_column("id", grow ? H5T_STD_I64LE : id_type);
+      if (grow) table_source_id_ = table_column("source_id", id_type);
       if (layout_.replicates > 1) table_replicate_ = table_column("replicate", H5T_STD_I64LE);
       if (layout_.occasions) table_occasion_ = table_column("occasion", H5T_IEEE_F64LE);
       for (int c : layout_.parameter_table)
@@ -169,16 +180,31 @@ class DesignH5Sink final : public DesignSink {
       throw InvalidArgument("DesignSink::write: the result has " + std::to_string(r.compartments) +
                             " compartments, but the model " +
                             std::to_string(layout_.model->compartments.size()));
-    if (first_ + n > rows_)
+    if (layout_.resampled) {  // the rows of this replicate, appended
+      for (Id* d : row_datasets())
+        if (*d) h5::extend(d->get(), first_ + n, path_);
+    } else if (first_ + n > rows_)
       throw InvalidArgument("DesignSink::write: replicate " + std::to_string(c.replicate + 1) +
                             " has " + std::to_string(n) + " rows, but the dataset has " +
                             std::to_string(data_.observation_count()) + " observation records");
     const QuietHdf5 quiet;
     const std::size_t rows = static_cast<std::size_t>(n);
-    const auto subject = [&](std::size_t i) -> const DatasetSubject& {
-      return data_.subjects[static_cast<std::size_t>(r.subject[i])];
+    // The dataset subject whose records row i has (its source when resampled).
+    const auto source = [&](std::size_t i) {
+      const std::int64_t s = r.subject[i];
+      return c.source ? c.source[static_cast<std::size_t>(s)] : s;
     };
-    write_ids(id_, rows, first_, [&](std::size_t i) { return r.subject[i]; });
+    const auto subject = [&](std::size_t i) -> const DatasetSubject& {
+      return data_.subjects[static_cast<std::size_t>(source(i))];
+    };
+    if (c.source) {
+      std::vector<std::int64_t> virtual_id(rows);
+      for (std::size_t i = 0; i < rows; ++i) virtual_id[i] = r.subject[i] + 1;
+      put(id_, H5T_NATIVE_INT64, first_, n, virtual_id.data(), "id");
+      write_ids(source_id_, rows, first_, source);
+    } else {
+      write_ids(id_, rows, first_, source);
+    }
     put(time_, H5T_NATIVE_DOUBLE, first_, n, r.time.data(), "time");
     const std::vector<std::string>& names = layout_.model->compartments;
     const std::size_t nc = names.size();
@@ -220,7 +246,7 @@ class DesignH5Sink final : public DesignSink {
     if (next_ != layout_.replicates)
       throw InvalidArgument("DesignSink::commit: " + std::to_string(next_) + " of " +
                             std::to_string(layout_.replicates) + " replicates were written");
-    if (first_ != rows_)
+    if (!layout_.resampled && first_ != rows_)
       throw InvalidArgument("DesignSink::commit: " + std::to_string(first_) + " of " +
                             std::to_string(rows_) + " observation rows were written");
     {
@@ -234,11 +260,28 @@ class DesignH5Sink final : public DesignSink {
  private:
   // Every open identifier, the file last.
   std::vector<Id*> handles() {
-    std::vector<Id*> h = {&id_,  &time_,     &replicate_,       &ipred_,         &dv_,
-                          &blq_, &table_id_, &table_replicate_, &table_occasion_};
+    std::vector<Id*> h = {&id_,
+                          &source_id_,
+                          &time_,
+                          &replicate_,
+                          &ipred_,
+                          &dv_,
+                          &blq_,
+                          &table_id_,
+                          &table_source_id_,
+                          &table_replicate_,
+                          &table_occasion_};
     for (auto* v : {&amounts_, &concentrations_, &covariates_, &table_values_})
       for (Id& d : *v) h.push_back(&d);
     for (Id* d : {&covariates_group_, &table_group_, &string_, &file_}) h.push_back(d);
+    return h;
+  }
+
+  // The datasets of the observation rows (null where absent).
+  std::vector<Id*> row_datasets() {
+    std::vector<Id*> h = {&id_, &source_id_, &time_, &replicate_, &ipred_, &dv_, &blq_};
+    for (auto* v : {&amounts_, &concentrations_, &covariates_})
+      for (Id& d : *v) h.push_back(&d);
     return h;
   }
 
@@ -271,10 +314,19 @@ class DesignH5Sink final : public DesignSink {
     const hsize_t first = table_rows_;
     table_rows_ += n;
     const std::size_t rows = static_cast<std::size_t>(n);
-    for (Id* d : {&table_id_, &table_replicate_, &table_occasion_})
+    for (Id* d : {&table_id_, &table_source_id_, &table_replicate_, &table_occasion_})
       if (*d) h5::extend(d->get(), table_rows_, path_);
     for (Id& d : table_values_) h5::extend(d.get(), table_rows_, path_);
-    write_ids(table_id_, rows, first, [&](std::size_t i) { return c.table_subject[i]; });
+    if (c.source) {  // the virtual subject's number, and the dataset ID it copies
+      std::vector<std::int64_t> virtual_id(rows);
+      for (std::size_t i = 0; i < rows; ++i) virtual_id[i] = c.table_subject[i] + 1;
+      put(table_id_, H5T_NATIVE_INT64, first, n, virtual_id.data(), "parameters/id");
+      write_ids(table_source_id_, rows, first, [&](std::size_t i) {
+        return c.source[static_cast<std::size_t>(c.table_subject[i])];
+      });
+    } else {
+      write_ids(table_id_, rows, first, [&](std::size_t i) { return c.table_subject[i]; });
+    }
     if (table_replicate_) {
       const std::vector<std::int64_t> rep(rows, c.replicate + 1);
       put(table_replicate_, H5T_NATIVE_INT64, first, n, rep.data(), "parameters/replicate");
@@ -306,12 +358,12 @@ class DesignH5Sink final : public DesignSink {
   bool integer_ids_;
   h5::TempName temp_;  // the file being written; removed unless committed
   Id file_, string_;
-  Id id_, time_, replicate_, ipred_, dv_, blq_;
+  Id id_, source_id_, time_, replicate_, ipred_, dv_, blq_;
   std::vector<Id> amounts_, concentrations_;
   Id covariates_group_;
   std::vector<Id> covariates_;
   std::vector<bool> numeric_;  // per covariate column: float64 (else strings)
-  Id table_group_, table_id_, table_replicate_, table_occasion_;
+  Id table_group_, table_id_, table_source_id_, table_replicate_, table_occasion_;
   std::vector<Id> table_values_;          // parameters, etas, kappas, in the table's column order
   std::vector<std::string> table_names_;  // their names
   hsize_t first_ = 0;                     // observation rows written

@@ -123,7 +123,7 @@ def compare(tmp, stem_csv, stem_h5, yaml_text, run_file_arg, covariate_columns):
         # Types as documented.
         for h in result:
             want = {"replicate": np.int64, "blq": np.int8}.get(h, np.float64)
-            if h != "id":
+            if h not in ("id", "source_id"):
                 assert f[h].dtype == want, h
         assert f["parameters/id"].dtype == f["id"].dtype
         # Root attributes: the grid runs' provenance.
@@ -169,6 +169,26 @@ def test_text_ids_and_a_text_column_one_replicate_hdf5_suffix(tmp_path):
         assert f["covariates/SITE"].dtype.kind == "O"
         assert f["covariates/WT"].dtype == np.float64
         assert f["id"].asstr()[0] == "S-001"
+
+
+def test_a_resampled_design_writes_the_virtual_and_source_ids(tmp_path):
+    # count: id is the virtual subject's number (int64), source_id the dataset ID it copies
+    # (text IDs here); the replicates' rows differ in number, every column still equals the CSV.
+    ids = [f"S-{i:03d}" for i in range(1, 21)]
+    write_design(tmp_path / "design.csv", n=20, ids=ids)
+    yaml = run_file(tmp_path, extra="", iov="").read_text().replace(
+        "  population:\n", "  population:\n    count: 33\n")
+    (tmp_path / "sim.yaml").write_text(yaml)
+    pkscan(tmp_path, tmp_path / "sim.yaml", "--output", "a.csv")
+    pkscan(tmp_path, tmp_path / "sim.yaml", "--output", "b.h5")
+    compare(tmp_path, "a", "b", yaml, str(tmp_path / "sim.yaml"), ["WT", "OCC"])
+    with h5py.File(tmp_path / "b.h5", "r") as f:
+        assert list(f.attrs["columns"])[:2] == ["id", "source_id"]
+        assert f["id"].dtype == np.int64 and f["source_id"].dtype.kind == "O"
+        assert set(f["id"][...]) == set(range(1, 34))
+        assert set(f["source_id"].asstr()[...]) <= set(ids)
+        assert list(f["parameters"].attrs["columns"])[:2] == ["id", "source_id"]
+    assert temp_files(tmp_path) == []
 
 
 def test_without_the_parameter_table_there_is_no_parameters_group(tmp_path):
