@@ -34,6 +34,8 @@ class MemoryDesignSink final : public DesignSink {
     const std::int64_t rep = c.replicate + 1;
     replicate.insert(replicate.end(), rows, rep);
     subject.insert(subject.end(), r.subject.begin(), r.subject.end());
+    if (c.source)  // resampled: each row's dataset subject
+      for (std::int64_t s : r.subject) source.push_back(c.source[static_cast<std::size_t>(s)]);
     record.insert(record.end(), r.record.begin(), r.record.end());
     time.insert(time.end(), r.time.begin(), r.time.end());
     compartment.insert(compartment.end(), r.compartment.begin(), r.compartment.end());
@@ -50,6 +52,9 @@ class MemoryDesignSink final : public DesignSink {
     const std::size_t nk = layout_.iov_columns.size();
     table_replicate.insert(table_replicate.end(), n, rep);
     table_subject.insert(table_subject.end(), c.table_subject, c.table_subject + n);
+    if (c.source)
+      for (std::size_t t = 0; t < n; ++t)
+        table_source.push_back(c.source[static_cast<std::size_t>(c.table_subject[t])]);
     if (layout_.occasions)
       table_occasion.insert(table_occasion.end(), c.table_occasion, c.table_occasion + n);
     for (std::size_t t = 0; t < n; ++t)
@@ -85,7 +90,8 @@ class MemoryDesignSink final : public DesignSink {
   }
 
   const DesignLayout& layout_;
-  std::vector<std::int64_t> replicate, subject, record, table_replicate, table_subject;
+  std::vector<std::int64_t> replicate, subject, record, table_replicate, table_subject, source,
+      table_source;
   std::vector<int> compartment;
   std::vector<double> time, amounts, concentrations, ipred, dv, table_occasion, parameters, etas,
       kappas;
@@ -103,21 +109,25 @@ void check_design_memory(const DesignRun& run) {
   const ModelInfo& model = *run.population.model;
   const Dataset& data = *run.data;
   const auto reps = static_cast<long double>(run.replicates);
-  const auto rows = static_cast<long double>(data.observation_count());
+  const auto rows = static_cast<long double>(design_rows(run));  // of a replicate
+  // With count, the virtual subjects: count per replicate, like the dataset's on average.
+  const long double subjects = run.count > 0 ? static_cast<long double>(run.count)
+                                             : static_cast<long double>(data.subjects.size());
+  const long double per_subject = subjects / static_cast<long double>(data.subjects.size());
   const auto nc = static_cast<long double>(model.compartments.size());
   long double per_row = 8.0L * (5.0L + 2.0L * nc) + 4.0L;
   if (run.residual) per_row += 8.0L;
   if (!std::isnan(run.lloq) || !run.lloq_column.empty()) per_row += 1.0L;
   const bool iov = !run.population.iov.empty();
-  const auto table = static_cast<long double>(
-      iov ? data.record_count() : static_cast<std::int64_t>(data.subjects.size()));
+  const long double table =
+      iov ? static_cast<long double>(data.record_count()) * per_subject : subjects;
   const long double per_table_row =
       run.parameter_table
           ? 8.0L * static_cast<long double>(2 + (iov ? 1 : 0) + model.parameters.size() +
                                             run.population.iiv.size() + run.population.iov.size())
           : 0.0L;
-  const long double need = (reps + 1.0L) * (rows * per_row + table * per_table_row) +
-                           reps * static_cast<long double>(data.subjects.size());
+  const long double need =
+      (reps + 1.0L) * (rows * per_row + table * per_table_row) + reps * subjects;
   check_memory("simulate_design", need,
                "the results of " + format_value(static_cast<double>(reps)) + " replicates x " +
                    format_value(static_cast<double>(rows)) + " observation records",
@@ -181,14 +191,22 @@ each at its first record): 'parameter_names' and 'parameters' [table rows, param
 'eta_columns' and 'etas', 'iov_columns' and 'kappas', 'table_replicate', 'table_subject' and,
 with iov, 'table_occasion'; and 'ids', 'compartments', 'method', 'device', 'threads'. The GIL
 is released while the engine runs.
+
+count: resample the dataset's subjects with replacement to `count` virtual subjects per
+replicate (a run file's subjects.population.count next to a dataset): virtual subject j copies
+dataset subject resampled_subject(seed, r, j, n) and draws its own etas as subject j. 'subject'
+and 'table_subject' are then the virtual subjects (0-based), 'source' and 'table_source' their
+dataset subjects (indices into 'ids'), and 'ok' is [replicates, count].
 )doc";
 
 py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle model,
                             py::handle iiv, py::handle iov, py::handle effects, py::handle residual,
                             py::handle lloq, std::uint64_t seed, std::int64_t replicates,
-                            bool parameter_table, const std::string& method, int threads) {
+                            bool parameter_table, const std::string& method, int threads,
+                            std::optional<std::int64_t> count) {
   DesignRun run = read_design_run(dataset, typical, model, iiv, iov, effects, residual, lloq, seed,
                                   replicates, method, threads);
+  if (count) run.count = *count;
   const ModelPtr info = run.population.model;
   run.parameter_table = parameter_table;
   // A run too large to hold is a MemoryError, invalid values a ValueError (run_design checks
@@ -215,7 +233,9 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
   out["ipred"] = take(sink.ipred, {rows});
   if (layout.observations) out["dv"] = take(sink.dv, {rows});
   if (layout.blq) out["blq"] = take(sink.blq, {rows});
-  const auto subjects = static_cast<py::ssize_t>(run.data->subjects.size());
+  if (run.count > 0) out["source"] = take(sink.source, {rows});
+  const auto subjects = static_cast<py::ssize_t>(
+      run.count > 0 ? run.count : static_cast<std::int64_t>(run.data->subjects.size()));
   py::array_t<bool> ok({static_cast<py::ssize_t>(replicates), subjects});
   std::copy(sink.ok.begin(), sink.ok.end(), ok.mutable_data());
   out["ok"] = ok;
@@ -232,6 +252,7 @@ py::dict simulate_design_py(py::handle dataset, py::handle typical, py::handle m
     out["kappas"] = take(sink.kappas, {trows, static_cast<py::ssize_t>(layout.iov_columns.size())});
     out["table_replicate"] = take(sink.table_replicate, {trows});
     out["table_subject"] = take(sink.table_subject, {trows});
+    if (run.count > 0) out["table_source"] = take(sink.table_source, {trows});
     if (layout.occasions) out["table_occasion"] = take(sink.table_occasion, {trows});
   }
   out["ids"] = dataset_ids(*run.data);
@@ -315,7 +336,7 @@ void bind_design(py::module_& m) {
         py::arg("iov") = py::none(), py::arg("effects") = py::none(),
         py::arg("residual") = py::none(), py::arg("lloq") = py::none(), py::arg("seed") = 0,
         py::arg("replicates") = 1, py::arg("parameter_table") = true, py::arg("method") = "auto",
-        py::arg("threads") = 0);
+        py::arg("threads") = 0, py::arg("count") = py::none());
 }
 
 }  // namespace pkscan::python

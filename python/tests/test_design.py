@@ -217,6 +217,53 @@ output:
     assert len(par.dtype.names) == 3 + len(r["parameter_names"]) + 3
 
 
+def test_count_resamples_the_subjects_as_the_run_file_does(tmp_path):
+    # count=300 virtual subjects from 50: each one's observation times are its source's records
+    # (read from the dataset), its etas are the grid population's subject j's, and the numbers
+    # are those of `pkscan run` with subjects.population.count.
+    text = design_text(n=50)
+    r = pkscan.simulate_design(text, TYPICAL, model="three_compartment", iiv=IIV,
+                               residual=RESIDUAL, seed=4, replicates=2, count=300)
+    assert r["ok"].shape == (2, 300)
+    assert set(r["subject"]) == set(range(300)) and set(r["source"]) <= set(range(50))
+    table = columns(text)
+    for rep in (1, 2):
+        for j in (0, 17, 299):
+            sel = (r["replicate"] == rep) & (r["subject"] == j)
+            source = set(r["source"][sel])
+            assert len(source) == 1
+            sid = float(r["ids"][source.pop()])
+            want = table["TIME"][(table["ID"] == sid) & (table["EVID"] == 0)]
+            np.testing.assert_array_equal(r["time"][sel], want)
+    grid = pkscan.simulate_population("three_compartment", TYPICAL, dt=1, steps=1, count=300,
+                                      seed=4, iiv=IIV, replicates=2, trajectories=True)
+    etas = r["etas"]
+    np.testing.assert_array_equal(etas[r["table_replicate"] == 1], grid["etas"][:300])
+    cli = os.environ.get("PKSCAN_CLI")
+    if not cli:
+        return
+    (tmp_path / "design.csv").write_text(text)
+    (tmp_path / "sim.yaml").write_text("""model: three_compartment
+subjects:
+  dataset: design.csv
+  population:
+    seed: 4
+    count: 300
+    replicates: 2
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09, v_central: 0.04}
+    residual: {additive: 0.05, proportional: 0.1}
+output:
+  path: sim.csv
+""")
+    subprocess.run([cli, "run", "sim.yaml", "--quiet"], cwd=tmp_path, check=True)
+    sim = np.genfromtxt(tmp_path / "sim.csv", delimiter=",", names=True)
+    np.testing.assert_array_equal(sim["id"], r["subject"] + 1)
+    np.testing.assert_array_equal(sim["source_id"], np.array(r["ids"], dtype=float)[r["source"]])
+    for name in ("time", "replicate", "ipred", "dv"):
+        np.testing.assert_array_equal(sim[name], r[name], err_msg=name)
+
+
 def test_bad_input_is_a_value_error_with_one_line():
     data = pkscan.parse_dataset(design_text(n=3), "three_compartment")
     bad = [
