@@ -49,11 +49,30 @@ class MemorySink final : public ResultSink {
     const auto nm = static_cast<std::int64_t>(layout_.metric_names.size());
     for (std::int64_t s = 0; s < n; ++s) ids.push_back(c.ids ? c.ids[s] : c.first + s + 1);
     if (ne) extra.insert(extra.end(), c.extra, c.extra + n * ne);
+    // An arm with its own times: its values at the run's times (layout.times, the union of
+    // the arms'), NaN (BLQ 0) where the arm does not sample.
+    const std::vector<std::int64_t> at =
+        n > 0 && ne > 0 ? positions(static_cast<std::int64_t>(c.extra[0]) - 1) : identity();
+    const auto nt = static_cast<std::int64_t>(layout_.times.size());
+    const auto padded = [&](auto& to, const auto* from, std::int64_t per_time, auto fill) {
+      if (static_cast<std::int64_t>(at.size()) == nt) {
+        to.insert(to.end(), from, from + n * nt * per_time);
+        return;
+      }
+      const auto k = static_cast<std::int64_t>(at.size());
+      for (std::int64_t s = 0; s < n; ++s) {
+        const std::size_t base = to.size();
+        to.insert(to.end(), static_cast<std::size_t>(nt * per_time), fill);
+        for (std::int64_t i = 0; i < k; ++i)
+          std::copy_n(from + (s * k + i) * per_time, per_time,
+                      to.begin() + static_cast<std::ptrdiff_t>(base) + at[i] * per_time);
+      }
+    };
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     if (layout_.observations) {
-      const std::int64_t values = n * r.times();
-      ipred.insert(ipred.end(), c.ipred, c.ipred + values);
-      dv.insert(dv.end(), c.dv, c.dv + values);
-      if (layout_.blq) blq.insert(blq.end(), c.blq, c.blq + values);
+      padded(ipred, c.ipred, 1, nan);
+      padded(dv, c.dv, 1, nan);
+      if (layout_.blq) padded(blq, c.blq, 1, std::int8_t{0});
     }
     const auto neta = static_cast<std::int64_t>(layout_.eta_columns.size());
     if (neta) etas.insert(etas.end(), c.etas, c.etas + n * neta);
@@ -61,15 +80,53 @@ class MemorySink final : public ResultSink {
     if (nm) metrics.insert(metrics.end(), c.metrics, c.metrics + n * nm);
     for (SubjectStatus st : r.status()) ok.push_back(st == SubjectStatus::Ok);
     if (layout_.trajectories) {
-      const std::int64_t values = n * r.times() * r.compartments();
-      if (r.precision() == Precision::Float64)
-        amounts.insert(amounts.end(), r.amounts_f64().data(), r.amounts_f64().data() + values);
-      else
-        amounts.insert(amounts.end(), r.amounts_f32().data(), r.amounts_f32().data() + values);
+      if (r.precision() == Precision::Float64) {
+        padded(amounts, r.amounts_f64().data(), r.compartments(), nan);
+      } else {
+        const std::vector<double> wide(r.amounts_f32().begin(), r.amounts_f32().end());
+        padded(amounts, wide.data(), r.compartments(), nan);
+      }
     }
   }
-  void write_summary(const TimeSummaryTable& t) override { summaries.push_back(t); }
+  // A group's table at the run's times (NaN where its arm does not sample).
+  void write_summary(const TimeSummaryTable& t) override {
+    summaries.push_back(t);
+    const auto nt = layout_.times.size();
+    if (t.times.size() == nt) return;
+    TimeSummaryTable& w = summaries.back();
+    const std::size_t per = t.mean.size() / t.times.size();  // compartments
+    const std::size_t perq = t.quantiles.size() / t.times.size();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    w.times = layout_.times;
+    w.mean.assign(nt * per, nan);
+    w.quantiles.assign(nt * perq, nan);
+    for (std::size_t i = 0; i < t.times.size(); ++i) {
+      const auto u = static_cast<std::size_t>(
+          std::lower_bound(layout_.times.begin(), layout_.times.end(), t.times[i]) -
+          layout_.times.begin());
+      std::copy_n(t.mean.begin() + static_cast<std::ptrdiff_t>(i * per), per,
+                  w.mean.begin() + static_cast<std::ptrdiff_t>(u * per));
+      std::copy_n(t.quantiles.begin() + static_cast<std::ptrdiff_t>(i * perq), perq,
+                  w.quantiles.begin() + static_cast<std::ptrdiff_t>(u * perq));
+    }
+  }
   void commit() override {}
+
+  // Positions among layout.times of arm `arm`'s times (every time without arm_sampled).
+  std::vector<std::int64_t> positions(std::int64_t arm) const {
+    if (layout_.arm_sampled.empty() || arm < 0) return identity();
+    std::vector<std::int64_t> at;
+    const std::size_t nt = layout_.times.size();
+    for (std::size_t u = 0; u < nt; ++u)
+      if (layout_.arm_sampled[static_cast<std::size_t>(arm) * nt + u])
+        at.push_back(static_cast<std::int64_t>(u));
+    return at;
+  }
+  std::vector<std::int64_t> identity() const {
+    std::vector<std::int64_t> at(layout_.times.size());
+    for (std::size_t u = 0; u < at.size(); ++u) at[u] = static_cast<std::int64_t>(u);
+    return at;
+  }
 
   const RunLayout& layout_;
   std::vector<std::int64_t> ids;
@@ -156,10 +213,24 @@ void store_covariates(const std::vector<DoubleArray>& columns, PopulationSpec& s
     for (std::size_t i = 0; i < n; ++i) spec.covariates[i * nc + c] = columns[c].data()[i];
 }
 
-// arms: [{name, count or share, doses}] (a run file's arms); shares split `count`.
+// Output times (grid points of `grid`) as grid indices; `what` names them in errors.
+OutputTimes output_times_of(py::handle times, const TimeGrid& grid, const std::string& what) {
+  std::vector<std::int64_t> idx;
+  for (double t : times.cast<std::vector<double>>()) {
+    const std::int64_t k = grid.index_of(t);
+    if (k < 0 || k > grid.steps)
+      throw DomainError("simulate_population: " + what + " " + format_value(t) +
+                        " is not a point of the grid t = i * " + format_value(grid.dt) +
+                        ", i = 0.." + std::to_string(grid.steps));
+    idx.push_back(k);
+  }
+  return OutputTimes::at_steps(std::move(idx));
+}
+
+// arms: [{name, count or share, doses, times}] (a run file's arms); shares split `count`.
 std::vector<Arm> read_arms(py::handle arms, const ModelInfo& model,
                            const std::vector<std::string>& covariates,
-                           std::optional<std::int64_t> count) {
+                           std::optional<std::int64_t> count, const TimeGrid& grid) {
   const char* form = "arms must be a non-empty list of arms, each {name, count or share, doses}";
   if (py::isinstance<py::dict>(arms) || py::isinstance<py::str>(arms)) throw InvalidArgument(form);
   std::vector<Arm> out;
@@ -171,8 +242,9 @@ std::vector<Arm> read_arms(py::handle arms, const ModelInfo& model,
     const py::dict d = py::reinterpret_borrow<py::dict>(item);
     for (const auto& kv : d) {
       const std::string k = str_of(kv.first, ctx + " key");
-      if (k != "name" && k != "count" && k != "share" && k != "doses")
-        throw InvalidArgument(ctx + ": unknown key '" + k + "'; give name, count or share, doses");
+      if (k != "name" && k != "count" && k != "share" && k != "doses" && k != "times")
+        throw InvalidArgument(ctx + ": unknown key '" + k +
+                              "'; give name, count or share, doses, times");
     }
     if (!d.contains("name")) throw InvalidArgument(ctx + ": missing key 'name'");
     if (d.contains("count") == d.contains("share"))
@@ -196,6 +268,8 @@ std::vector<Arm> read_arms(py::handle arms, const ModelInfo& model,
     }
     if (d.contains("doses"))
       a.doses = read_doses(model, d["doses"], ctx + ".doses", &covariates, &a.scaling);
+    if (d.contains("times") && !d["times"].is_none())
+      a.output = output_times_of(d["times"], grid, ctx + ".times: output time");
     out.push_back(std::move(a));
   }
   if (out.empty()) throw InvalidArgument(form);
@@ -227,9 +301,11 @@ covariates: None or {name: 1-D array of a value per subject}; effects: None or a
 a covariate name (the amount per unit of the subject's value, mg/kg), or instead of 'amount'
 'bands': {'covariate', 'edges' (ascending), 'amounts' (one more than edges: below the first
 edge, between edges, from the last edge on)}. arms: None or a list of {'name', 'count' or
-'share' (of count; shares add up to 1), 'doses'} (instead of doses): the population's subjects
-split into the arms in order, each with its own doses; count may then be left out (the sum of
-the counts).
+'share' (of count; shares add up to 1), 'doses', 'times'} (instead of doses): the population's
+subjects split into the arms in order, each with its own doses and output times (default
+`times`); count may then be left out (the sum of the counts). 'times' is then the union of the
+arms' times, each arm's values and summaries NaN at times it does not sample, and
+'arm_sampled' [arms, times] says which it samples.
 replicates: replicate trials. sweep: {name: [values]}, the cartesian product, first name
 slowest; a swept value is the typical value. percentiles: of the per-time summaries; exact:
 the percentiles are the exact ones (type 7) at any size, rows simulated again where the
@@ -248,7 +324,8 @@ Rows: arm (slowest), replicate, sweep point, subject. Returns a dict: 'times', '
 (concentrations, over the subjects with finite values), 'count', 'excluded' and 'exact'; with
 grouping columns, 'summary_columns' names them, 'groups' [groups, columns] holds each group's
 values (arm and replicate 1-based, swept values; groups in row order), 'mean', 'quantiles',
-'count' and 'excluded' gain a leading groups axis and 'exact' is a list (one per group). With arms, 'arm' [rows] (1-based) and 'arm_names'.
+'count' and 'excluded' gain a leading groups axis and 'exact' is a list (one per group). With
+arms, 'arm' [rows] (1-based), 'arm_names' and 'arm_sampled'.
 Then 'metric_names' and 'metrics' [rows, metrics] (of the model's observed compartment), 'ids'
 [rows] (1-based within a replicate, over the arms), 'extra_columns' and 'extra' [rows, extra]
 (arm, replicate, swept values),
@@ -278,25 +355,15 @@ py::dict simulate_population_py(
     if (!doses.is_none())
       throw InvalidArgument(
           "doses is not used with arms (each arm has its own doses); give them in the arms");
-    run.arms = read_arms(arms, *info, spec.covariate_names, count);
+    run.arms = read_arms(arms, *info, spec.covariate_names, count, run.problem.grid);
   }
   if (!count && run.arms.empty())
     throw InvalidArgument("simulate_population: give count (the subjects), or arms");
   spec.count = count ? *count : 0;
   if (!count)
     for (const Arm& a : run.arms) spec.count += a.count;
-  if (!times.is_none()) {
-    std::vector<std::int64_t> idx;
-    for (double t : times.cast<std::vector<double>>()) {
-      const std::int64_t k = run.problem.grid.index_of(t);
-      if (k < 0 || k > steps)
-        throw DomainError("simulate_population: output time " + format_value(t) +
-                          " is not a point of the grid t = i * " + format_value(dt) + ", i = 0.." +
-                          std::to_string(steps));
-      idx.push_back(k);
-    }
-    run.problem.output = OutputTimes::at_steps(std::move(idx));
-  }
+  if (!times.is_none())
+    run.problem.output = output_times_of(times, run.problem.grid, "output time");
   run.options = make_options(method, device, precision, threads);
   spec.typical = read_typical(info, typical);
   read_omega(iiv, "iiv", "eta", spec, spec.iiv, spec.omega);
@@ -395,6 +462,10 @@ py::dict simulate_population_py(
       arm.push_back(static_cast<std::int64_t>(sink.extra[r * ne]));
     out["arm"] = take(arm, {rows});
     out["arm_names"] = names_of(layout.arm_names);
+    const auto na = static_cast<py::ssize_t>(layout.arm_names.size());
+    py::array_t<bool> sampled({na, nt});
+    std::copy(layout.arm_sampled.begin(), layout.arm_sampled.end(), sampled.mutable_data());
+    out["arm_sampled"] = sampled;
   }
   out["metric_names"] = names_of(layout.metric_names);
   out["metrics"] = take(sink.metrics, {rows, static_cast<py::ssize_t>(layout.metric_names.size())});

@@ -252,3 +252,31 @@ def test_summaries_stratified_by_a_covariate_are_numpys():
                                    np.percentile(rows, [5, 50, 95], axis=0).T, rtol=1e-12)
     with pytest.raises(ValueError, match="two covariates"):
         run(arms=ARMS, covariates={"WT": weights(), "SEX": sex}, summary_by=["arm", "SEX", "WT"])
+
+
+def test_arms_with_their_own_times():
+    # Arm 'fixed' samples 0, 2, ..., 30 and arm 'per_kg' 1, 5, 30: 'times' is their union, each
+    # arm's values are those of the same trial sampled at every step (to 1e-12) and NaN where
+    # it does not sample; its summaries are NumPy's over its rows at its times.
+    own = [dict(ARMS[0], times=list(range(0, STEPS + 1, 2))), dict(ARMS[1], times=[1, 5, 30])]
+    wt = {"WT": weights(40)}
+    every = run(arms=ARMS[:2], covariates=wt)
+    r = run(arms=own, covariates=wt)
+    want_times = sorted(set(range(0, STEPS + 1, 2)) | {1, 5, 30})
+    np.testing.assert_array_equal(r["times"], want_times)
+    sampled = np.isin(r["times"], own[0]["times"]), np.isin(r["times"], own[1]["times"])
+    np.testing.assert_array_equal(r["arm_sampled"], np.stack(sampled))
+    volume = r["parameters"][:, pkscan.Model("two_compartment").parameters.index("v_central")]
+    for k in (1, 2):
+        rows = r["arm"] == k
+        at = np.searchsorted(every["times"], r["times"][sampled[k - 1]])
+        np.testing.assert_allclose(r["amounts"][rows][:, sampled[k - 1]],
+                                   every["amounts"][rows][:, at], rtol=1e-12, atol=0)
+        assert np.isnan(r["amounts"][rows][:, ~sampled[k - 1]]).all()
+        g = list(r["groups"][:, 0]).index(k)
+        conc = r["amounts"][rows][:, sampled[k - 1], 1] / volume[rows, None]
+        np.testing.assert_allclose(r["quantiles"][g][sampled[k - 1], 1, :],
+                                   np.percentile(conc, [5, 50, 95], axis=0).T, rtol=1e-12)
+        assert np.isnan(r["mean"][g][~sampled[k - 1]]).all()
+    with pytest.raises(ValueError, match="arms\\[1\\].times"):
+        run(arms=[own[0], dict(own[1], times=[1.5])], covariates=wt)
