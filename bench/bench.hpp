@@ -59,6 +59,10 @@ Dataset bench_dataset(const BenchOptions& o, bool irregular, ParameterBatch& par
 // output spec.
 Problem bench_problem(const BenchOptions& o);
 
+// The benchmark problem as a population run (its subjects the problem's rows) with the
+// options' method, device, precision and threads; what it writes is the caller's to set.
+PopulationRun bench_population_run(const BenchOptions& o);
+
 // Runs the benchmark and writes one JSON line to `out`. @throws pkscan::Error.
 void run_bench(const BenchOptions& o, std::ostream& out);
 

@@ -33,12 +33,7 @@ class SummarySink final : public ResultSink {
 void run_exact_bench(const BenchOptions& o, std::ostream& out) {
   BenchOptions dense = o;
   dense.output = "dense";
-  PopulationRun run;
-  run.problem = bench_problem(dense);
-  run.options.method = o.method;
-  run.options.device = o.device;
-  run.options.precision = o.precision;
-  run.options.threads = o.threads;
+  PopulationRun run = bench_population_run(dense);
   run.trajectories = false;
   run.summaries = true;
   run.exact_percentiles = false;

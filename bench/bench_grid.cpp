@@ -177,6 +177,16 @@ Problem bench_problem(const BenchOptions& o) {
   return p;
 }
 
+PopulationRun bench_population_run(const BenchOptions& o) {
+  PopulationRun run;
+  run.problem = bench_problem(o);
+  run.options.method = o.method;
+  run.options.device = o.device;
+  run.options.precision = o.precision;
+  run.options.threads = o.threads;
+  return run;
+}
+
 namespace {
 
 // The options of the grid cells: the bench's method, device, precision and threads, amounts.

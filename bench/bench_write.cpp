@@ -69,12 +69,7 @@ double disk_write_seconds(const std::string& path, std::uint64_t bytes) {
 // on all threads), beside a plain write of the file's size in DIR and the same run into a sink
 // that keeps nothing, all in this process.
 void run_write_bench(const BenchOptions& o, std::ostream& out) {
-  PopulationRun run;
-  run.problem = bench_problem(o);
-  run.options.method = o.method;
-  run.options.device = o.device;
-  run.options.precision = o.precision;
-  run.options.threads = o.threads;
+  PopulationRun run = bench_population_run(o);
   run.trajectories = true;
   run.summaries = false;
   const std::string path = o.write_dir + "/pkscan-bench.h5";

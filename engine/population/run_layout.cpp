@@ -185,8 +185,8 @@ void check_run(const PopulationRun& run) {
           "lloq", format_value(run.lloq), "");
     detail::check_lloq("run_population", run.lloq);
   }
-  if (run.summaries) (void)detail::strata_of(run);  // checks the stratification covariate
   if (run.summaries) {
+    // Also checks the stratification covariate (strata_of).
     const long double need = population_summary_bytes(run);
     const std::uint64_t limit = result_byte_limit(run.options);
     if (need > static_cast<long double>(limit)) {
@@ -527,8 +527,8 @@ long double population_summary_bytes(const PopulationRun& run) {
                                        static_cast<long double>(1 + run.percentiles.size());
   // The exact phase's values, or later the values a pass of exact percentiles collects (twice
   // as many; TimeSummary::begin_pass).
-  const long double values = (run.exact_percentiles ? 16.0L : 8.0L) *
-                             static_cast<long double>(options.exact_values);
+  const long double values =
+      (run.exact_percentiles ? 16.0L : 8.0L) * static_cast<long double>(options.exact_values);
   return live * static_cast<long double>(
                     TimeSummary::state_bytes_for(output_times(run), compartments, options)) +
          values + across;
@@ -619,27 +619,25 @@ RunLayout population_layout(const PopulationRun& run) {
     // live group exact_values / live): the groups have equal numbers of rows (a stratum's are
     // at most its group's).
     const Groups g(run);
+    const detail::Strata strata = detail::strata_of(run);
     const long double rows = static_cast<long double>(population_rows(run)) /
                              static_cast<long double>(std::max<std::int64_t>(1, g.total()));
-    const std::int64_t budget =
-        TimeSummaryOptions{}.exact_values / (g.live() * detail::strata_of(run).count());
+    const std::int64_t budget = TimeSummaryOptions{}.exact_values / (g.live() * strata.count());
     layout.summary_estimates =
         !run.exact_percentiles && rows * static_cast<long double>(output_times(run)) *
                                           static_cast<long double>(model.compartments.size()) >
                                       static_cast<long double>(budget);
     layout.metric_names = metric_names();
     layout.metric_compartment = model.default_observation_compartment;
-    const Groups groups(run);
-    layout.summary_columns = groups.columns(model);
-    const detail::Strata strata = detail::strata_of(run);
+    layout.summary_columns = g.columns(model);
     if (!strata.values.empty())
       layout.summary_columns.push_back(
           run.population->covariate_names[static_cast<std::size_t>(run.summary_by->covariate)]);
-    layout.summary_groups = groups.total() * strata.count();
+    layout.summary_groups = g.total() * strata.count();
     if (!run.replicate_percentiles.empty()) {
       layout.replicate_summary_columns.assign(layout.summary_columns.begin() + 1,
                                               layout.summary_columns.end());
-      layout.replicate_summary_groups = groups.live() * strata.count();
+      layout.replicate_summary_groups = g.live() * strata.count();
     }
   }
   if (run.population)

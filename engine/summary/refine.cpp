@@ -244,16 +244,11 @@ PKSCAN_INLINE double value_of(Real x, double iv) {
   return Scale ? y * iv : y;
 }
 
-// The upper halves of the values' ordered keys (vectorised: branch-free ordered_key).
+// The upper halves of the values' ordered keys.
 template <class Real, bool Scale>
 PKSCAN_INLINE void keys_body(const Real* x, const double* ivr, std::int64_t n, std::uint32_t* key) {
   for (std::int64_t i = 0; i < n; ++i) {
-    const double y = value_of<Real, Scale>(x[i], ivr[i]);
-    std::uint64_t b = 0;
-    std::memcpy(&b, &y, sizeof b);
-    // Flip every bit of a negative, the sign bit of a positive.
-    const auto neg = static_cast<std::uint64_t>(static_cast<std::int64_t>(b) >> 63);
-    key[i] = static_cast<std::uint32_t>((b ^ (neg | 0x8000000000000000ull)) >> 32);
+    key[i] = static_cast<std::uint32_t>(ordered_key(value_of<Real, Scale>(x[i], ivr[i])) >> 32);
   }
 }
 PKSCAN_CLONES void keys_f64(const double* x, const double* ivr, std::int64_t n, std::uint32_t* k) {

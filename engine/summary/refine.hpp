@@ -23,9 +23,11 @@
 namespace pkscan::detail {
 
 // The ordered key of a finite double, and back.
+// Branch-free (it vectorises): every bit of a negative flipped, the sign bit of a positive set.
 inline std::uint64_t ordered_key(double x) noexcept {
   const std::uint64_t b = hd_bits(x);
-  return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+  const auto neg = static_cast<std::uint64_t>(static_cast<std::int64_t>(b) >> 63);
+  return b ^ (neg | 0x8000000000000000ull);
 }
 inline double from_ordered_key(std::uint64_t o) noexcept {
   return hd_from_bits((o >> 63) ? (o & 0x7FFFFFFFFFFFFFFFull) : ~o);
