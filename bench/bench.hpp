@@ -40,6 +40,8 @@ struct BenchOptions {
   /// with IIV, IOV and residual error: wall time and peak resident memory).
   std::string design;
   std::int64_t replicates = 1000;  ///< replicates of the VPC (--design vpc)
+  /// replicates of both runs of --design simulate (their per-call costs shared by more values)
+  std::int64_t design_replicates = 1;
 };
 
 /// Best seconds of `repeat` runs (after a warm-up) of the hand-written probe's no-output

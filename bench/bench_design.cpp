@@ -103,19 +103,20 @@ std::int64_t peak_rss_bytes() {
   return static_cast<std::int64_t>(u.ru_maxrss) * 1024;  // kilobytes on Linux
 }
 
-// --design simulate: one replicate of the design and the grid population, `repeat` calls each
-// after a warm-up, in this process.
+// --design simulate: `design_replicates` replicates of the design and of the grid population,
+// `repeat` calls each after a warm-up, in this process.
 void run_design_ratio(const BenchOptions& o, std::ostream& out) {
   DesignRun design;
   design.data = bench_design(o, false);
   design.population = bench_population(o.n, o.seed);
   design.residual = bench_residual();
   design.parameter_table = false;
+  design.replicates = o.design_replicates;
   design.options = cpu_options(o);
   NullDesignSink dsink;
   RunSummary dsum;
   const Timings td = time_calls(o.repeat, [&] { dsum = run_design(design, dsink); });
-  const std::int64_t observations = design_rows(design);
+  const std::int64_t observations = design_rows(design) * o.design_replicates;
 
   // The same doses and output times on a 1-hour grid (as --dataset grid), the same population.
   PopulationRun grid;
@@ -137,10 +138,11 @@ void run_design_ratio(const BenchOptions& o, std::ostream& out) {
   grid.options = cpu_options(o);
   grid.population = bench_population(o.n, o.seed);
   grid.residual = bench_residual();
+  grid.replicates = o.design_replicates;
   NullResultSink gsink;
   PopulationRunReport grep;
   const Timings tg = time_calls(o.repeat, [&] { grep = run_population(grid, gsink); });
-  const std::int64_t values = o.n * static_cast<std::int64_t>(steps.size());
+  const std::int64_t values = o.n * static_cast<std::int64_t>(steps.size()) * o.design_replicates;
 
   const double design_ns = td.best() * 1e9 / static_cast<double>(observations);
   const double grid_ns = tg.best() * 1e9 / static_cast<double>(values);
@@ -148,10 +150,10 @@ void run_design_ratio(const BenchOptions& o, std::ostream& out) {
   s.precision(6);
   s << "{\"workload\":\"design\",\"method\":\"" << to_string(dsum.method) << "\",\"device\":\""
     << to_string(dsum.device) << "\",\"n\":" << o.n << ",\"doses\":" << o.doses
-    << ",\"observations\":" << o.observations << ",\"design_observations\":" << observations
-    << ",\"threads\":" << dsum.threads << ",\"repeat\":" << o.repeat
-    << ",\"design_best_s\":" << td.best() << ",\"design_median_s\":" << median(td.times)
-    << ",\"design_first_call_s\":" << td.first_call
+    << ",\"observations\":" << o.observations << ",\"replicates\":" << o.design_replicates
+    << ",\"design_observations\":" << observations << ",\"threads\":" << dsum.threads
+    << ",\"repeat\":" << o.repeat << ",\"design_best_s\":" << td.best()
+    << ",\"design_median_s\":" << median(td.times) << ",\"design_first_call_s\":" << td.first_call
     << ",\"design_ns_per_observation\":" << design_ns << ",\"grid_method\":\""
     << to_string(grep.summary.method) << "\",\"grid_values\":" << values
     << ",\"grid_best_s\":" << tg.best() << ",\"grid_median_s\":" << median(tg.times)

@@ -66,6 +66,9 @@ int run(const std::vector<std::string>& args) {
       ->check(CLI::IsMember({"simulate", "vpc"}));
   app.add_option("--replicates", bo.replicates, "Replicates of the VPC (--design vpc)")
       ->check(CLI::Range(std::int64_t{2}, std::int64_t{1000000}));
+  app.add_option("--design-replicates", bo.design_replicates,
+                 "Replicates of the design and of the grid population (--design simulate)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
   app.add_option("--doses", bo.doses, "Doses per subject (--dataset, --design)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--observations", bo.observations,

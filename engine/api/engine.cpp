@@ -199,21 +199,7 @@ bool fills_the_device(std::int64_t subjects, std::int64_t steps) noexcept {
   return subjects >= 100'000 && static_cast<double>(subjects) * static_cast<double>(steps) >= 1e7;
 }
 
-Path summary_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects) {
-  const Path path = resolve_path(problem, options);
-  if (options.device != Device::Auto || path.device == Device::Cuda ||
-      path.method == Method::Scan || !fills_the_device(subjects, problem.grid.steps) ||
-      static_cast<double>(subjects) * static_cast<double>(problem.grid.steps) <
-          kDeviceSummaryWork ||
-      !is_backend_available(path.method, Device::Cuda))
-    return path;
-  return {path.method, Device::Cuda};
-}
-
-}  // namespace detail
-
-Path resolve_path(const Problem& problem, const SimulateOptions& options) {
-  const std::int64_t subjects = problem.parameters.subjects();
+Path resolve_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects) {
   const std::int64_t steps = problem.grid.steps;
   const std::int64_t n_out = static_cast<std::int64_t>(out_count(problem));
   const bool sparse = n_out > 0 && steps / std::max<std::int64_t>(1, n_out) >= 64;
@@ -243,6 +229,28 @@ Path resolve_path(const Problem& problem, const SimulateOptions& options) {
       path.method = path.device == Device::Cuda ? Method::Batched : Method::Scan;
   }
   return path;
+}
+
+Path summary_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects,
+                  std::int64_t rows) {
+  const Path path = resolve_path(problem, options, rows);
+  if (options.device != Device::Auto || path.device == Device::Cuda ||
+      path.method == Method::Scan || !fills_the_device(subjects, problem.grid.steps) ||
+      static_cast<double>(subjects) * static_cast<double>(problem.grid.steps) <
+          kDeviceSummaryWork ||
+      !is_backend_available(path.method, Device::Cuda))
+    return path;
+  return {path.method, Device::Cuda};
+}
+
+Path summary_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects) {
+  return summary_path(problem, options, subjects, problem.parameters.subjects());
+}
+
+}  // namespace detail
+
+Path resolve_path(const Problem& problem, const SimulateOptions& options) {
+  return detail::resolve_path(problem, options, problem.parameters.subjects());
 }
 
 std::uint64_t result_byte_limit(const SimulateOptions& options) noexcept {

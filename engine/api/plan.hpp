@@ -31,6 +31,13 @@ constexpr double kDeviceSummaryWork = 1e9;
 // caller falls back to resolve_path's path where the device cannot summarise the call.
 // @throws as resolve_path
 Path summary_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects);
+// As summary_path, for a call of `rows` parameter rows of `problem` (whose batch may hold any
+// number: only its model is read), without making that batch.
+Path summary_path(const Problem& problem, const SimulateOptions& options, std::int64_t subjects,
+                  std::int64_t rows);
+// resolve_path for a call of `rows` parameter rows of `problem` (whose batch may hold any number:
+// only its model is read), without making that batch.
+Path resolve_path(const Problem& problem, const SimulateOptions& options, std::int64_t rows);
 
 // Target size of one call's results.
 constexpr std::uint64_t kChunkBytes = 64ull << 20;

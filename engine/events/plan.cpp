@@ -266,6 +266,12 @@ void DatasetSetup::build_records(std::int64_t s, SubjectPlan& plan) const {
 
 void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
   plan_records(s, plan);
+  // Room for every event (record_events makes at most a stop per infusion dose beside the dose,
+  // and a boundary or steady state per record), so that the plan grows once.
+  std::size_t events = 0;
+  for (const EventRecord& r : plan.records)
+    events += r.dose == 0 ? 2 : 2 + static_cast<std::size_t>(r.addl + 1) * (r.rate > 0.0 ? 2 : 1);
+  plan.events.reserve(events);
   PlanCounts counts;
   for (std::size_t j = 0; j < plan.records.size(); ++j)
     record_events(plan.records[j], static_cast<std::int64_t>(j), counts,

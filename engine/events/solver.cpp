@@ -91,7 +91,7 @@ class Solver final : public EventSolver {
   // ---- State of one evaluation. ----
   const DatasetSetup* setup_;
   const SubjectPlan* plan_ = nullptr;
-  const std::vector<DatasetRecord>* recs_ = nullptr;
+  const std::vector<EventRecord>* recs_ = nullptr;  // the plan's records
   int np_ = 0;
   std::vector<double> rows_;  // the subject's parameter rows
   std::vector<Event> ev_;
@@ -130,7 +130,7 @@ class Solver final : public EventSolver {
   }
 
   std::int64_t governing(double t) {
-    const std::vector<DatasetRecord>& rs = *recs_;
+    const std::vector<EventRecord>& rs = *recs_;
     while (cursor_ < rs.size() && rs[cursor_].time < t) ++cursor_;
     if (cursor_ == rs.size()) return static_cast<std::int64_t>(rs.size()) - 1;
     return static_cast<std::int64_t>(cursor_);
@@ -304,7 +304,7 @@ class Solver final : public EventSolver {
   void prepare_subject(const SubjectPlan& plan, std::int64_t s, const double* params) {
     const DatasetSetup& setup = *setup_;
     plan_ = &plan;
-    recs_ = &setup.data->subjects[static_cast<std::size_t>(s)].records;
+    recs_ = &plan.records;
     np_ = setup.np;
     setup.fill_rows(plan, s, params, rows_);
     const ModelInfo& m = *setup.model;
@@ -337,7 +337,7 @@ class Solver final : public EventSolver {
   // The rate matrix of the interval that starts at t (the one an event at t moves into when it
   // moves later): that of the first record after t. Call after governing(t).
   void jump_matrix(double t, Mat<N>& a) const {
-    const std::vector<DatasetRecord>& rs = *recs_;
+    const std::vector<EventRecord>& rs = *recs_;
     std::size_t j = cursor_;
     while (j < rs.size() && rs[j].time <= t) ++j;
     if (j == rs.size()) j = rs.size() - 1;
@@ -433,7 +433,7 @@ class Solver final : public EventSolver {
       for (int k = 0; k < ps_; ++k) tmp2_[k].setConstant(kNaN);
       return;
     }
-    const DatasetRecord& rec = (*recs_)[static_cast<std::size_t>(e.seq)];
+    const EventRecord& rec = (*recs_)[static_cast<std::size_t>(e.seq)];
     const int f_col = m.f_parameter[static_cast<std::size_t>(e.cmt)];
     const int kf = free_in(e.seq, f_col) ? dir_of_[static_cast<std::size_t>(f_col)] : -1;
     const Mat<N>& a = prop_.a();
@@ -499,7 +499,7 @@ class Solver final : public EventSolver {
                 Observe&& observe) {
     prepare_subject(plan, s, params);
     const ModelInfo& m = *setup_->model;
-    const std::vector<DatasetRecord>& recs = *recs_;
+    const std::vector<EventRecord>& recs = *recs_;
     const std::size_t np = static_cast<std::size_t>(np_);
     if (G) {
       setup_directions(params);
@@ -599,9 +599,8 @@ class Solver final : public EventSolver {
           break;
         }
         case kObserve: {
-          const DatasetRecord& rec = recs[static_cast<std::size_t>(e.seq)];
           const double* pr = p(e.seq);
-          const int cmt = rec.cmt > 0 ? rec.cmt - 1 : m.default_observation_compartment;
+          const int cmt = recs[static_cast<std::size_t>(e.seq)].obs_cmt;
           const int vcol = m.volume_parameter[static_cast<std::size_t>(cmt)];
           const double v = pr[vcol];
           const double c = x_(cmt) / v;

@@ -32,6 +32,8 @@ constexpr const char* kWho = "run_design";
 // Records of a replicate per thread woken (each record costs about 0.1 us to 1 us to prepare
 // and solve: a thread is worth waking for a few hundred microseconds of work).
 constexpr double kRecordsPerThread = 1000.0;
+// Largest memory of the event plans a design keeps across its replicates (Plans).
+constexpr double kPlanCacheBytes = 256.0 * 1024 * 1024;
 // Most virtual subjects of a resampled design (DesignRun::count).
 constexpr std::int64_t kMaxCount = 1'000'000'000;
 
@@ -61,9 +63,12 @@ double cell_number(const Dataset& d, const DatasetRecord& r, int slot, const std
 struct Design {
   std::shared_ptr<const ModelInfo> model;
   std::unique_ptr<PopulationSampler> sampler;
-  Dataset data;                        // the copy the solver runs
-  std::vector<int> drawn;              // model columns written per record
+  const Dataset* src = nullptr;        // the design's dataset (DesignRun::data)
+  Dataset data;                        // the copy with the drawn columns (make_copy)
+  std::vector<int> drawn;              // model columns drawn per record
   std::vector<int> drawn_slot;         // their slots in data.parameter_columns
+  std::vector<int> column_of;          // per parameter column of src: its model column
+  std::int64_t max_records = 0;        // the most records of a subject
   std::vector<std::int64_t> record0;   // per subject: its first record's index in the flat arrays
   std::vector<double> cov;             // per record x covariate_names
   std::vector<std::int64_t> occasion;  // per record (with iov)
@@ -276,28 +281,45 @@ Design prepare(const DesignRun& run) {
                                 "or remove the variability",
                             "data.parameter_columns", c, "");
   }
-  d.data = src;
+  d.src = &src;
   for (std::size_t c = 0; c < varies.size(); ++c) {
     if (!varies[c]) continue;
     d.drawn.push_back(static_cast<int>(c));
-    d.drawn_slot.push_back(static_cast<int>(d.data.parameter_columns.size()));
-    d.data.parameter_columns.push_back(model.parameters[c].name);
+    d.drawn_slot.push_back(static_cast<int>(src.parameter_columns.size() + d.drawn_slot.size()));
   }
-  for (DatasetSubject& subj : d.data.subjects)
-    for (DatasetRecord& r : subj.records) r.parameters.resize(d.data.parameter_columns.size());
+  for (const std::string& c : src.parameter_columns)
+    d.column_of.push_back(parameter_index(model, c));
+  std::int64_t most = 0;
+  for (const DatasetSubject& subj : src.subjects)
+    most = std::max<std::int64_t>(most, static_cast<std::int64_t>(subj.records.size()));
+  d.max_records = most;
   return d;
 }
 
-// Writes every record's drawn parameters of subject s into the copy, from its etas (null: 0)
-// and, with iov, the kappas of each record's occasion in `replicate` (replicate < 0: 0).
-void fill_subject(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
+// The dataset copy with a parameter column per drawn column (the device's path and the
+// population predictions run it), its drawn cells 0 until fill_subject writes them.
+void make_copy(Design& d) {
+  d.data = *d.src;
+  for (int c : d.drawn)
+    d.data.parameter_columns.push_back(d.model->parameters[static_cast<std::size_t>(c)].name);
+  for (DatasetSubject& subj : d.data.subjects)
+    for (DatasetRecord& r : subj.records) r.parameters.resize(d.data.parameter_columns.size());
+}
+
+// Every record's drawn parameters of dataset subject s (records x d.drawn.size(), row-major)
+// into `out`, from its etas (null: 0) and, with iov, the kappas of each record's occasion in
+// `replicate` (replicate < 0: 0) of virtual subject `draw`.
+void drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
                   const double* eta, std::vector<double>& kappa, std::vector<double>& row,
-                  DatasetSubject& subj) {
+                  std::vector<double>& out) {
   const PopulationSampler& smp = *d.sampler;
   const std::size_t ncov = smp.spec().covariate_names.size();
+  const std::size_t nd = d.drawn.size();
+  const std::size_t records = d.src->subjects[static_cast<std::size_t>(s)].records.size();
+  out.resize(records * nd);
   std::int64_t current = 0;
   bool have = false;
-  for (std::size_t j = 0; j < subj.records.size(); ++j) {
+  for (std::size_t j = 0; j < records; ++j) {
     const std::size_t at = static_cast<std::size_t>(d.record0[static_cast<std::size_t>(s)]) + j;
     bool same = j > 0;  // the previous record's row serves: the same covariates and kappas
     if (d.iov && replicate >= 0 && (!have || d.occasion[at] != current)) {
@@ -309,11 +331,81 @@ void fill_subject(const Design& d, std::int64_t s, std::int64_t draw, std::int64
     const double* cov = d.cov.data() + at * ncov;
     if (same && ncov > 0) same = std::memcmp(cov, cov - ncov, ncov * sizeof(double)) == 0;
     if (!same) smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
-    DatasetRecord& r = subj.records[j];
-    for (std::size_t k = 0; k < d.drawn.size(); ++k)
-      r.parameters[static_cast<std::size_t>(d.drawn_slot[k])] =
-          row[static_cast<std::size_t>(d.drawn[k])];
+    for (std::size_t k = 0; k < nd; ++k)
+      out[j * nd + k] = row[static_cast<std::size_t>(d.drawn[k])];
   }
+}
+
+// Writes drawn_values() `vals` of a subject into its records in the copy.
+void write_values(const Design& d, const std::vector<double>& vals, DatasetSubject& subj) {
+  const std::size_t nd = d.drawn.size();
+  for (std::size_t j = 0; j < subj.records.size(); ++j)
+    for (std::size_t k = 0; k < nd; ++k)
+      subj.records[j].parameters[static_cast<std::size_t>(d.drawn_slot[k])] = vals[j * nd + k];
+}
+
+// Whether a[0, n) and b[0, n) are the same bits.
+bool same_bits(const double* a, const double* b, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t x = 0, y = 0;
+    std::memcpy(&x, a + i, sizeof x);
+    std::memcpy(&y, b + i, sizeof y);
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// The parameter rows of dataset subject s's plan (a plan of the dataset without the drawn
+// columns) for its drawn values `vals`: each record's dataset cells, then its drawn values, a
+// run of records with equal cells sharing one row, as DatasetSetup::plan_records makes them from
+// the copy with the values written in. Reuses the plan's rows (no allocation once warm).
+void set_rows(const Design& d, std::int64_t s, const double* vals, detail::SubjectPlan& plan) {
+  const std::vector<DatasetRecord>& recs = d.src->subjects[static_cast<std::size_t>(s)].records;
+  const std::size_t nd = d.drawn.size();
+  const std::size_t ncol = d.column_of.size();
+  std::size_t used = 0;
+  for (std::size_t j = 0; j < plan.records.size(); ++j) {
+    // The records are read only where the dataset has parameter columns.
+    const double* cells = ncol > 0 ? recs[j].parameters.data() : nullptr;
+    const double* v = vals + j * nd;
+    // The previous record's cells and values, bit for bit: its row (a quick test first).
+    if (j > 0 && same_bits(v, v - nd, nd) &&
+        (ncol == 0 || same_bits(cells, recs[j - 1].parameters.data(), ncol))) {
+      plan.row_of[j] = static_cast<int>(used) - 1;
+      plan.records[j].row = static_cast<std::int32_t>(used) - 1;
+      continue;
+    }
+    bool same = used > 0;
+    if (same) {
+      const std::vector<std::pair<int, double>>& last = plan.rows[used - 1].overrides;
+      std::size_t k = 0;
+      const auto match = [&](int col, double x) {
+        if (std::isnan(x)) return;
+        same = k < last.size() && last[k].first == col && last[k].second == x;
+        ++k;
+      };
+      for (std::size_t c = 0; c < ncol && same; ++c) match(d.column_of[c], cells[c]);
+      for (std::size_t c = 0; c < nd && same; ++c) match(d.drawn[c], v[c]);
+      same = same && k == last.size();
+    }
+    if (!same) {
+      if (used == plan.rows.size()) plan.rows.emplace_back();
+      detail::RowTemplate& row = plan.rows[used++];
+      row.first_record = static_cast<std::int64_t>(j);
+      row.overrides.clear();
+      row.overridden = 0;
+      const auto add = [&row](int col, double x) {
+        if (std::isnan(x)) return;
+        row.overrides.emplace_back(col, x);
+        row.overridden |= std::uint64_t{1} << col;
+      };
+      for (std::size_t c = 0; c < ncol; ++c) add(d.column_of[c], cells[c]);
+      for (std::size_t c = 0; c < nd; ++c) add(d.drawn[c], v[c]);
+    }
+    plan.row_of[j] = static_cast<int>(used) - 1;
+    plan.records[j].row = static_cast<std::int32_t>(used) - 1;
+  }
+  plan.rows.resize(used);
 }
 
 // A batch of every subject's typical row: the values of the columns that are not drawn.
@@ -358,29 +450,99 @@ DesignLayout design_layout(const DesignRun& run) {
 
 namespace {
 
-// check_design_run's checks after prepare().
-void check_prepared(Design& d, const DesignRun& run) {
-  // Every record's parameters at eta = 0 and kappa = 0: the typical values under the covariate
-  // effects (an effect that overflows is found here).
+// The event plans of a design's dataset subjects, kept across replicates (their events do not
+// depend on the parameters; set_rows writes each replicate's rows), or none where they would
+// take more than kPlanCacheBytes (each replicate then plans its subjects again).
+struct Plans {
+  std::vector<detail::SubjectPlan> plan;  // per dataset subject, or empty
+};
+
+// Bytes the plans of d's subjects take at most (DatasetSetup::plan_records's bound of events).
+double plan_bytes(const Design& d) {
+  long double bytes = 0.0L;
+  for (const DatasetSubject& subj : d.src->subjects) {
+    bytes += sizeof(detail::SubjectPlan);
+    for (const DatasetRecord& r : subj.records)
+      bytes += sizeof(detail::EventRecord) + sizeof(int) + sizeof(detail::RowTemplate) +
+               (3.0L + static_cast<long double>(std::max<std::int64_t>(0, r.addl) + 1) *
+                           (r.rate > 0.0 ? 2.0L : 1.0L)) *
+                   sizeof(detail::EventTemplate);
+  }
+  return static_cast<double>(bytes);
+}
+
+// Fills the copy (make_copy) with every record's parameters at eta = 0 and kappa = 0.
+void fill_typical(Design& d) {
+  make_copy(d);
   const std::int64_t n = static_cast<std::int64_t>(d.data.subjects.size());
   std::vector<double> eta(static_cast<std::size_t>(d.sampler->etas()) + 1, 0.0);
   std::vector<double> kappa(static_cast<std::size_t>(d.sampler->kappas()) + 1, 0.0);
   std::vector<double> row(static_cast<std::size_t>(d.sampler->parameters()));
-  for (std::int64_t s = 0; s < n; ++s)
-    fill_subject(d, s, s, -1, eta.data(), kappa, row, d.data.subjects[static_cast<std::size_t>(s)]);
-  check_dataset(d.data, typical_batch(d, n), run.options);
+  std::vector<double> vals;
+  for (std::int64_t s = 0; s < n; ++s) {
+    drawn_values(d, s, s, -1, eta.data(), kappa, row, vals);
+    write_values(d, vals, d.data.subjects[static_cast<std::size_t>(s)]);
+  }
+}
+
+// check_design_run's checks after prepare(): every record's parameters at eta = 0 and kappa = 0,
+// the typical values under the covariate effects (an effect that overflows is found here), as
+// check_dataset checks a dataset. On the CPU, through `setup` (a setup of d's dataset), keeping
+// the plans in `plans` where they fit.
+void check_prepared(Design& d, const DesignRun& run, const detail::DatasetSetup* setup,
+                    Plans* plans) {
+  if (run.options.device == Device::Cuda || setup == nullptr) {
+    fill_typical(d);
+    check_dataset(d.data, typical_batch(d, static_cast<std::int64_t>(d.data.subjects.size())),
+                  run.options);
+    return;
+  }
+  const std::int64_t n = static_cast<std::int64_t>(d.src->subjects.size());
+  const bool keep = plans != nullptr && plan_bytes(d) <= kPlanCacheBytes;
+  if (keep) plans->plan.resize(static_cast<std::size_t>(n));
+  const ParameterBatch typical = typical_batch(d, 1);
+  struct Scratch {
+    std::vector<double> eta, kappa, row, vals, rows;
+    detail::SubjectPlan plan;
+  };
+  detail::parallel_for(
+      n, n > 1000 ? resolve_threads(run.options.threads) : 1, 256,
+      [&] {
+        return Scratch{std::vector<double>(static_cast<std::size_t>(d.sampler->etas()) + 1, 0.0),
+                       std::vector<double>(static_cast<std::size_t>(d.sampler->kappas()) + 1, 0.0),
+                       std::vector<double>(static_cast<std::size_t>(d.sampler->parameters())),
+                       {},
+                       {},
+                       {}};
+      },
+      [&](std::int64_t s, Scratch& w) {
+        detail::SubjectPlan& plan = keep ? plans->plan[static_cast<std::size_t>(s)] : w.plan;
+        setup->build_plan(s, plan);
+        drawn_values(d, s, s, -1, w.eta.data(), w.kappa, w.row, w.vals);
+        set_rows(d, s, w.vals.data(), plan);
+        setup->fill_rows(plan, s, typical.row(0), w.rows);
+      });
+}
+
+// The event solver's setup of d's dataset for a run with `options`, as simulate_dataset_into
+// makes it (its messages name it).
+detail::DatasetSetup design_setup(const Design& d, const SimulateOptions& options) {
+  detail::DatasetSetup setup(*d.src, d.model, "simulate_dataset", false);
+  setup.set_memory_limit(options);
+  return setup;
 }
 
 }  // namespace
 
 void check_design_run(const DesignRun& run) {
   Design d = prepare(run);
-  check_prepared(d, run);
+  const detail::DatasetSetup setup = design_setup(d, run.options);
+  check_prepared(d, run, &setup, nullptr);
 }
 
 std::vector<double> design_population_predictions(const DesignRun& run) {
   Design d = prepare(run);
-  check_prepared(d, run);  // leaves every record's parameters at eta = 0 and kappa = 0
+  check_prepared(d, run, nullptr, nullptr);  // fills the copy at eta = 0 and kappa = 0
   DatasetResult result;
   simulate_dataset_into(d.data, typical_batch(d, static_cast<std::int64_t>(d.data.subjects.size())),
                         run.options, result);
@@ -390,10 +552,16 @@ std::vector<double> design_population_predictions(const DesignRun& run) {
 RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress) {
   const auto t_start = std::chrono::steady_clock::now();
   Design d = prepare(run);
-  check_prepared(d, run);
+  const bool on_device = run.options.device == Device::Cuda;
+  // On the CPU, the solver runs the dataset itself: each subject's plan (kept across
+  // replicates where it fits) gets the drawn values as its rows. The device runs the copy with
+  // the drawn values written in.
+  const detail::DatasetSetup setup = design_setup(d, run.options);
+  Plans plans;
+  check_prepared(d, run, on_device ? nullptr : &setup, &plans);
   const DesignLayout layout = design_layout(run);
   const PopulationSampler& smp = *d.sampler;
-  const std::int64_t n = static_cast<std::int64_t>(d.data.subjects.size());
+  const std::int64_t n = static_cast<std::int64_t>(d.src->subjects.size());
   const bool resampled = run.count > 0;
   const std::int64_t subjects = resampled ? run.count : n;  // per replicate
   const int m = smp.etas();
@@ -412,10 +580,10 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
   const double* typical = batch.row(0);
   std::vector<double> base(static_cast<std::size_t>(subjects * np));
   std::vector<double> etas(static_cast<std::size_t>(subjects * m));
-  // The simulated dataset: the copy, or with count the virtual subjects (each replicate copies
+  // The device's dataset: the copy, or with count the virtual subjects (each replicate copies
   // its sources' records in).
   Dataset virtual_data;
-  if (resampled) {
+  if (resampled && on_device) {
     virtual_data.file = d.data.file;
     virtual_data.columns = d.data.columns;
     virtual_data.parameter_columns = d.data.parameter_columns;
@@ -432,21 +600,26 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
   std::vector<double> dv;
   std::vector<std::int8_t> blq;
   std::vector<double> tparams, tetas, tkappas;
-  // The model columns of the copy's parameter columns (the table's rows read them).
-  std::vector<int> column_of;
-  for (const std::string& c : d.data.parameter_columns)
-    column_of.push_back(parameter_index(*d.model, c));
+  const std::size_t nd = d.drawn.size();
   DatasetResult result;
   RunSummary total;
-  const bool on_device = run.options.device == Device::Cuda;
-  // The event solver's setup, as simulate_dataset_into makes it (its messages name it).
-  detail::DatasetSetup setup(sim, d.model, "simulate_dataset", false);
-  setup.set_memory_limit(sim_options);
   const Method method = run.options.method == Method::Auto ? Method::Batched : run.options.method;
   const int solver_threads =
       method == Method::Scan
           ? 1
           : static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, subjects)));
+  // Per subject, on one thread: its records' parameters, its table rows, and on the CPU its
+  // events solved and its residual errors drawn. One per thread, kept across replicates.
+  struct Worker {
+    std::vector<double> kappa, row, z, vals;
+    detail::SubjectPlan plan;
+    std::unique_ptr<detail::EventSolver> solver;
+  };
+  std::vector<Worker> workers(static_cast<std::size_t>(std::max(threads, solver_threads)));
+  for (Worker& w : workers) {
+    w.kappa.resize(static_cast<std::size_t>(nk) + 1);
+    w.row.resize(static_cast<std::size_t>(np));
+  }
   total.prepare_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   for (std::int64_t rep = 0; rep < run.replicates; ++rep) {
@@ -492,13 +665,6 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
       result.prediction.resize(rows);
       result.status.assign(static_cast<std::size_t>(subjects), SubjectStatus::Ok);
     }
-    // Per subject, on one thread: its records' parameters, its table rows, and on the CPU its
-    // events solved and its residual errors drawn.
-    struct Worker {
-      std::vector<double> kappa, row, z;
-      detail::SubjectPlan plan;
-      std::unique_ptr<detail::EventSolver> solver;
-    };
     const auto residuals = [&](std::int64_t s, std::vector<double>& z) {
       const ResidualError& e = *run.residual;
       const std::size_t us = static_cast<std::size_t>(s);
@@ -518,37 +684,54 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
               y < (d.lloq.empty() ? run.lloq : d.lloq[static_cast<std::size_t>(a_src + i)]) ? 1 : 0;
       }
     };
-    const auto subject = [&](std::int64_t s, Worker& w) {
+    const auto subject = [&](std::int64_t s, Worker* wp) {
+      Worker& w = *wp;
       const std::size_t us = static_cast<std::size_t>(s);
       const std::int64_t src = source[us];
       const std::size_t usrc = static_cast<std::size_t>(src);
-      DatasetSubject& subj = sim.subjects[us];
-      if (resampled) {
-        subj.id = d.data.subjects[usrc].id;
-        subj.records = d.data.subjects[usrc].records;
-      }
       const double* eta = etas.data() + s * m;
-      fill_subject(d, src, s, rep, eta, w.kappa, w.row, subj);
+      drawn_values(d, src, s, rep, eta, w.kappa, w.row, w.vals);
       if (run.parameter_table) {
         for (std::int64_t t = d.table0[usrc]; t < d.table0[usrc + 1]; ++t) {
           const std::size_t ut = static_cast<std::size_t>(t);
           const std::int64_t to = table0[us] + (t - d.table0[usrc]);  // the replicate's row
-          const DatasetRecord& r = subj.records[static_cast<std::size_t>(d.table_record[ut])];
+          const std::size_t rec = static_cast<std::size_t>(d.table_record[ut]);
+          const DatasetRecord& r = d.src->subjects[usrc].records[rec];
           // The record's full row: the typical values, its dataset cells, then the drawn ones.
           double* out = tparams.data() + to * np;
           std::copy(typical, typical + np, out);
-          for (std::size_t c = 0; c < column_of.size(); ++c)
-            if (column_of[c] >= 0 && !std::isnan(r.parameters[c]))
-              out[column_of[c]] = r.parameters[c];
+          for (std::size_t c = 0; c < d.column_of.size(); ++c)
+            if (d.column_of[c] >= 0 && !std::isnan(r.parameters[c]))
+              out[d.column_of[c]] = r.parameters[c];
+          for (std::size_t k = 0; k < nd; ++k)
+            if (!std::isnan(w.vals[rec * nd + k])) out[d.drawn[k]] = w.vals[rec * nd + k];
           std::copy(eta, eta + m, tetas.data() + to * m);
           if (d.iov)
             smp.occasion(rep, s, static_cast<std::int64_t>(d.table_occasion[ut]),
                          tkappas.data() + to * nk);
         }
       }
-      if (on_device) return;
-      setup.build_plan(s, w.plan);
-      const bool finite = w.solver->simulate_rows(w.plan, s, typical, result, obs0[us]);
+      if (on_device) {
+        DatasetSubject& subj = sim.subjects[us];
+        if (resampled) {
+          subj.id = d.data.subjects[usrc].id;
+          subj.records = d.data.subjects[usrc].records;
+        }
+        write_values(d, w.vals, subj);
+        return;
+      }
+      // The source's plan, its rows this subject's: in place, or a copy where the source may
+      // be simulated by another thread at once (resampled).
+      detail::SubjectPlan* plan = &w.plan;
+      if (plans.plan.empty())
+        setup.build_plan(src, w.plan);
+      else if (resampled)
+        w.plan = plans.plan[usrc];
+      else
+        plan = &plans.plan[usrc];
+      set_rows(d, src, w.vals.data(), *plan);
+      const bool finite = w.solver->simulate_rows(*plan, src, typical, result, obs0[us]);
+      if (src != s) std::fill_n(result.subject.begin() + obs0[us], obs0[us + 1] - obs0[us], s);
       result.status[us] = finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
       if (run.residual) residuals(s, w.z);
     };
@@ -556,11 +739,9 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
       detail::parallel_for(
           subjects, on_device ? threads : solver_threads, 16,
           [&] {
-            return Worker{std::vector<double>(static_cast<std::size_t>(nk) + 1),
-                          std::vector<double>(static_cast<std::size_t>(np)),
-                          {},
-                          {},
-                          on_device ? nullptr : detail::make_event_solver(setup)};
+            Worker& w = workers[static_cast<std::size_t>(detail::thread_index())];
+            if (!on_device && !w.solver) w.solver = detail::make_event_solver(setup);
+            return &w;
           },
           subject);
       if (on_device) simulate_dataset_into(sim, typical_batch(d, subjects), sim_options, result);
