@@ -1,0 +1,469 @@
+// The parts of a design simulation (design_parts.hpp).
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <pkscan/error.hpp>
+#include <pkscan/threads.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/parallel.hpp"
+#include "population/design_parts.hpp"
+#include "population/residual.hpp"
+
+namespace pkscan::detail {
+
+namespace {
+
+constexpr const char* kWho = "run_design";
+// Largest memory of the event plans a design keeps across its replicates (Plans).
+constexpr double kPlanCacheBytes = 256.0 * 1024 * 1024;
+// Most virtual subjects of a resampled design (DesignRun::count).
+constexpr std::int64_t kMaxCount = 1'000'000'000;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "(none)" : s;
+}
+
+// A dataset cell read as a number: finite, else a ConfigError at its file, line and column.
+double cell_number(const Dataset& d, const DatasetRecord& r, int slot, const std::string& what,
+                   const std::string& rule) {
+  const std::string& text = r.covariates[static_cast<std::size_t>(slot)];
+  const std::string& name = d.covariate_columns[static_cast<std::size_t>(slot)];
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
+    throw ConfigError(d.file, static_cast<int>(r.line), d.header_column(name),
+                      what + " column " + name + " is \"" + text + "\", but must be " + rule);
+  return v;
+}
+
+}  // namespace
+
+Design prepare(const DesignRun& run) {
+  if (!run.data) throw InvalidArgument(std::string(kWho) + ": no dataset", "data", "null", "");
+  if (!run.population.model)
+    throw InvalidArgument(std::string(kWho) + ": the population has no model", "population.model",
+                          "null", "");
+  if (run.replicates < 1)
+    throw DomainError(std::string(kWho) + ": replicates is " + std::to_string(run.replicates) +
+                          ", but must be >= 1",
+                      "replicates", std::to_string(run.replicates), ">= 1");
+  if (run.count < 0 || run.count > kMaxCount)
+    throw DomainError(std::string(kWho) + ": count is " + std::to_string(run.count) +
+                          ", but must be in [1, " + std::to_string(kMaxCount) +
+                          "] (0: every dataset subject once)",
+                      "count", std::to_string(run.count), "in [1, 1e9]");
+  if (run.residual) detail::check_residual(kWho, *run.residual);
+  const bool has_lloq = !std::isnan(run.lloq) || !run.lloq_column.empty();
+  if (has_lloq && !run.residual)
+    throw InvalidArgument(
+        std::string(kWho) + ": lloq needs a residual error (BLQ flags the simulated observations)",
+        run.lloq_column.empty() ? "lloq" : "lloq_column", "", "");
+  if (!std::isnan(run.lloq)) detail::check_lloq(kWho, run.lloq);
+  if (!std::isnan(run.lloq) && !run.lloq_column.empty())
+    throw InvalidArgument(std::string(kWho) + ": give lloq or lloq_column, not both", "lloq", "",
+                          "");
+  const Dataset& src = *run.data;
+  const PopulationSpec& pop = run.population;
+  Design d;
+  d.model = pop.model;
+  const ModelInfo& model = *pop.model;
+  const std::int64_t n = static_cast<std::int64_t>(src.subjects.size());
+
+  // Covariates: dataset columns, read as numbers on every record.
+  std::vector<int> slot(pop.covariate_names.size());
+  std::vector<char> power(pop.covariate_names.size(), 0);
+  for (const CovariateEffect& e : pop.effects)
+    if (e.covariate >= 0 && static_cast<std::size_t>(e.covariate) < power.size() &&
+        e.model == CovariateModel::Power)
+      power[static_cast<std::size_t>(e.covariate)] = 1;
+  for (std::size_t k = 0; k < slot.size(); ++k) {
+    slot[k] = src.covariate_index(pop.covariate_names[k]);
+    if (slot[k] < 0) {
+      // The field of the first effect that uses it (the loader reports it there).
+      std::string field = "covariate_names[" + std::to_string(k) + "]";
+      for (std::size_t e = 0; e < pop.effects.size(); ++e)
+        if (pop.effects[e].covariate == static_cast<int>(k)) {
+          field = "effects[" + std::to_string(e) + "].covariate";
+          break;
+        }
+      throw InvalidArgument(std::string(kWho) + ": the covariate " + pop.covariate_names[k] +
+                                " is not a column of the dataset " + src.file +
+                                " (its covariate columns: " + join(src.covariate_columns) + ")",
+                            field, pop.covariate_names[k], "");
+    }
+  }
+  const std::size_t ncov = slot.size();
+  int occ_slot = -1;
+  d.iov = !pop.iov.empty();
+  if (d.iov) {
+    if (run.occasion.empty())
+      throw InvalidArgument(std::string(kWho) +
+                                ": between-occasion variability needs the dataset's occasion "
+                                "column",
+                            "occasion", "", "");
+    occ_slot = src.covariate_index(run.occasion);
+    if (occ_slot < 0)
+      throw InvalidArgument(std::string(kWho) + ": the occasion column " + run.occasion +
+                                " is not a column of the dataset " + src.file +
+                                " (its covariate columns: " + join(src.covariate_columns) + ")",
+                            "occasion", run.occasion, "");
+  } else if (!run.occasion.empty()) {
+    throw InvalidArgument(std::string(kWho) + ": an occasion column (" + run.occasion +
+                              ") is given without between-occasion variability (iov)",
+                          "occasion", run.occasion, "");
+  }
+  int lloq_slot = -1;
+  if (!run.lloq_column.empty()) {
+    lloq_slot = src.covariate_index(run.lloq_column);
+    if (lloq_slot < 0)
+      throw InvalidArgument(std::string(kWho) + ": the LLOQ column " + run.lloq_column +
+                                " is not a column of the dataset " + src.file +
+                                " (its covariate columns: " + join(src.covariate_columns) + ")",
+                            "lloq_column", run.lloq_column, "");
+  }
+
+  d.record0.resize(static_cast<std::size_t>(n) + 1);
+  d.obs0.resize(static_cast<std::size_t>(n) + 1);
+  d.table0.resize(static_cast<std::size_t>(n) + 1);
+  std::int64_t records = 0;
+  std::int64_t obs = 0;
+  for (std::int64_t s = 0; s < n; ++s) {
+    d.record0[static_cast<std::size_t>(s)] = records;
+    d.obs0[static_cast<std::size_t>(s)] = obs;
+    for (const DatasetRecord& r : src.subjects[static_cast<std::size_t>(s)].records) {
+      ++records;
+      obs += r.evid == 0;
+    }
+  }
+  d.record0.back() = records;
+  d.obs0.back() = obs;
+  d.cov.resize(static_cast<std::size_t>(records) * ncov);
+  if (d.iov) d.occasion.resize(static_cast<std::size_t>(records));
+  if (lloq_slot >= 0) d.lloq.resize(static_cast<std::size_t>(obs));
+  PopulationSpec spec = pop;
+  spec.count = n;
+  spec.covariates.assign(static_cast<std::size_t>(n) * ncov, 0.0);
+  std::int64_t row = 0;
+  std::int64_t table = 0;
+  for (std::int64_t s = 0; s < n; ++s) {
+    const DatasetSubject& subj = src.subjects[static_cast<std::size_t>(s)];
+    d.table0[static_cast<std::size_t>(s)] = table;
+    std::vector<std::int64_t> seen;  // this subject's occasions
+    for (std::size_t j = 0; j < subj.records.size(); ++j) {
+      const DatasetRecord& r = subj.records[j];
+      const std::int64_t at = d.record0[static_cast<std::size_t>(s)] + static_cast<std::int64_t>(j);
+      for (std::size_t k = 0; k < ncov; ++k) {
+        const double v = cell_number(src, r, slot[k], "covariate",
+                                     power[k] ? "a number > 0 (a power effect uses it)"
+                                              : "a finite number (a covariate effect uses it)");
+        if (power[k] && !(v > 0.0))
+          throw ConfigError(
+              src.file, static_cast<int>(r.line),
+              src.header_column(src.covariate_columns[static_cast<std::size_t>(slot[k])]),
+              "covariate column " + pop.covariate_names[k] + " is \"" +
+                  r.covariates[static_cast<std::size_t>(slot[k])] +
+                  "\", but must be a number > 0 (a power effect uses it)");
+        d.cov[static_cast<std::size_t>(at) * ncov + k] = v;
+        if (j == 0) spec.covariates[static_cast<std::size_t>(s) * ncov + k] = v;
+      }
+      if (d.iov) {
+        const double v =
+            cell_number(src, r, occ_slot, "occasion", "a whole number (the occasion's number)");
+        if (v != std::floor(v) || std::fabs(v) > 9007199254740992.0)
+          throw ConfigError(
+              src.file, static_cast<int>(r.line),
+              src.header_column(src.covariate_columns[static_cast<std::size_t>(occ_slot)]),
+              "occasion column " + run.occasion + " is \"" +
+                  r.covariates[static_cast<std::size_t>(occ_slot)] +
+                  "\", but must be a whole number (the occasion's number)");
+        const auto o = static_cast<std::int64_t>(v);
+        d.occasion[static_cast<std::size_t>(at)] = o;
+        if (std::find(seen.begin(), seen.end(), o) == seen.end()) {
+          seen.push_back(o);
+          d.table_record.push_back(static_cast<std::int64_t>(j));
+          d.table_subject.push_back(s);
+          d.table_occasion.push_back(v);
+          ++table;
+        }
+      } else if (j == 0) {
+        d.table_record.push_back(0);
+        d.table_subject.push_back(s);
+        ++table;
+      }
+      if (r.evid == 0) {
+        if (lloq_slot >= 0) {
+          const double v =
+              cell_number(src, r, lloq_slot, "LLOQ", "a finite number >= 0 (the record's LLOQ)");
+          if (!(v >= 0.0))
+            throw ConfigError(
+                src.file, static_cast<int>(r.line),
+                src.header_column(src.covariate_columns[static_cast<std::size_t>(lloq_slot)]),
+                "LLOQ column " + run.lloq_column + " is \"" +
+                    r.covariates[static_cast<std::size_t>(lloq_slot)] +
+                    "\", but must be a finite number >= 0 (the record's LLOQ)");
+          d.lloq[static_cast<std::size_t>(row)] = v;
+        }
+        ++row;
+      }
+    }
+  }
+  d.table0.back() = table;
+  if (run.count > 0) {
+    // The virtual subjects' draws: subject j's etas are those of sampler subject j. Their rows
+    // take the covariates of dataset subject j mod n (sample()'s rows are not used: each record's
+    // parameters come from individual() at its own covariates).
+    std::vector<double> first(spec.covariates);
+    spec.count = run.count;
+    spec.covariates.resize(static_cast<std::size_t>(run.count) * ncov);
+    for (std::int64_t j = n; j < run.count; ++j)
+      std::copy_n(
+          first.begin() + static_cast<std::ptrdiff_t>((j % n) * static_cast<std::int64_t>(ncov)),
+          ncov,
+          spec.covariates.begin() +
+              static_cast<std::ptrdiff_t>(j * static_cast<std::int64_t>(ncov)));
+  }
+  d.sampler = std::make_unique<PopulationSampler>(std::move(spec));
+
+  // The columns drawn per record; none may also be a dataset column.
+  std::vector<char> varies(model.parameters.size(), 0);
+  for (int c : pop.iiv) varies[static_cast<std::size_t>(c)] = 1;
+  for (int c : pop.iov) varies[static_cast<std::size_t>(c)] = 1;
+  for (const CovariateEffect& e : pop.effects) varies[static_cast<std::size_t>(e.parameter)] = 1;
+  for (const std::string& c : src.parameter_columns) {
+    const int col = parameter_index(model, c);
+    if (col >= 0 && varies[static_cast<std::size_t>(col)])
+      throw InvalidArgument(std::string(kWho) + ": the dataset " + src.file + " has a column " + c +
+                                ", but the population varies " + c +
+                                " (iiv, iov or a covariate effect); rename or remove the column, "
+                                "or remove the variability",
+                            "data.parameter_columns", c, "");
+  }
+  d.src = &src;
+  for (std::size_t c = 0; c < varies.size(); ++c) {
+    if (!varies[c]) continue;
+    d.drawn.push_back(static_cast<int>(c));
+    d.drawn_slot.push_back(static_cast<int>(src.parameter_columns.size() + d.drawn_slot.size()));
+  }
+  for (const std::string& c : src.parameter_columns)
+    d.column_of.push_back(parameter_index(model, c));
+  std::int64_t most = 0;
+  for (const DatasetSubject& subj : src.subjects)
+    most = std::max<std::int64_t>(most, static_cast<std::int64_t>(subj.records.size()));
+  d.max_records = most;
+  return d;
+}
+
+// The dataset copy with a parameter column per drawn column (the device's path and the
+// population predictions run it), its drawn cells 0 until fill_subject writes them.
+void make_copy(Design& d) {
+  d.data = *d.src;
+  for (int c : d.drawn)
+    d.data.parameter_columns.push_back(d.model->parameters[static_cast<std::size_t>(c)].name);
+  for (DatasetSubject& subj : d.data.subjects)
+    for (DatasetRecord& r : subj.records) r.parameters.resize(d.data.parameter_columns.size());
+}
+
+// Every record's drawn parameters of dataset subject s (records x d.drawn.size(), row-major)
+// into `out`, from its etas (null: 0) and, with iov, the kappas of each record's occasion in
+// `replicate` (replicate < 0: 0) of virtual subject `draw`.
+void drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
+                  const double* eta, std::vector<double>& kappa, std::vector<double>& row,
+                  std::vector<double>& out) {
+  const PopulationSampler& smp = *d.sampler;
+  const std::size_t ncov = smp.spec().covariate_names.size();
+  const std::size_t nd = d.drawn.size();
+  const std::size_t records = d.src->subjects[static_cast<std::size_t>(s)].records.size();
+  out.resize(records * nd);
+  std::int64_t current = 0;
+  bool have = false;
+  for (std::size_t j = 0; j < records; ++j) {
+    const std::size_t at = static_cast<std::size_t>(d.record0[static_cast<std::size_t>(s)]) + j;
+    bool same = j > 0;  // the previous record's row serves: the same covariates and kappas
+    if (d.iov && replicate >= 0 && (!have || d.occasion[at] != current)) {
+      current = d.occasion[at];
+      have = true;
+      smp.occasion(replicate, draw, current, kappa.data());
+      same = false;
+    }
+    const double* cov = d.cov.data() + at * ncov;
+    if (same && ncov > 0) same = std::memcmp(cov, cov - ncov, ncov * sizeof(double)) == 0;
+    if (!same) smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
+    for (std::size_t k = 0; k < nd; ++k)
+      out[j * nd + k] = row[static_cast<std::size_t>(d.drawn[k])];
+  }
+}
+
+// Writes drawn_values() `vals` of a subject into its records in the copy.
+void write_values(const Design& d, const std::vector<double>& vals, DatasetSubject& subj) {
+  const std::size_t nd = d.drawn.size();
+  for (std::size_t j = 0; j < subj.records.size(); ++j)
+    for (std::size_t k = 0; k < nd; ++k)
+      subj.records[j].parameters[static_cast<std::size_t>(d.drawn_slot[k])] = vals[j * nd + k];
+}
+
+namespace {
+
+// Whether a[0, n) and b[0, n) are the same bits.
+bool same_bits(const double* a, const double* b, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t x = 0, y = 0;
+    std::memcpy(&x, a + i, sizeof x);
+    std::memcpy(&y, b + i, sizeof y);
+    if (x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// The parameter rows of dataset subject s's plan (a plan of the dataset without the drawn
+// columns) for its drawn values `vals`: each record's dataset cells, then its drawn values, a
+// run of records with equal cells sharing one row, as DatasetSetup::plan_records makes them from
+// the copy with the values written in. Reuses the plan's rows (no allocation once warm).
+void set_rows(const Design& d, std::int64_t s, const double* vals, detail::SubjectPlan& plan) {
+  const std::vector<DatasetRecord>& recs = d.src->subjects[static_cast<std::size_t>(s)].records;
+  const std::size_t nd = d.drawn.size();
+  const std::size_t ncol = d.column_of.size();
+  std::size_t used = 0;
+  for (std::size_t j = 0; j < plan.records.size(); ++j) {
+    // The records are read only where the dataset has parameter columns.
+    const double* cells = ncol > 0 ? recs[j].parameters.data() : nullptr;
+    const double* v = vals + j * nd;
+    // The previous record's cells and values, bit for bit: its row (a quick test first).
+    if (j > 0 && same_bits(v, v - nd, nd) &&
+        (ncol == 0 || same_bits(cells, recs[j - 1].parameters.data(), ncol))) {
+      plan.row_of[j] = static_cast<int>(used) - 1;
+      plan.records[j].row = static_cast<std::int32_t>(used) - 1;
+      continue;
+    }
+    bool same = used > 0;
+    if (same) {
+      const std::vector<std::pair<int, double>>& last = plan.rows[used - 1].overrides;
+      std::size_t k = 0;
+      const auto match = [&](int col, double x) {
+        if (std::isnan(x)) return;
+        same = k < last.size() && last[k].first == col && last[k].second == x;
+        ++k;
+      };
+      for (std::size_t c = 0; c < ncol && same; ++c) match(d.column_of[c], cells[c]);
+      for (std::size_t c = 0; c < nd && same; ++c) match(d.drawn[c], v[c]);
+      same = same && k == last.size();
+    }
+    if (!same) {
+      if (used == plan.rows.size()) plan.rows.emplace_back();
+      detail::RowTemplate& row = plan.rows[used++];
+      row.first_record = static_cast<std::int64_t>(j);
+      row.overrides.clear();
+      row.overridden = 0;
+      const auto add = [&row](int col, double x) {
+        if (std::isnan(x)) return;
+        row.overrides.emplace_back(col, x);
+        row.overridden |= std::uint64_t{1} << col;
+      };
+      for (std::size_t c = 0; c < ncol; ++c) add(d.column_of[c], cells[c]);
+      for (std::size_t c = 0; c < nd; ++c) add(d.drawn[c], v[c]);
+    }
+    plan.row_of[j] = static_cast<int>(used) - 1;
+    plan.records[j].row = static_cast<std::int32_t>(used) - 1;
+  }
+  plan.rows.resize(used);
+}
+
+// A batch of every subject's typical row: the values of the columns that are not drawn.
+ParameterBatch typical_batch(const Design& d, std::int64_t subjects) {
+  ParameterBatch batch(d.model, subjects);
+  const std::vector<double>& typ = d.sampler->spec().typical;
+  double* v = batch.mutable_values();
+  for (std::int64_t s = 0; s < subjects; ++s)
+    std::copy(typ.begin(), typ.end(), v + s * static_cast<std::int64_t>(typ.size()));
+  return batch;
+}
+
+namespace {
+
+// Bytes the plans of d's subjects take at most (DatasetSetup::plan_records's bound of events).
+double plan_bytes(const Design& d) {
+  long double bytes = 0.0L;
+  for (const DatasetSubject& subj : d.src->subjects) {
+    bytes += sizeof(detail::SubjectPlan);
+    for (const DatasetRecord& r : subj.records)
+      bytes += sizeof(detail::EventRecord) + sizeof(int) + sizeof(detail::RowTemplate) +
+               (3.0L + static_cast<long double>(std::max<std::int64_t>(0, r.addl) + 1) *
+                           (r.rate > 0.0 ? 2.0L : 1.0L)) *
+                   sizeof(detail::EventTemplate);
+  }
+  return static_cast<double>(bytes);
+}
+
+// Fills the copy (make_copy) with every record's parameters at eta = 0 and kappa = 0.
+void fill_typical(Design& d) {
+  make_copy(d);
+  const std::int64_t n = static_cast<std::int64_t>(d.data.subjects.size());
+  std::vector<double> eta(static_cast<std::size_t>(d.sampler->etas()) + 1, 0.0);
+  std::vector<double> kappa(static_cast<std::size_t>(d.sampler->kappas()) + 1, 0.0);
+  std::vector<double> row(static_cast<std::size_t>(d.sampler->parameters()));
+  std::vector<double> vals;
+  for (std::int64_t s = 0; s < n; ++s) {
+    drawn_values(d, s, s, -1, eta.data(), kappa, row, vals);
+    write_values(d, vals, d.data.subjects[static_cast<std::size_t>(s)]);
+  }
+}
+
+}  // namespace
+
+// check_design_run's checks after prepare(): every record's parameters at eta = 0 and kappa = 0,
+// the typical values under the covariate effects (an effect that overflows is found here), as
+// check_dataset checks a dataset. On the CPU, through `setup` (a setup of d's dataset), keeping
+// the plans in `plans` where they fit.
+void check_prepared(Design& d, const DesignRun& run, const detail::DatasetSetup* setup,
+                    Plans* plans) {
+  if (run.options.device == Device::Cuda || setup == nullptr) {
+    fill_typical(d);
+    check_dataset(d.data, typical_batch(d, static_cast<std::int64_t>(d.data.subjects.size())),
+                  run.options);
+    return;
+  }
+  const std::int64_t n = static_cast<std::int64_t>(d.src->subjects.size());
+  const bool keep = plans != nullptr && plan_bytes(d) <= kPlanCacheBytes;
+  if (keep) plans->plan.resize(static_cast<std::size_t>(n));
+  const ParameterBatch typical = typical_batch(d, 1);
+  struct Scratch {
+    std::vector<double> eta, kappa, row, vals, rows;
+    detail::SubjectPlan plan;
+  };
+  detail::parallel_for(
+      n, n > 1000 ? resolve_threads(run.options.threads) : 1, 256,
+      [&] {
+        return Scratch{std::vector<double>(static_cast<std::size_t>(d.sampler->etas()) + 1, 0.0),
+                       std::vector<double>(static_cast<std::size_t>(d.sampler->kappas()) + 1, 0.0),
+                       std::vector<double>(static_cast<std::size_t>(d.sampler->parameters())),
+                       {},
+                       {},
+                       {}};
+      },
+      [&](std::int64_t s, Scratch& w) {
+        detail::SubjectPlan& plan = keep ? plans->plan[static_cast<std::size_t>(s)] : w.plan;
+        setup->build_plan(s, plan);
+        drawn_values(d, s, s, -1, w.eta.data(), w.kappa, w.row, w.vals);
+        set_rows(d, s, w.vals.data(), plan);
+        setup->fill_rows(plan, s, typical.row(0), w.rows);
+      });
+}
+
+// The event solver's setup of d's dataset for a run with `options`, as simulate_dataset_into
+// makes it (its messages name it).
+detail::DatasetSetup design_setup(const Design& d, const SimulateOptions& options) {
+  detail::DatasetSetup setup(*d.src, d.model, "simulate_dataset", false);
+  setup.set_memory_limit(options);
+  return setup;
+}
+
+}  // namespace pkscan::detail
