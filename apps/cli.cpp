@@ -37,14 +37,42 @@ struct Command {
   int threads = 0;        // --threads: 0 = pkscan's default (OMP_NUM_THREADS, affinity mask)
 };
 
+std::string plural(std::int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::int64_t output_count(const OutputTimes& o, const TimeGrid& grid) {
+  return o.all ? grid.steps + 1 : static_cast<std::int64_t>(o.steps.size());
+}
+
+// The success line of `pkscan validate` for a run on a time grid: its subjects (per arm, with
+// each arm's dose lines and output times), replicates and sweep points, grid, dose lines and
+// output times.
 std::string describe(const config::RunSpec& spec) {
   const Problem& p = spec.problem;
   std::ostringstream s;
-  const std::int64_t times =
-      p.output.all ? p.grid.steps + 1 : static_cast<std::int64_t>(p.output.steps.size());
-  s << p.parameters.subjects() << (p.parameters.subjects() == 1 ? " subject" : " subjects") << ", "
-    << p.grid.steps << " steps of " << format_value(p.grid.dt) << ", " << p.doses.size()
-    << (p.doses.size() == 1 ? " dose line" : " dose lines") << ", " << times << " output times";
+  if (!spec.arms.empty()) {
+    std::int64_t total = 0;
+    for (const Arm& a : spec.arms) total += a.count;
+    s << plural(total, "subject", "subjects") << " in " << spec.arms.size() << " arms (";
+    for (std::size_t k = 0; k < spec.arms.size(); ++k) {
+      const Arm& a = spec.arms[k];
+      s << (k > 0 ? "; " : "") << a.name << ": " << plural(a.count, "subject", "subjects") << ", "
+        << plural(static_cast<std::int64_t>(a.doses.size()), "dose line", "dose lines");
+      if (a.output)
+        s << ", " << plural(output_count(*a.output, p.grid), "output time", "output times");
+    }
+    s << ")";
+  } else {
+    const std::int64_t n = spec.population ? spec.population->count : p.parameters.subjects();
+    s << plural(n, "subject", "subjects");
+  }
+  if (spec.replicates > 1) s << " x " << spec.replicates << " replicates";
+  if (!spec.sweep.columns.empty()) s << " x " << spec.sweep.points() << " sweep points";
+  s << ", " << p.grid.steps << " steps of " << format_value(p.grid.dt);
+  if (spec.arms.empty())
+    s << ", " << plural(static_cast<std::int64_t>(p.doses.size()), "dose line", "dose lines");
+  s << ", " << plural(output_count(p.output, p.grid), "output time", "output times");
   return s.str();
 }
 
@@ -77,8 +105,16 @@ int do_validate(const Command& c, std::ostream& out) {
       records += static_cast<std::int64_t>(s.records.size());
     out << c.file << ": ok: dataset " << spec.dataset->file << ", " << spec.dataset->subjects.size()
         << (spec.dataset->subjects.size() == 1 ? " subject, " : " subjects, ") << records
-        << " records, " << spec.dataset->observation_count() << " observations"
-        << (spec.output_path.empty() ? " (no output.path: give --output to run it)"
+        << " records, " << spec.dataset->observation_count() << " observations";
+    if (spec.design()) {
+      // A design simulation: its virtual subjects (resampled, or the dataset's) and replicates.
+      out << ", simulated";
+      if (spec.design_count > 0)
+        out << " for " << plural(spec.design_count, "virtual subject", "virtual subjects");
+      out << " with parameters drawn per replicate, "
+          << plural(spec.replicates, "replicate", "replicates");
+    }
+    out << (spec.output_path.empty() ? " (no output.path: give --output to run it)"
                                      : ", output " + spec.output_path)
         << "\n";
     return kExitOk;

@@ -115,7 +115,9 @@ void run_design_ratio(const BenchOptions& o, std::ostream& out) {
   design.options = cpu_options(o);
   NullDesignSink dsink;
   RunSummary dsum;
+  double c0 = cpu_seconds();
   const Timings td = time_calls(o.repeat, [&] { dsum = run_design(design, dsink); });
+  const double design_cpu = (cpu_seconds() - c0) / (o.repeat + 1);
   const std::int64_t observations = design_rows(design) * o.design_replicates;
 
   // The same doses and output times on a 1-hour grid (as --dataset grid), the same population.
@@ -141,7 +143,9 @@ void run_design_ratio(const BenchOptions& o, std::ostream& out) {
   grid.replicates = o.design_replicates;
   NullResultSink gsink;
   PopulationRunReport grep;
+  c0 = cpu_seconds();
   const Timings tg = time_calls(o.repeat, [&] { grep = run_population(grid, gsink); });
+  const double grid_cpu = (cpu_seconds() - c0) / (o.repeat + 1);
   const std::int64_t values = o.n * static_cast<std::int64_t>(steps.size()) * o.design_replicates;
 
   const double design_ns = td.best() * 1e9 / static_cast<double>(observations);
@@ -158,6 +162,9 @@ void run_design_ratio(const BenchOptions& o, std::ostream& out) {
     << to_string(grep.summary.method) << "\",\"grid_values\":" << values
     << ",\"grid_best_s\":" << tg.best() << ",\"grid_median_s\":" << median(tg.times)
     << ",\"grid_ns_per_value\":" << grid_ns << ",\"design_over_grid\":" << design_ns / grid_ns
+    << ",\"design_cpu_s\":" << design_cpu << ",\"grid_cpu_s\":" << grid_cpu
+    << ",\"cpu_design_over_grid\":"
+    << design_cpu / static_cast<double>(observations) / (grid_cpu / static_cast<double>(values))
     << "}\n";
   out << s.str();
 }

@@ -258,7 +258,7 @@ std::uint64_t result_byte_limit(const SimulateOptions& options) noexcept {
 }
 
 void check(const Problem& problem, const SimulateOptions& options) {
-  detail::validate_problem(problem);
+  detail::validate_problem(problem, true, options.threads);
   if (options.threads < 0)
     detail::throw_invalid("simulate", "options.threads", std::to_string(options.threads),
                           ">= 0 (0 = all hardware threads)");

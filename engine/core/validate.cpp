@@ -70,12 +70,12 @@ void check_percentiles(const std::string& where, const std::vector<double>& perc
   }
 }
 
-void validate_problem(const Problem& p, bool parameters) {
+void validate_problem(const Problem& p, bool parameters, int threads) {
   if (p.parameters.subjects() < 1)
     throw_domain(At{"parameters"}, kWhere, "the number of subjects",
                  std::to_string(p.parameters.subjects()), ">= 1");
   check_time_grid(p.grid);
-  if (parameters) check_parameter_rows(p.parameters, true);
+  if (parameters) check_parameter_rows(p.parameters, true, threads);
   check_doses(p.doses, static_cast<int>(p.parameters.info().compartments.size()), p.grid);
   check_output_times(p.output, p.grid);
   if (p.discretization == Discretization::Euler && parameters)
@@ -174,11 +174,12 @@ void check_time_grid(const TimeGrid& grid) {
                       "grid.steps", std::to_string(grid.steps), "");
 }
 
-void check_parameter_rows(const ParameterBatch& parameters, bool grid_doses) {
+void check_parameter_rows(const ParameterBatch& parameters, bool grid_doses, int threads) {
   const ModelInfo& m = parameters.info();
   // The first subject that fails is found in parallel for large batches; the loop below then
   // words its error (it starts there).
-  for (std::int64_t s = first_rejected_row(m, parameters.row(0), parameters.subjects(), grid_doses);
+  for (std::int64_t s =
+           first_rejected_row(m, parameters.row(0), parameters.subjects(), grid_doses, threads);
        s < parameters.subjects(); ++s) {
     const ParameterViolation v = parameter_violation(m, parameters.row(s));
     if (v) {

@@ -15,8 +15,9 @@ constexpr std::int64_t kMaxSteps = 1'000'000'000;
 constexpr std::int64_t kMaxRepeat = 100'000'000;
 
 // Validates everything but the backend choice and the result size; with `parameters` false also
-// not the parameter rows (GridGradient: the rows come with each evaluation).
-void validate_problem(const Problem& p, bool parameters = true);
+// not the parameter rows (GridGradient: the rows come with each evaluation). `threads` as
+// check_parameter_rows's.
+void validate_problem(const Problem& p, bool parameters = true, int threads = 0);
 
 // Results up to this size are not checked against the memory available (check() in engine.cpp).
 constexpr std::uint64_t kUncheckedResultBytes = std::uint64_t{64} << 20;

@@ -171,6 +171,7 @@ void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
   plan.observed = 0;
   plan.lag_boundaries = 0;
   plan.infusion_ids = 0;
+  plan.bolus_only = false;
   plan.event_count = 0;
   std::int64_t obs = 0;
   const double horizon = recs.empty() ? 0.0 : recs.back().time;  // times never decrease
@@ -277,6 +278,10 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
     record_events(plan.records[j], static_cast<std::int64_t>(j), counts,
                   [&plan](const EventTemplate& t) { plan.events.push_back(t); });
   sort_events(plan.events);
+  plan.bolus_only = std::all_of(plan.events.begin(), plan.events.end(), [](const EventTemplate& t) {
+    return (t.e.kind == kDose && !(t.e.rate > 0.0)) || t.e.kind == kObserve ||
+           t.e.kind == kBoundary;
+  });
   plan.event_count = static_cast<std::int64_t>(plan.events.size());
   plan.infusion_ids = counts.next_id;
   plan.lag_boundaries = static_cast<std::size_t>(counts.lag_boundaries);

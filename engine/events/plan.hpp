@@ -46,9 +46,12 @@ struct SubjectPlan {
   double last_obs = -std::numeric_limits<double>::infinity();
   std::int64_t obs_offset = 0;
   std::int64_t obs_count = 0;
-  std::vector<int> ll_obs;     // observations (0-based within the subject) in the likelihood
-  std::vector<double> ll_dv;   // their DV
-  std::vector<int> ll_line;    // their dataset lines (messages)
+  std::vector<int> ll_obs;    // observations (0-based within the subject) in the likelihood
+  std::vector<double> ll_dv;  // their DV
+  std::vector<int> ll_line;   // their dataset lines (messages)
+  // Every event a bolus dose (no infusion, steady state or reset), an observation or a
+  // boundary: without lags, the solver walks the templates as they are (build_plan sets it).
+  bool bolus_only = false;
   std::uint64_t dosed = 0;     // bit c: compartment c receives doses
   std::uint64_t observed = 0;  // bit c: compartment c is observed
 };

@@ -302,12 +302,18 @@ class Solver final : public EventSolver {
 
   // Parameter rows of the subject (validated) and its events in processing order.
   void prepare_subject(const SubjectPlan& plan, std::int64_t s, const double* params) {
+    prepare_rows(plan, s, params);
+    prepare_events();
+  }
+  void prepare_rows(const SubjectPlan& plan, std::int64_t s, const double* params) {
     const DatasetSetup& setup = *setup_;
     plan_ = &plan;
     recs_ = &plan.records;
     np_ = setup.np;
     setup.fill_rows(plan, s, params, rows_);
-    const ModelInfo& m = *setup.model;
+  }
+  void prepare_events() {
+    const ModelInfo& m = *setup_->model;
     ev_.resize(plan_->events.size() + plan_->lag_boundaries);  // no allocation once warm
     std::size_t count = 0;
     // Insertion sort: the template order is the order for lag 0 and F 1, so few moves.
@@ -494,10 +500,65 @@ class Solver final : public EventSolver {
 
   // Runs the subject's events; at each observation calls observe(event, compartment, parameter
   // row, concentration) with x_ the state there, and with G fills jac.
+  // Whether no row of the subject lags a dose (with bolus_only plans: the template order and
+  // times are the events', and only the amounts take F).
+  bool unlagged() const {
+    const ModelInfo& m = *setup_->model;
+    for (std::size_t t = 0; t < plan_->rows.size(); ++t) {
+      const double* row = row_ptr(static_cast<int>(t));
+      for (int c = 0; c < N; ++c)
+        if (((plan_->dosed >> c) & 1u) && row[m.lag_parameter[static_cast<std::size_t>(c)]] != 0.0)
+          return false;
+    }
+    return true;
+  }
+
+  // simulate<false> of a bolus_only plan without lags: the templates in order, each dose's
+  // amount F AMT of its record's row; the same steps and the same bits as simulate's general
+  // walk, without placing and sorting the events.
+  template <class Observe>
+  void simulate_bolus(Observe&& observe) {
+    const ModelInfo& m = *setup_->model;
+    const std::vector<EventRecord>& recs = *recs_;
+    prop_row_ = -1;
+    cursor_ = 0;
+    x_.setZero();
+    const std::vector<EventTemplate>& evs = plan_->events;
+    x_time_ = evs.empty() ? 0.0 : evs.front().e.time;
+    Mat<N> k, g;
+    for (const EventTemplate& t : evs) {
+      const Event& e = t.e;
+      if (e.time > plan_->last_obs) break;  // nothing after the last observation is reported
+      if (x_time_ < e.time) {
+        Propagator<N>& pr = use<false>(governing(e.time));
+        pr.step(e.time - x_time_, k, g);
+        step_state_hd<N>(k.data(), g.data(), x_.data(), nullptr, x_.data());
+        x_time_ = e.time;
+      }
+      if (e.kind == kDose) {
+        const double f = p(e.seq)[m.f_parameter[static_cast<std::size_t>(e.cmt)]];
+        x_(e.cmt) += f * recs[static_cast<std::size_t>(e.seq)].amt;
+      } else if (e.kind == kObserve) {
+        const double* pr = p(e.seq);
+        const int cmt = recs[static_cast<std::size_t>(e.seq)].obs_cmt;
+        observe(e, cmt, pr, x_(cmt) / pr[m.volume_parameter[static_cast<std::size_t>(cmt)]]);
+      }
+    }
+  }
+
   template <bool G, class Observe>
   void simulate(const SubjectPlan& plan, std::int64_t s, const double* params, double* jac,
                 Observe&& observe) {
-    prepare_subject(plan, s, params);
+    if (!G && plan.bolus_only) {
+      prepare_rows(plan, s, params);
+      if (unlagged()) {
+        simulate_bolus(observe);
+        return;
+      }
+      prepare_events();
+    } else {
+      prepare_subject(plan, s, params);
+    }
     const ModelInfo& m = *setup_->model;
     const std::vector<EventRecord>& recs = *recs_;
     const std::size_t np = static_cast<std::size_t>(np_);

@@ -30,6 +30,19 @@ std::string join(const std::vector<std::string>& v) {
   return s.empty() ? "(none)" : s;
 }
 
+// The slot of the dataset's covariate column `name` (the `what` column, DesignRun field `field`).
+// @throws InvalidArgument when the dataset has no such column
+int column_slot(const Dataset& src, const std::string& name, const std::string& what,
+                const char* field) {
+  const int slot = src.covariate_index(name);
+  if (slot < 0)
+    throw InvalidArgument(std::string(kWho) + ": the " + what + " column " + name +
+                              " is not a column of the dataset " + src.file +
+                              " (its covariate columns: " + join(src.covariate_columns) + ")",
+                          field, name, "");
+  return slot;
+}
+
 // A dataset cell read as a number: finite, else a ConfigError at its file, line and column.
 double cell_number(const Dataset& d, const DatasetRecord& r, int slot, const std::string& what,
                    const std::string& rule) {
@@ -109,12 +122,7 @@ Design prepare(const DesignRun& run) {
                                 ": between-occasion variability needs the dataset's occasion "
                                 "column",
                             "occasion", "", "");
-    occ_slot = src.covariate_index(run.occasion);
-    if (occ_slot < 0)
-      throw InvalidArgument(std::string(kWho) + ": the occasion column " + run.occasion +
-                                " is not a column of the dataset " + src.file +
-                                " (its covariate columns: " + join(src.covariate_columns) + ")",
-                            "occasion", run.occasion, "");
+    occ_slot = column_slot(src, run.occasion, "occasion", "occasion");
   } else if (!run.occasion.empty()) {
     throw InvalidArgument(std::string(kWho) + ": an occasion column (" + run.occasion +
                               ") is given without between-occasion variability (iov)",
@@ -122,12 +130,7 @@ Design prepare(const DesignRun& run) {
   }
   int lloq_slot = -1;
   if (!run.lloq_column.empty()) {
-    lloq_slot = src.covariate_index(run.lloq_column);
-    if (lloq_slot < 0)
-      throw InvalidArgument(std::string(kWho) + ": the LLOQ column " + run.lloq_column +
-                                " is not a column of the dataset " + src.file +
-                                " (its covariate columns: " + join(src.covariate_columns) + ")",
-                            "lloq_column", run.lloq_column, "");
+    lloq_slot = column_slot(src, run.lloq_column, "LLOQ", "lloq_column");
   }
 
   d.record0.resize(static_cast<std::size_t>(n) + 1);

@@ -14,6 +14,7 @@
 
 #include "api/plan.hpp"
 #include "api/select_subjects.hpp"
+#include "core/parallel.hpp"
 #include "core/validate.hpp"
 #include "population/residual.hpp"
 #include "population/run_parts.hpp"
@@ -26,6 +27,12 @@ using detail::model_of;
 using detail::output_times;
 
 namespace {
+
+// Subjects' draws per thread woken (PopulationSampler::sample: about 0.2 us each; a thread is
+// worth waking for some tens of microseconds of work).
+constexpr double kDrawsPerThread = 256.0;
+// Observations with residual error per thread woken (observe_rows).
+constexpr double kValuesPerThread = 4096.0;
 
 // IPRED (the observed compartment's concentration, float64) and DV with the run's residual
 // error for rows [first, first + n) of a chunk, and BLQ flags with an LLOQ.
@@ -41,7 +48,12 @@ void observe_rows(const PopulationRun& run, const RunLayout& layout, const Simul
   const std::uint64_t seed = run.population->seed;
   const bool flag = layout.blq;
   const std::int64_t n = r.subjects();
-#pragma omp parallel num_threads(resolve_threads(run.options.threads))
+  // As many threads as the values are worth waking (about 30 ns each: two normals).
+  const int nthreads =
+      detail::threads_for_work(resolve_threads(run.options.threads),
+                               static_cast<double>(n) * static_cast<double>(nt), kValuesPerThread);
+  static_cast<void>(nthreads);  // read by the OpenMP pragma only
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
   {
     std::vector<double> z(static_cast<std::size_t>(2 * nt));
 #pragma omp for schedule(static)
@@ -284,8 +296,12 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       const std::int64_t len = std::min(first + n - r, n_base - subj);
       double* out = rows + (r - first) * n_params;
       if (sampler) {
+        // The run's threads, as many as the subjects' draws are worth waking (about 0.2 us
+        // each): the draws are the same for any count.
         sampler->sample(rep, first_subject + subj, len, out,
-                        n_etas ? etas.data() + (r - first) * n_etas : nullptr);
+                        n_etas ? etas.data() + (r - first) * n_etas : nullptr,
+                        detail::threads_for_work(resolve_threads(sim.threads),
+                                                 static_cast<double>(len), kDrawsPerThread));
       } else {
         for (std::int64_t i = 0; i < len; ++i)
           std::copy_n(base.parameters.row(subj + i), n_params, out + i * n_params);
@@ -314,7 +330,8 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       r += len;
     }
     // The chunk's first subject with bad parameters, found in parallel; its message below.
-    for (std::int64_t i = first_rejected_row(model, rows, n, false); i < n; ++i) {
+    for (std::int64_t i = first_rejected_row(model, rows, n, false, resolve_threads(sim.threads));
+         i < n; ++i) {
       const double* row = rows + i * n_params;
       const std::string msg = check_parameters(model, row);
       if (!msg.empty()) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <pkscan/error.hpp>
 #include <pkscan/models/model.hpp>
+#include <pkscan/threads.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -394,10 +395,14 @@ std::string check_parameters(const ModelInfo& model, const double* p) {
 }
 
 std::int64_t first_rejected_row(const ModelInfo& model, const double* rows, std::int64_t n,
-                                bool grid_doses) noexcept {
+                                bool grid_doses, int threads) noexcept {
   const std::int64_t columns = static_cast<std::int64_t>(model.parameters.size());
   std::int64_t first = n;
-#pragma omp parallel for reduction(min : first) schedule(static) if (n > 4096)
+  const int team = threads > 0 ? threads : resolve_threads(0);
+  static_cast<void>(team);  // read by the OpenMP pragma only
+#pragma omp parallel for reduction(min                       \
+                                   : first) schedule(static) \
+    num_threads(team) if (n > 4096 && team > 1)
   for (std::int64_t i = 0; i < n; ++i) {
     const double* row = rows + i * columns;
     bool bad = true;

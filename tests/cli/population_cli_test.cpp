@@ -231,5 +231,44 @@ INSTANTIATE_TEST_SUITE_P(
             {"true or false"}}),
     [](const ::testing::TestParamInfo<Bad>& i) { return std::string(i.param.name); });
 
+// `pkscan validate` names what a population run simulates: its subjects (per arm: their dose
+// lines and output times), replicates and sweep points, as the run file gives them.
+TEST(PopulationCli, ValidateSummarisesArmsReplicatesAndSweeps) {
+  TempDir dir;
+  write_text(dir.file("run.yaml"),
+             "model: three_compartment\n"
+             "time: {dt: 1, steps: 24}\n"
+             "subjects:\n"
+             "  population:\n"
+             "    seed: 7\n"
+             "    replicates: 3\n"
+             "    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}\n"
+             "    iiv: {cl: 0.09}\n"
+             "arms:\n"
+             "  - {name: low, count: 20, doses: [{compartment: depot, time: 0, amount: 50}]}\n"
+             "  - name: high\n"
+             "    count: 30\n"
+             "    doses: [{compartment: depot, time: 0, amount: 100}, "
+             "{compartment: depot, time: 12, amount: 100}]\n"
+             "    times: [0, 12, 24]\n"
+             "sweep: {ka: [0.5, 1.0]}\n"
+             "output: {path: o.csv, summaries: true}\n");
+  const CliResult r = run_pkscan({"validate", dir.file("run.yaml")});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, dir.file("run.yaml") +
+                       ": ok: 50 subjects in 2 arms (low: 20 subjects, 1 dose line; high: 30 "
+                       "subjects, 2 dose lines, 3 output times) x 3 replicates x 2 sweep points, "
+                       "24 steps of 1, 25 output times, output o.csv\n")
+      << describe(r);
+  EXPECT_EQ(list_tree(dir.path()), std::vector<std::string>{"run.yaml"});
+
+  write_text(dir.file("pop.yaml"), population_yaml());
+  const CliResult p = run_pkscan({"validate", dir.file("pop.yaml")});
+  ASSERT_EQ(p.status, 0) << describe(p);
+  EXPECT_NE(p.out.find(": ok: 50 subjects, 24 steps of 1, 1 dose line, 25 output times"),
+            std::string::npos)
+      << describe(p);
+}
+
 }  // namespace
 }  // namespace pkscan::cli::test

@@ -36,9 +36,10 @@ void check_time_grid(const TimeGrid& grid);
 
 /// Every row's parameters (parameter_violation's rules; field parameters[row].NAME) and, with
 /// `grid_doses` (a run on a time grid, where every subject gets the same doses), bioavailability
-/// 1 and lag 0. A large batch is scanned in parallel; the first failing row is reported.
+/// 1 and lag 0. A large batch is scanned in parallel (on `threads` threads; 0: all hardware
+/// threads); the first failing row is reported.
 /// @throws DomainError
-void check_parameter_rows(const ParameterBatch& parameters, bool grid_doses);
+void check_parameter_rows(const ParameterBatch& parameters, bool grid_doses, int threads = 0);
 
 /// Each dose of a grid run: compartment in [0, compartments), time, amount, rate, duration and
 /// every finite and >= 0, not both rate and duration, repeat in [0, 10^8] with every a positive

@@ -157,9 +157,10 @@ bool default_bioavailability_and_lag(const ModelInfo& model, const double* param
 
 /// The first of `n` subjects' parameter rows (row i at rows + i * model.parameters.size())
 /// that check_parameters rejects or, with `grid_doses`, whose bioavailability or lag is not the
-/// default; n when there is none. Runs in parallel (OpenMP) over more than 4096 rows. A row
-/// whose check cannot build its message (no memory) counts as rejected.
+/// default; n when there is none. Runs in parallel (OpenMP, on `threads` threads; 0: all
+/// hardware threads) over more than 4096 rows. A row whose check cannot build its message (no
+/// memory) counts as rejected.
 std::int64_t first_rejected_row(const ModelInfo& model, const double* rows, std::int64_t n,
-                                bool grid_doses) noexcept;
+                                bool grid_doses, int threads = 0) noexcept;
 
 }  // namespace pkscan
