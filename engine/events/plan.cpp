@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <pkscan/error.hpp>
 #include <pkscan/threads.hpp>
 
@@ -278,13 +279,29 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
     record_events(plan.records[j], static_cast<std::int64_t>(j), counts,
                   [&plan](const EventTemplate& t) { plan.events.push_back(t); });
   sort_events(plan.events);
-  plan.bolus_only = std::all_of(plan.events.begin(), plan.events.end(), [](const EventTemplate& t) {
-    return (t.e.kind == kDose && !(t.e.rate > 0.0)) || t.e.kind == kObserve ||
-           t.e.kind == kBoundary;
-  });
+  plan.bolus_only = plan.records.size() <= static_cast<std::size_t>(INT32_MAX) &&
+                    std::all_of(plan.events.begin(), plan.events.end(), [](const EventTemplate& t) {
+                      return (t.e.kind == kDose && !(t.e.rate > 0.0)) || t.e.kind == kObserve ||
+                             t.e.kind == kBoundary;
+                    });
   plan.event_count = static_cast<std::int64_t>(plan.events.size());
   plan.infusion_ids = counts.next_id;
   plan.lag_boundaries = static_cast<std::size_t>(counts.lag_boundaries);
+  plan.bolus.clear();
+  if (plan.bolus_only) {
+    plan.bolus.reserve(plan.events.size());
+    for (const EventTemplate& t : plan.events) {
+      const EventRecord& r = plan.records[static_cast<std::size_t>(t.e.seq)];
+      BolusStep b;
+      b.time = t.e.time;
+      b.amt = r.amt;
+      b.seq = static_cast<std::int32_t>(t.e.seq);
+      b.row = static_cast<std::int32_t>(t.e.row);
+      b.cmt = static_cast<std::int16_t>(t.e.kind == kObserve ? r.obs_cmt : t.e.cmt);
+      b.kind = static_cast<std::int16_t>(t.e.kind);
+      plan.bolus.push_back(b);
+    }
+  }
 }
 
 }  // namespace pkscan::detail

@@ -29,6 +29,16 @@ struct RowTemplate {
   std::uint64_t overridden = 0;                   // bit c: column c comes from the dataset
 };
 
+// An event of a bolus_only plan as the solver's bolus walk reads it (its template, compact).
+struct BolusStep {
+  double time = 0.0;
+  double amt = 0.0;       // doses: the record's AMT (before F)
+  std::int32_t seq = 0;   // the record
+  std::int32_t row = 0;   // observations: the output row within the subject
+  std::int16_t cmt = 0;   // doses: the dosed compartment; observations: the observed one
+  std::int16_t kind = 0;  // kDose, kObserve or kBoundary
+};
+
 struct SubjectPlan {
   // Sorted for lag 0 and f 1 (nearly sorted for others); empty from build_records (event_count
   // says how many there would be). Every record time bounds an interval
@@ -52,8 +62,9 @@ struct SubjectPlan {
   // Every event a bolus dose (no infusion, steady state or reset), an observation or a
   // boundary: without lags, the solver walks the templates as they are (build_plan sets it).
   bool bolus_only = false;
-  std::uint64_t dosed = 0;     // bit c: compartment c receives doses
-  std::uint64_t observed = 0;  // bit c: compartment c is observed
+  std::vector<BolusStep> bolus;  // with bolus_only: the events in order
+  std::uint64_t dosed = 0;       // bit c: compartment c receives doses
+  std::uint64_t observed = 0;    // bit c: compartment c is observed
 };
 
 // What every evaluation of one dataset under one model shares: the model, the dataset's

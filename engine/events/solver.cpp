@@ -47,7 +47,9 @@ class Solver final : public EventSolver {
 
   void predict(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
                double* jac) override {
-    const auto write = [out](const Event& e, int, const double*, double c) { out[e.row] = c; };
+    const auto write = [out](std::int64_t row, std::int64_t, int, const double*, double c) {
+      out[row] = c;
+    };
     if (jac != nullptr)
       simulate<true>(plan, s, params, jac, write);
     else
@@ -60,8 +62,9 @@ class Solver final : public EventSolver {
     // the observed compartment's concentration, and the row's index columns.
     const ModelInfo& m = *setup_->model;
     bool finite = true;
-    const auto write = [&](const Event& e, int cmt, const double* pr, double c) {
-      const std::size_t row = static_cast<std::size_t>(first_row + e.row);
+    const auto write = [&](std::int64_t obs, std::int64_t seq, int cmt, const double* pr,
+                           double c) {
+      const std::size_t row = static_cast<std::size_t>(first_row + obs);
       double* o = out.amounts.data() + row * N;
       double* co = out.concentrations.data() + row * N;
       for (int r = 0; r < N; ++r) {
@@ -70,7 +73,7 @@ class Solver final : public EventSolver {
         finite = finite && std::isfinite(x_(r));
       }
       out.prediction[row] = c;
-      index_row(out, row, s, e, cmt);
+      index_row(out, row, s, seq, cmt);
     };
     simulate<false>(plan, s, params, nullptr, write);
     return finite;
@@ -80,11 +83,11 @@ class Solver final : public EventSolver {
   using Square = Eigen::Matrix<double, N, N>;
 
   // The index columns of output row `row`: observation `e` of subject s, compartment cmt.
-  void index_row(DatasetResult& out, std::size_t row, std::int64_t s, const Event& e,
+  void index_row(DatasetResult& out, std::size_t row, std::int64_t s, std::int64_t seq,
                  int cmt) const {
     out.subject[row] = s;
-    out.record[row] = e.seq;
-    out.time[row] = (*recs_)[static_cast<std::size_t>(e.seq)].time;
+    out.record[row] = seq;
+    out.time[row] = (*recs_)[static_cast<std::size_t>(seq)].time;
     out.compartment[row] = cmt;
   }
 
@@ -519,29 +522,27 @@ class Solver final : public EventSolver {
   template <class Observe>
   void simulate_bolus(Observe&& observe) {
     const ModelInfo& m = *setup_->model;
-    const std::vector<EventRecord>& recs = *recs_;
     prop_row_ = -1;
     cursor_ = 0;
     x_.setZero();
-    const std::vector<EventTemplate>& evs = plan_->events;
-    x_time_ = evs.empty() ? 0.0 : evs.front().e.time;
+    const std::vector<BolusStep>& steps = plan_->bolus;
+    x_time_ = steps.empty() ? 0.0 : steps.front().time;
     Mat<N> k, g;
-    for (const EventTemplate& t : evs) {
-      const Event& e = t.e;
-      if (e.time > plan_->last_obs) break;  // nothing after the last observation is reported
-      if (x_time_ < e.time) {
-        Propagator<N>& pr = use<false>(governing(e.time));
-        pr.step(e.time - x_time_, k, g);
+    for (const BolusStep& t : steps) {
+      if (t.time > plan_->last_obs) break;  // nothing after the last observation is reported
+      if (x_time_ < t.time) {
+        Propagator<N>& pr = use<false>(governing(t.time));
+        pr.step(t.time - x_time_, k, g);
         step_state_hd<N>(k.data(), g.data(), x_.data(), nullptr, x_.data());
-        x_time_ = e.time;
+        x_time_ = t.time;
       }
-      if (e.kind == kDose) {
-        const double f = p(e.seq)[m.f_parameter[static_cast<std::size_t>(e.cmt)]];
-        x_(e.cmt) += f * recs[static_cast<std::size_t>(e.seq)].amt;
-      } else if (e.kind == kObserve) {
-        const double* pr = p(e.seq);
-        const int cmt = recs[static_cast<std::size_t>(e.seq)].obs_cmt;
-        observe(e, cmt, pr, x_(cmt) / pr[m.volume_parameter[static_cast<std::size_t>(cmt)]]);
+      if (t.kind == kDose) {
+        x_(t.cmt) += p(t.seq)[m.f_parameter[static_cast<std::size_t>(t.cmt)]] * t.amt;
+      } else if (t.kind == kObserve) {
+        const double* pr = p(t.seq);
+        const int cmt = t.cmt;
+        observe(t.row, t.seq, cmt, pr,
+                x_(cmt) / pr[m.volume_parameter[static_cast<std::size_t>(cmt)]]);
       }
     }
   }
@@ -665,7 +666,7 @@ class Solver final : public EventSolver {
           const int vcol = m.volume_parameter[static_cast<std::size_t>(cmt)];
           const double v = pr[vcol];
           const double c = x_(cmt) / v;
-          observe(e, cmt, pr, c);
+          observe(e.row, e.seq, cmt, pr, c);
           if (G) {
             double* jr = jac + static_cast<std::size_t>(e.row) * np;
             for (int q = 0; q < ps_; ++q) {

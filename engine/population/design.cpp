@@ -226,7 +226,7 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
       const std::int64_t src = source[us];
       const std::size_t usrc = static_cast<std::size_t>(src);
       const double* eta = etas.data() + s * m;
-      drawn_values(d, src, s, rep, eta, w.kappa, w.row, w.vals);
+      const bool uniform = drawn_values(d, src, s, rep, eta, w.kappa, w.row, w.vals);
       if (run.parameter_table) {
         for (std::int64_t t = d.table0[usrc]; t < d.table0[usrc + 1]; ++t) {
           const std::size_t ut = static_cast<std::size_t>(t);
@@ -265,7 +265,7 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
         w.plan = plans.plan[usrc];
       else
         plan = &plans.plan[usrc];
-      set_rows(d, src, w.vals.data(), *plan);
+      set_rows(d, src, w.vals.data(), uniform, *plan);
       const bool finite = w.solver->simulate_rows(*plan, src, typical, result, obs0[us]);
       if (src != s) std::fill_n(result.subject.begin() + obs0[us], obs0[us + 1] - obs0[us], s);
       result.status[us] = finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;

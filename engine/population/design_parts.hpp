@@ -56,8 +56,9 @@ void make_copy(Design& d);
 
 // Every record's drawn parameters of dataset subject s (records x d.drawn.size(), row-major)
 // into `out`, from its etas (null: 0) and, with iov, the kappas of each record's occasion in
-// `replicate` (replicate < 0: 0) of virtual subject `draw`.
-void drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
+// `replicate` (replicate < 0: 0) of virtual subject `draw`. Returns true when every record's
+// values are the first record's (the same covariates and occasion throughout).
+bool drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
                   const double* eta, std::vector<double>& kappa, std::vector<double>& row,
                   std::vector<double>& out);
 
@@ -68,7 +69,8 @@ void write_values(const Design& d, const std::vector<double>& vals, DatasetSubje
 // columns) for its drawn values `vals`: each record's dataset cells, then its drawn values, a
 // run of records with equal cells sharing one row, as DatasetSetup::plan_records makes them from
 // the copy with the values written in. Reuses the plan's rows (no allocation once warm).
-void set_rows(const Design& d, std::int64_t s, const double* vals, SubjectPlan& plan);
+// `uniform`: drawn_values said every record's values are the first's.
+void set_rows(const Design& d, std::int64_t s, const double* vals, bool uniform, SubjectPlan& plan);
 
 // A batch of every subject's typical row: the values of the columns that are not drawn.
 ParameterBatch typical_batch(const Design& d, std::int64_t subjects);

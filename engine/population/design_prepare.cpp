@@ -277,9 +277,10 @@ void make_copy(Design& d) {
 // Every record's drawn parameters of dataset subject s (records x d.drawn.size(), row-major)
 // into `out`, from its etas (null: 0) and, with iov, the kappas of each record's occasion in
 // `replicate` (replicate < 0: 0) of virtual subject `draw`.
-void drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
+bool drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64_t replicate,
                   const double* eta, std::vector<double>& kappa, std::vector<double>& row,
                   std::vector<double>& out) {
+  bool uniform = true;
   const PopulationSampler& smp = *d.sampler;
   const std::size_t ncov = smp.spec().covariate_names.size();
   const std::size_t nd = d.drawn.size();
@@ -298,10 +299,14 @@ void drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64
     }
     const double* cov = d.cov.data() + at * ncov;
     if (same && ncov > 0) same = std::memcmp(cov, cov - ncov, ncov * sizeof(double)) == 0;
-    if (!same) smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
+    if (!same) {
+      smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
+      uniform = uniform && j == 0;
+    }
     for (std::size_t k = 0; k < nd; ++k)
       out[j * nd + k] = row[static_cast<std::size_t>(d.drawn[k])];
   }
+  return uniform;
 }
 
 // Writes drawn_values() `vals` of a subject into its records in the copy.
@@ -331,10 +336,24 @@ bool same_bits(const double* a, const double* b, std::size_t n) noexcept {
 // columns) for its drawn values `vals`: each record's dataset cells, then its drawn values, a
 // run of records with equal cells sharing one row, as DatasetSetup::plan_records makes them from
 // the copy with the values written in. Reuses the plan's rows (no allocation once warm).
-void set_rows(const Design& d, std::int64_t s, const double* vals, detail::SubjectPlan& plan) {
+void set_rows(const Design& d, std::int64_t s, const double* vals, bool uniform,
+              detail::SubjectPlan& plan) {
   const std::vector<DatasetRecord>& recs = d.src->subjects[static_cast<std::size_t>(s)].records;
   const std::size_t nd = d.drawn.size();
   const std::size_t ncol = d.column_of.size();
+  // Every record's values the first's, no dataset cells: one row, and a plan of one row has
+  // every record in it already (only its values change).
+  if (uniform && ncol == 0 && plan.rows.size() == 1) {
+    detail::RowTemplate& row = plan.rows[0];
+    row.overrides.clear();
+    row.overridden = 0;
+    for (std::size_t c = 0; c < nd; ++c) {
+      if (std::isnan(vals[c])) continue;
+      row.overrides.emplace_back(d.drawn[c], vals[c]);
+      row.overridden |= std::uint64_t{1} << d.drawn[c];
+    }
+    return;
+  }
   std::size_t used = 0;
   for (std::size_t j = 0; j < plan.records.size(); ++j) {
     // The records are read only where the dataset has parameter columns.
@@ -455,8 +474,8 @@ void check_prepared(Design& d, const DesignRun& run, const detail::DatasetSetup*
       [&](std::int64_t s, Scratch& w) {
         detail::SubjectPlan& plan = keep ? plans->plan[static_cast<std::size_t>(s)] : w.plan;
         setup->build_plan(s, plan);
-        drawn_values(d, s, s, -1, w.eta.data(), w.kappa, w.row, w.vals);
-        set_rows(d, s, w.vals.data(), plan);
+        const bool uniform = drawn_values(d, s, s, -1, w.eta.data(), w.kappa, w.row, w.vals);
+        set_rows(d, s, w.vals.data(), uniform, plan);
         setup->fill_rows(plan, s, typical.row(0), w.rows);
       });
 }
