@@ -4,6 +4,7 @@
 #include <exception>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <pkscan/build_config.hpp>
 #include <pkscan/config/load.hpp>
 #include <pkscan/config/run.hpp>
@@ -168,15 +169,34 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
                       "output.path is missing; give output.path in the run file or --output PATH");
   PopulationRunOptions options;
   Progress progress(err, c.terminal, "subjects");
-  if (!c.quiet)
+  // The passes of exact percentiles after the last chunk: a bar of their own per pass.
+  std::optional<Progress> passes;
+  int shown = 0;
+  if (!c.quiet) {
     options.progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
+    options.pass_progress = [&](int pass, std::int64_t done, std::int64_t total) {
+      if (pass != shown) {
+        if (passes)
+          passes->finish();
+        else
+          progress.finish();
+        passes.emplace(err, c.terminal,
+                       "subjects again (exact percentiles, pass " + std::to_string(pass) + ")");
+        shown = pass;
+      }
+      passes->update(done, total);
+    };
+  }
   config::RunReport rep;
   try {
     rep = config::run(spec, path, options);
   } catch (const config::OutputPathError& e) {
     output_error(c, spec, e.what());
   }
-  progress.finish();
+  if (passes)
+    passes->finish();
+  else
+    progress.finish();
   report(rep.summary, rows_written(rep), path, c, out, err);
   return kExitOk;
 }

@@ -394,9 +394,10 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       s.add(stratum_result);
     }
   };
-  const auto refine = [&](std::int64_t lo, std::int64_t hi) {
+  // `last`: the passes after the last chunk (options.pass_progress reports them).
+  const auto refine = [&](std::int64_t lo, std::int64_t hi, bool last) {
     if (!spec.exact_percentiles) return;
-    for (;;) {
+    for (int pass = 1;; ++pass) {
       bool any = false;
       for (TimeSummary& s : summaries) any = s.begin_pass() || any;
       if (!any) return;
@@ -406,13 +407,15 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
         bool in = false;
         for (std::int64_t k = 0; k < n_strata; ++k)
           in = in || summaries[static_cast<std::size_t>(group * n_strata + k)].in_pass();
-        if (!in) continue;
-        fill(first, n);
-        simulate_chunk(first, n);
-        if (stratified)
-          add_strata(first, n, group, true);
-        else
-          summaries[static_cast<std::size_t>(group)].add(result);
+        if (in) {
+          fill(first, n);
+          simulate_chunk(first, n);
+          if (stratified)
+            add_strata(first, n, group, true);
+          else
+            summaries[static_cast<std::size_t>(group)].add(result);
+        }
+        if (last && options.pass_progress) options.pass_progress(pass, first + n - lo, hi - lo);
       }
       for (TimeSummary& s : summaries)
         if (s.in_pass()) s.end_pass();
@@ -468,14 +471,14 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     ++report.chunks;
     // A replicate's groups are complete after its last row.
     if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {
-      refine(first + n - per_rep, first + n);
+      refine(first + n - per_rep, first + n, false);
       write_summaries((first + n) / per_rep - 1);
       if (first + n < total) start_summaries();
     }
     if (options.progress) options.progress(report.rows, total);
   }
   if (spec.summaries && !groups.by_replicate()) {
-    refine(0, total);
+    refine(0, total, true);
     write_summaries(0);
   }
   if (across) write_across();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -468,6 +469,63 @@ TEST(RunPopulation, AnInconsistentRunIsInvalidArgument) {
   run.sweep = {};
   run.replicates = 0;
   EXPECT_THROW(run_population(run, sink), InvalidArgument);
+}
+
+// The passes of exact percentiles after the last chunk report their progress: each pass from
+// its first call to all of the run's rows; the run's own progress ends at its rows before them.
+TEST(RunPopulation, ThePassesOfExactPercentilesReportTheirProgress) {
+  PopulationRun run;
+  run.problem.grid = {1.0, 400};  // 401 times x 2 compartments x 5000 subjects > 4e6 values
+  DoseEvent d;
+  d.amount = 100.0;
+  run.problem.doses = {d};
+  PopulationSpec pop(ModelKind::TwoCompartment, 5000, 3);
+  pop.set_typical("cl", 5.0);
+  pop.set_typical("v_central", 20.0);
+  pop.set_typical("ka", 1.0);
+  pop.iiv = {pop.column("cl")};
+  pop.omega = Eigen::MatrixXd::Identity(1, 1) * 0.09;
+  run.population = pop;
+  run.summaries = true;
+  run.trajectories = false;
+  // Keeps the summaries only.
+  class SummarySink final : public ResultSink {
+   public:
+    void write(const Chunk&) override {}
+    void write_summary(const TimeSummaryTable& t) override { summaries.push_back(t); }
+    void commit() override {}
+    std::vector<TimeSummaryTable> summaries;
+  } sink;
+  PopulationRunOptions options;
+  std::vector<std::int64_t> done;
+  std::vector<std::array<std::int64_t, 3>> passes;  // pass, done, total
+  options.progress = [&](std::int64_t n, std::int64_t total) {
+    EXPECT_TRUE(passes.empty()) << "the run's progress comes before the passes";
+    EXPECT_EQ(total, 5000);
+    done.push_back(n);
+  };
+  options.pass_progress = [&](int pass, std::int64_t n, std::int64_t total) {
+    passes.push_back({pass, n, total});
+  };
+  run_population(run, sink, options);
+  ASSERT_FALSE(done.empty());
+  EXPECT_EQ(done.back(), 5000);
+  ASSERT_FALSE(passes.empty()) << "5000 x 401 x 2 values need a pass";
+  EXPECT_EQ(passes.front()[0], 1);
+  for (std::size_t i = 0; i < passes.size(); ++i) {
+    EXPECT_EQ(passes[i][2], 5000);
+    EXPECT_GT(passes[i][1], 0);
+    if (i > 0 && passes[i][0] == passes[i - 1][0]) {
+      EXPECT_GT(passes[i][1], passes[i - 1][1]);
+    }
+    if (i > 0 && passes[i][0] != passes[i - 1][0]) {
+      EXPECT_EQ(passes[i][0], passes[i - 1][0] + 1);
+      EXPECT_EQ(passes[i - 1][1], 5000) << "a pass ends at the run's last row";
+    }
+  }
+  EXPECT_EQ(passes.back()[1], 5000);
+  ASSERT_EQ(sink.summaries.size(), 1u);
+  EXPECT_TRUE(sink.summaries[0].exact);
 }
 
 }  // namespace

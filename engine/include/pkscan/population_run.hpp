@@ -295,11 +295,19 @@ struct PopulationRun {
 /// Progress of a run: rows done so far, of `total`.
 using ProgressFn = std::function<void(std::int64_t done, std::int64_t total)>;
 
+/// Progress of the passes of exact percentiles (PopulationRun::exact_percentiles) that follow a
+/// run's last chunk: the pass (1, 2, ...), the rows it has gone through and the rows it covers.
+using PassProgressFn = std::function<void(int pass, std::int64_t done, std::int64_t total)>;
+
 /// Options of run_population().
 struct PopulationRunOptions {
   /// Rows per chunk: 0 picks a chunk of about 64 MiB of results (always a multiple of 1024).
   std::int64_t chunk_rows = 0;
   ProgressFn progress;  ///< called after every chunk (may be empty)
+  /// Called after every call of a pass that follows the last chunk (may be empty). The passes
+  /// of summaries grouped by replicate run between the chunks, after each replicate's last:
+  /// `progress` covers them.
+  PassProgressFn pass_progress;
 };
 
 /// What a run did.
