@@ -1,0 +1,124 @@
+#pragma once
+/// @file estimation.hpp
+/// Population (mixed-effects) objectives in NONMEM's form, on the exact first derivatives of the
+/// Predictor.
+///
+/// The model: each subject's parameter row is the typical row (THETA and fixed values) with
+/// the parameters that carry inter-individual variability multiplied by exp(ETA),
+/// P = THETA * exp(ETA), ETA ~ N(0, OMEGA) (OMEGA diagonal or a full block). The residual error
+/// is NONMEM's Y = F + F * EPS1 + EPS2 with the variances of $SIGMA: the residual variance of an
+/// observation is R = SIGMA_add + SIGMA_prop * F^2 (proportional error: SIGMA_add = 0; additive:
+/// SIGMA_prop = 0).
+///
+/// The objective is NONMEM's: -2 log likelihood without the n log(2 pi) constant, a sum over
+/// subjects of OBJI. With e = DV - F, for one subject (formulas of the methods as NONMEM
+/// computes them; Wang 2007, J Pharmacokinet Pharmacodyn 34:575-593):
+/// - FO: the model linearized at ETA = 0, OBJI = log|C| + e0' C^-1 e0, C = G0 OMEGA G0' +
+///   diag(R0), with e0, G0 = dF/dETA and R0 at ETA = 0.
+/// - FOCE (without interaction): the same linearization at the subject's EBE, with the residual
+///   variance R0 held at the population prediction (ETA = 0): e~ = DV - F(EBE) + G EBE,
+///   C = G OMEGA G' + diag(R0). The EBE minimizes sum(e^2 / R0) + ETA' OMEGA^-1 ETA.
+/// - FOCEI (with interaction): the residual variance at the individual prediction,
+///   OBJI = sum(e^2 / R + log R) + EBE' OMEGA^-1 EBE + log det(I + OMEGA M),
+///   M = sum_j (g_j g_j' / R_j + r_j r_j' / (2 R_j^2)), g = dF/dETA, r = dR/dETA, all at the
+///   EBE, which minimizes the conditional objective sum(e^2 / R + log R) + ETA' OMEGA^-1 ETA.
+///
+/// The EBEs are found by damped Gauss-Newton on the exact derivatives dF/dETA (the Hessian
+/// OMEGA^-1 + M, a backtracking line search) until the gradient of half the conditional
+/// objective is below EstimationOptions::inner_tolerance in every component. A step to a point
+/// where the objective cannot be evaluated (a prediction or residual variance that is not finite
+/// or not > 0, parameters out of the model's domain) is shortened, never an exception.
+///
+/// The observations are the records with EVID 0, MDV 0 and a DV (as Predictor::log_likelihood).
+/// A subject without observations contributes 0 (its EBE is 0).
+
+#include <Eigen/Dense>
+#include <cstdint>
+#include <pkscan/predictor.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pkscan {
+
+/// The population method.
+enum class EstimationMethod {
+  Fo,     ///< first order (NONMEM METHOD=0)
+  Foce,   ///< first order conditional estimation (METHOD=1)
+  Focei,  ///< FOCE with interaction (METHOD=1 INTERACTION)
+};
+
+/// "fo", "foce" or "focei".
+std::string to_string(EstimationMethod method);
+
+/// Parses a method name (to_string's, any case).
+/// @throws InvalidArgument "estimation method is "x", but must be fo, foce or focei"
+EstimationMethod estimation_method_from_string(std::string_view name);
+
+/// A population model at fixed parameters.
+struct PopulationModel {
+  /// The typical parameter row (Predictor::parameters() values in ModelInfo::parameters order):
+  /// THETA of the parameters with variability, the values of the others (NaN for unused ones).
+  std::vector<double> theta_row;
+  /// Parameter column of each ETA, distinct: the subject's value is theta_row[c] * exp(ETA_k).
+  std::vector<int> eta_columns;
+  /// OMEGA (q x q, q = eta_columns.size()), symmetric positive definite.
+  Eigen::MatrixXd omega;
+  /// $SIGMA variances, finite and >= 0, not both 0.
+  double sigma_proportional = 0.0;
+  double sigma_additive = 0.0;
+};
+
+/// How the objective is computed.
+struct EstimationOptions {
+  EstimationMethod method = EstimationMethod::Focei;
+  /// The inner problem stops when every component of the gradient of half the conditional
+  /// objective with respect to ETA is at most this (> 0).
+  double inner_tolerance = 1e-10;
+  /// Gauss-Newton iterations per subject at most (>= 1).
+  int max_inner_iterations = 500;
+  /// Threads over subjects (0: the process default, pkscan/threads.hpp).
+  int threads = 0;
+};
+
+/// How a subject's inner problem ended.
+enum class InnerStatus {
+  Converged,      ///< the gradient is below the tolerance (FO: always)
+  MaxIterations,  ///< not converged within max_inner_iterations
+  Stalled,        ///< no step decreased the objective before the gradient reached the tolerance
+  NotFinite,      ///< the objective cannot be evaluated at ETA = 0 (or, FO/FOCE, at the EBE)
+};
+
+/// "converged", "max_iterations", "stalled" or "not_finite".
+std::string to_string(InnerStatus status);
+
+/// One subject's part.
+struct SubjectObjective {
+  std::vector<double> eta;        ///< the EBE (FO: 0, as NONMEM's FO without POSTHOC)
+  double obji = 0.0;              ///< its term of the objective (NaN when not finite)
+  std::int64_t observations = 0;  ///< observations used
+  int iterations = 0;             ///< Gauss-Newton iterations
+  double gradient = 0.0;          ///< max-norm of the inner gradient at the EBE
+  InnerStatus status = InnerStatus::Converged;
+};
+
+/// The objective and its parts.
+struct PopulationObjective {
+  double ofv = 0.0;  ///< sum of the subjects' OBJI (NaN when one is not finite)
+  std::vector<SubjectObjective> subjects;  ///< Predictor order
+  /// Whether the objective is finite.
+  bool finite() const noexcept;
+  /// Subjects whose inner problem did not converge.
+  std::int64_t unconverged() const noexcept;
+};
+
+/// NONMEM's objective of `model` on the predictor's dataset by `options.method`, with each
+/// subject's EBE. Numerical trouble is reported in the result (a NaN objective, a subject's
+/// status), never thrown.
+/// @throws InvalidArgument for a model that does not fit the predictor (theta_row's size, an ETA
+///         column out of range or given twice, OMEGA's shape), an OMEGA that is not symmetric
+///         or not positive definite, SIGMA values out of range, or options out of range
+PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
+                                         const EstimationOptions& options);
+
+}  // namespace pkscan
