@@ -363,7 +363,10 @@ PopulationObjective population_objective(const Predictor& predictor, const Popul
   PopulationObjective out;
   const std::int64_t n = predictor.subjects();
   out.subjects.resize(static_cast<std::size_t>(n));
-  const int threads = resolve_threads(options.threads);
+  // A subject's inner problem takes microseconds: a thread per at least 16 subjects, so that
+  // small datasets do not pay for starting threads on every evaluation.
+  const int threads = static_cast<int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>(resolve_threads(options.threads), n / 16)));
   std::vector<std::unique_ptr<Predictor::Workspace>> workspaces(static_cast<std::size_t>(threads));
   parallel_for(n, threads, [&](std::int64_t s, int worker) {
     std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];

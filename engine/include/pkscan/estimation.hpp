@@ -77,7 +77,8 @@ struct EstimationOptions {
   double inner_tolerance = 1e-10;
   /// Gauss-Newton iterations per subject at most (>= 1).
   int max_inner_iterations = 500;
-  /// Threads over subjects (0: the process default, pkscan/threads.hpp).
+  /// Threads over subjects (0: the process default, pkscan/threads.hpp), at most one per 16
+  /// subjects.
   int threads = 0;
 };
 
@@ -120,5 +121,49 @@ struct PopulationObjective {
 ///         or not positive definite, SIGMA values out of range, or options out of range
 PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
                                          const EstimationOptions& options);
+
+}  // namespace pkscan
+
+namespace pkscan {
+
+/// What a population fit estimates, starting from `initial`.
+struct PopulationFitSpec {
+  /// The model at the initial estimates (population_objective's rules).
+  PopulationModel initial;
+  /// Columns of initial.theta_row whose THETA is estimated, with their bounds (lower < init <
+  /// upper; infinite for none).
+  std::vector<int> theta_columns;
+  std::vector<double> theta_lower;
+  std::vector<double> theta_upper;
+  /// Estimate every element of OMEGA (a block) rather than its diagonal only (the off-diagonal
+  /// elements then stay as given).
+  bool omega_block = false;
+  /// Estimate OMEGA at all (false: held at initial.omega).
+  bool estimate_omega = true;
+  /// Estimate the SIGMA variances that are > 0 in `initial` (false: held).
+  bool estimate_sigma = true;
+};
+
+/// The end of a population fit.
+struct PopulationFit {
+  PopulationModel estimates;      ///< THETA, OMEGA, SIGMA at the end
+  PopulationObjective objective;  ///< the objective and EBEs there
+  int iterations = 0;             ///< quasi-Newton iterations
+  int evaluations = 0;            ///< objective evaluations (gradients included)
+  bool converged = false;         ///< the gradient tolerance was met
+  std::string message;            ///< how it ended, one line
+};
+
+/// Minimizes population_objective over the estimated THETA, OMEGA and SIGMA by BFGS with a
+/// backtracking line search on NONMEM-like unconstrained parameters: a bounded THETA through a
+/// logit (log with one bound), OMEGA through its Cholesky factor with log diagonal, SIGMA through
+/// log variances. The gradient is by central differences of the objective (step 1e-4 in those
+/// parameters; the EBEs are re-found at every point); it stops when every component is below
+/// 1e-4, or after `max_evaluations` objective evaluations. A point where the objective is not
+/// finite is a rejected step.
+/// @throws InvalidArgument as population_objective at the initial estimates, for bounds that do
+///         not enclose their initial value, or max_evaluations < 1
+PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec& spec,
+                             const EstimationOptions& options, int max_evaluations);
 
 }  // namespace pkscan
