@@ -1,6 +1,7 @@
 #include "population_fit.hpp"
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <pkscan/config/fit_file.hpp>
@@ -29,6 +30,15 @@ std::string csv_field(const std::string& s) {
     q += c;
   }
   return q + "\"";
+}
+
+// Lines of `text` without their line breaks.
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t b = 0;
+  for (std::size_t e; (e = text.find('\n', b)) != std::string::npos; b = e + 1)
+    lines.push_back(text.substr(b, e - b));
+  return lines;
 }
 
 // "theo_fit.csv" -> "theo_fit.subjects.csv"
@@ -62,32 +72,59 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   EstimationOptions options;
   options.method = fit.method;
   options.threads = threads;
-  const PopulationObjective r = population_objective(predictor, fit.population, options);
-  if (!r.finite()) {
+  const PopulationObjective start = population_objective(predictor, fit.population, options);
+  if (!start.finite()) {
     std::string who;
-    for (std::size_t s = 0; s < r.subjects.size() && who.empty(); ++s)
-      if (!std::isfinite(r.subjects[s].obji))
+    for (std::size_t s = 0; s < start.subjects.size() && who.empty(); ++s)
+      if (!std::isfinite(start.subjects[s].obji))
         who = " (first at subject ID " + predictor.dataset().subjects[s].id + ")";
     throw DomainError("the objective is not finite at the initial estimates" + who +
                       ": a prediction or residual variance there is not finite or not > 0");
   }
 
+  // max_evaluations 0: the objective at the initial estimates; otherwise the fit.
+  PopulationModel pm = fit.population;
+  PopulationObjective r = start;
+  PopulationFit result;
+  const bool fitting = fit.max_evaluations > 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (fitting) {
+    PopulationFitSpec spec;
+    spec.initial = fit.population;
+    for (const config::FitTheta& t : fit.theta)
+      if (!t.fixed) {
+        spec.theta_columns.push_back(t.column);
+        spec.theta_lower.push_back(t.lower);
+        spec.theta_upper.push_back(t.upper);
+      }
+    spec.omega_block = fit.omega_block;
+    spec.estimate_omega = !fit.omega_fixed;
+    spec.estimate_sigma = !fit.sigma_fixed;
+    result = fit_population(predictor, spec, options, fit.max_evaluations);
+    pm = result.estimates;
+    r = result.objective;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
   // The estimates: THETA, OMEGA (lower triangle by rows), SIGMA (variances), then the OFV.
+  auto row = [](const std::string& n, double v, bool fixed) {
+    return n + "," + number(v) + ",,," + (fixed ? "true" : "false") + "\n";
+  };
   std::string text = "name,estimate,se,rse,fixed\n";
   for (const config::FitTheta& t : fit.theta)
-    text += "theta." + t.name + "," + number(t.init) + ",,," + (t.fixed ? "true" : "false") + "\n";
-  const PopulationModel& pm = fit.population;
+    text += row("theta." + t.name, pm.theta_row[static_cast<std::size_t>(t.column)], t.fixed);
   auto name = [&](int k) {
     return m.parameters[static_cast<std::size_t>(pm.eta_columns[static_cast<std::size_t>(k)])].name;
   };
   const int q = static_cast<int>(pm.eta_columns.size());
   for (int i = 0; i < q; ++i)
     for (int j = 0; j <= i; ++j)
-      if (i == j || pm.omega(i, j) != 0.0)
-        text += "omega." + name(i) + "." + name(j) + "," + number(pm.omega(i, j)) + ",,,false\n";
-  if (fit.proportional)
-    text += "sigma.proportional," + number(pm.sigma_proportional) + ",,,false\n";
-  if (fit.additive) text += "sigma.additive," + number(pm.sigma_additive) + ",,,false\n";
+      if (i == j || fit.omega_block)
+        text += row("omega." + name(i) + "." + name(j), pm.omega(i, j), fit.omega_fixed);
+  if (fit.proportional) text += row("sigma.proportional", pm.sigma_proportional, fit.sigma_fixed);
+  if (fit.additive) text += row("sigma.additive", pm.sigma_additive, fit.sigma_fixed);
+  const std::string table = text;
   text += "ofv," + number(r.ofv) + ",,,\n";
 
   // Per subject: the EBEs and OBJI.
@@ -115,14 +152,38 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
     err << "pkscan: warning: the EBE search of " << r.unconverged() << " of " << r.subjects.size()
         << " subjects did not converge (see the status column of " << subjects_file << ")\n";
   if (!quiet) {
-    char ofv[64];
-    std::snprintf(ofv, sizeof ofv, "%.6f", r.ofv);
+    char buf[64];
     std::string method = to_string(fit.method);
     for (char& c : method) c = static_cast<char>(c - 'a' + 'A');
-    out << "pkscan: " << method << " objective at the initial estimates (max_evaluations 0), "
-        << r.subjects.size() << " subjects, " << observations << " observations\n"
-        << "OFV " << ofv << "\n"
-        << "wrote " << main << " and " << subjects_file << "\n";
+    out << "pkscan: " << method << ", " << r.subjects.size() << " subjects, " << observations
+        << " observations: ";
+    if (fitting) {
+      std::snprintf(buf, sizeof buf, "%.2f", seconds);
+      out << (result.converged ? "converged" : "not converged") << " after " << result.iterations
+          << " iterations, " << result.evaluations << " objective evaluations (" << buf << " s)\n";
+    } else {
+      out << "the objective at the initial estimates (max_evaluations 0)\n";
+    }
+    std::snprintf(buf, sizeof buf, "%.6f", r.ofv);
+    out << "OFV " << buf << "\n";
+    if (fitting) {
+      // The estimates as a table: name and value.
+      for (const std::string& line : split(table)) {
+        const std::size_t comma = line.find(',');
+        if (line.rfind("name,", 0) == 0) continue;
+        const std::string n = line.substr(0, comma);
+        const double v = std::stod(line.substr(comma + 1));
+        std::snprintf(buf, sizeof buf, "%-28s %12.6g", n.c_str(), v);
+        out << buf << (line.find(",true") != std::string::npos ? "  (fixed)" : "") << "\n";
+      }
+    }
+    out << "wrote " << main << " and " << subjects_file << "\n";
+  }
+  if (fitting && !result.converged) {
+    // A failed fit (exit status 1): its last iterate is written, whole, for a restart.
+    err << "pkscan: error: " << file << ": the fit did not converge (" << result.message
+        << "); the estimates at its last iterate are in " << main << "\n";
+    return 1;
   }
   return 0;
 }

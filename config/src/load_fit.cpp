@@ -85,8 +85,11 @@ void parse_theta(const Loader& L, const YAML::Node& node, const ModelInfo& m, co
 
 // `iiv`: {block: [NAMES], omega: [LOWER TRIANGLE BY ROWS]} or {diagonal: [NAMES], omega: [..]}.
 void parse_iiv(const Loader& L, const YAML::Node& node, const ModelInfo& m, FitFile& fit) {
-  const Loader::Entries e = L.entries(node, "iiv", {"block", "diagonal", "omega"});
+  const Loader::Entries e = L.entries(node, "iiv", {"block", "diagonal", "omega", "fixed"});
   const bool block = e.count("block") > 0;
+  fit.omega_block = block;
+  if (auto it = e.find("fixed"); it != e.end())
+    fit.omega_fixed = boolean(L, it->second.value, "iiv.fixed");
   if (block == (e.count("diagonal") > 0))
     L.fail(node, "iiv must have exactly one of block (a full OMEGA) and diagonal");
   const YAML::Node names = e.at(block ? "block" : "diagonal").value;
@@ -135,7 +138,9 @@ void parse_iiv(const Loader& L, const YAML::Node& node, const ModelInfo& m, FitF
 
 // `error`: {proportional: V, additive: V, as: variance | standard_deviation}.
 void parse_error(const Loader& L, const YAML::Node& node, FitFile& fit) {
-  const Loader::Entries e = L.entries(node, "error", {"proportional", "additive", "as"});
+  const Loader::Entries e = L.entries(node, "error", {"proportional", "additive", "as", "fixed"});
+  if (auto it = e.find("fixed"); it != e.end())
+    fit.sigma_fixed = boolean(L, it->second.value, "error.fixed");
   bool variance = true;
   if (auto it = e.find("as"); it != e.end()) {
     const std::string as = L.scalar_string(it->second.value, "error.as",
@@ -174,14 +179,9 @@ void parse_estimation(const Loader& L, const YAML::Node& node, FitFile& fit) {
   } catch (const InvalidArgument&) {
     L.fail(method, "estimation.method is \"" + name + "\", but must be fo, foce or focei");
   }
-  const YAML::Node maxeval = L.require(e, "max_evaluations", node, "estimation").value;
-  const std::int64_t n = L.integer(maxeval, "estimation.max_evaluations", 0, 1000000);
-  if (n != 0)
-    L.fail(maxeval,
-           "estimation.max_evaluations is " + std::to_string(n) +
-               ", but must be 0: pkscan evaluates the objective and the EBEs at the given "
-               "estimates (NONMEM's MAXEVAL=0) and does not estimate THETA, OMEGA or SIGMA");
-  fit.max_evaluations = 0;
+  if (auto it = e.find("max_evaluations"); it != e.end())
+    fit.max_evaluations =
+        static_cast<int>(L.integer(it->second.value, "estimation.max_evaluations", 0, 100000000));
   if (auto it = e.find("covariance"); it != e.end()) {
     const std::string c = L.scalar_string(it->second.value, "estimation.covariance", "none");
     if (c != "none")

@@ -4,6 +4,7 @@
 /// THETA, the inter-individual variability (OMEGA), the residual error (SIGMA) and the
 /// estimation method, read into a PopulationModel at the initial estimates.
 
+#include <limits>
 #include <memory>
 #include <pkscan/dataset.hpp>
 #include <pkscan/estimation.hpp>
@@ -31,12 +32,16 @@ struct FitFile {
   std::shared_ptr<const Dataset> dataset;  ///< `dataset`, read
   std::vector<FitTheta> theta;             ///< `theta`, in file order
   PopulationModel population;              ///< THETA, OMEGA, SIGMA at the initial estimates
-  bool proportional = false;               ///< `error` has a proportional part
-  bool additive = false;                   ///< `error` has an additive part
+  bool omega_block = false;   ///< `iiv.block` (a full OMEGA) rather than `iiv.diagonal`
+  bool omega_fixed = false;   ///< `iiv.fixed`: OMEGA is not estimated
+  bool sigma_fixed = false;   ///< `error.fixed`: SIGMA is not estimated
+  bool proportional = false;  ///< `error` has a proportional part
+  bool additive = false;      ///< `error` has an additive part
   EstimationMethod method = EstimationMethod::Focei;  ///< `estimation.method`
-  int max_evaluations = 0;                            ///< `estimation.max_evaluations` (0)
-  std::string output_path;                            ///< `output.path`
-  std::vector<output::InputFile> inputs;              ///< the fit file and the dataset
+  /// `estimation.max_evaluations`: 0 evaluates at the estimates given (NONMEM's MAXEVAL=0)
+  int max_evaluations = 10000;
+  std::string output_path;                ///< `output.path`
+  std::vector<output::InputFile> inputs;  ///< the fit file and the dataset
 };
 
 /// Reads a fit file. Bad input is a ConfigError naming the file, line and column of the YAML
