@@ -11,6 +11,7 @@
 #include <pkscan/error.hpp>
 #include <pkscan/estimation.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pkscan {
@@ -129,17 +130,23 @@ class Problem {
     return m;
   }
 
-  // The objective at x; +infinity where it cannot be evaluated (a rejected step).
-  double value(const Vector& x) {
+  // The objective at x; +infinity where it cannot be evaluated (a rejected step). The inner
+  // searches start at the EBEs of the current iterate (base); `keep` receives the result.
+  double value(const Vector& x, PopulationObjective* keep = nullptr) {
     ++evaluations;
     if (!x.allFinite()) return kInf;
     try {
-      const PopulationObjective r = population_objective(predictor_, model(x), options_);
-      return r.finite() ? r.ofv : kInf;
+      PopulationObjective r = population_objective(predictor_, model(x), options_,
+                                                   base.subjects.empty() ? nullptr : &base);
+      const double v = r.finite() ? r.ofv : kInf;
+      if (keep) *keep = std::move(r);
+      return v;
     } catch (const InvalidArgument&) {  // OMEGA no longer positive definite, SIGMA out of range
       return kInf;
     }
   }
+
+  PopulationObjective base;  // the objective and EBEs at the current iterate
 
   // Central differences (one-sided where one side cannot be evaluated).
   Vector gradient(const Vector& x, double fx) {
@@ -183,7 +190,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
   const int n = problem.size();
   PopulationFit out;
   Vector x = problem.start();
-  double f = problem.value(x);
+  double f = problem.value(x, &problem.base);
   if (!std::isfinite(f)) {
     out.estimates = spec.initial;
     out.objective = population_objective(predictor, spec.initial, options);
@@ -215,10 +222,11 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
     const double slope = g.dot(p);
     double t = 1.0, fn = kInf;
     Vector xn;
+    PopulationObjective trial;
     bool accepted = false;
     for (int k = 0; k < 40 && problem.evaluations < max_evaluations; ++k, t *= 0.5) {
       xn = x + t * p;
-      fn = problem.value(xn);
+      fn = problem.value(xn, &trial);
       if (std::isfinite(fn) && fn <= f + 1e-4 * t * slope) {
         accepted = true;
         break;
@@ -234,6 +242,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
                     format_value(g.lpNorm<Eigen::Infinity>()) + ")";
       break;
     }
+    problem.base = std::move(trial);
     const Vector gn = problem.gradient(xn, fn);
     const Vector s = xn - x, y = gn - g;
     const double sy = s.dot(y);
@@ -251,7 +260,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
     g = gn;
   }
   out.estimates = problem.model(x);
-  out.objective = population_objective(predictor, out.estimates, options);
+  out.objective = population_objective(predictor, out.estimates, options, &problem.base);
   out.evaluations = problem.evaluations + 1;
   return out;
 }

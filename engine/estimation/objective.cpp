@@ -156,7 +156,8 @@ double linearized(const Shared& sh, const Subject& subj, const Vector& eta, cons
   return std::isfinite(v) ? v : kNaN;
 }
 
-SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Workspace& ws) {
+SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Workspace& ws,
+                               const std::vector<double>* warm) {
   const PopulationModel& model = sh.model;
   const EstimationMethod method = sh.options.method;
   Subject subj(sh, s, ws);
@@ -192,6 +193,16 @@ SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Work
   // the Hessian OMEGA^-1 + M (positive definite) and a backtracking (Armijo) line search.
   const Vector* rp = method == EstimationMethod::Foce ? &r0 : nullptr;
   Local at, trial;
+  if (warm && warm->size() == static_cast<std::size_t>(sh.q)) {
+    // A warm start (a previous EBE) where the objective can be evaluated; else ETA = 0.
+    const Vector e0 = Eigen::Map<const Vector>(warm->data(), sh.q);
+    if (e0.allFinite() && subj.evaluate(e0, f_try, g_try) &&
+        local(model, subj, f_try, g_try, rp, trial)) {
+      eta = e0;
+      f.swap(f_try);
+      g.swap(g_try);
+    }
+  }
   if (!local(model, subj, f, g, rp, at)) return not_finite();
   auto phi = [&](const Local& l, const Vector& e) {
     return l.half + 0.5 * e.dot(sh.omega_inv * e);
@@ -314,7 +325,8 @@ std::int64_t PopulationObjective::unconverged() const noexcept {
 }
 
 PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
-                                         const EstimationOptions& options) {
+                                         const EstimationOptions& options,
+                                         const PopulationObjective* start) {
   const int np = predictor.parameters();
   if (static_cast<int>(model.theta_row.size()) != np)
     throw InvalidArgument("population model: theta_row has " +
@@ -371,7 +383,10 @@ PopulationObjective population_objective(const Predictor& predictor, const Popul
   parallel_for(n, threads, [&](std::int64_t s, int worker) {
     std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];
     if (!ws) ws = predictor.make_workspace();
-    out.subjects[static_cast<std::size_t>(s)] = solve_subject(sh, s, *ws);
+    const std::vector<double>* warm = start && start->subjects.size() == static_cast<std::size_t>(n)
+                                          ? &start->subjects[static_cast<std::size_t>(s)].eta
+                                          : nullptr;
+    out.subjects[static_cast<std::size_t>(s)] = solve_subject(sh, s, *ws, warm);
   });
   // Summed in subject order: the same bits for any thread count.
   double sum = 0.0;

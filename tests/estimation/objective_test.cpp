@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "support/files.hpp"
+#include "support/scratch_dir.hpp"
+
 namespace pkscan {
 namespace {
 
@@ -188,14 +191,42 @@ TEST(PopulationObjective, RejectsAnOmegaThatIsNotPositiveDefinite) {
   EXPECT_THROW(population_objective(p, m, EstimationOptions{}), InvalidArgument);
 }
 
-TEST(PopulationObjective, SameBitsForAnyThreadCount) {
-  const Predictor p = theo_predictor();
+// 48 subjects (THEO's 12 four times over, so that more than one thread runs): the same bits for
+// any thread count, and a warm start from the EBEs finds the same EBEs.
+TEST(PopulationObjective, SameBitsForAnyThreadCountAndWarmStarts) {
+  ::pkscan::test::ScratchDir dir;
+  const std::string text = ::pkscan::test::read_text(data_file("theo.csv"));
+  const std::size_t header = text.find('\n') + 1;
+  std::string csv = text.substr(0, header);
+  for (int copy = 0; copy < 4; ++copy) {
+    std::size_t b = header;
+    while (b < text.size()) {
+      const std::size_t e = text.find('\n', b);
+      const std::string line = text.substr(b, e - b);
+      const std::size_t comma = line.find(',');
+      csv +=
+          std::to_string(copy * 100 + std::stoi(line.substr(0, comma))) + line.substr(comma) + "\n";
+      b = e + 1;
+    }
+  }
+  ::pkscan::test::write_text(dir.file("theo48.csv"), csv);
+  const Predictor p(read_dataset(dir.file("theo48.csv"), two_compartment()),
+                    ModelKind::TwoCompartment);
+  ASSERT_EQ(p.subjects(), 48);
   const PopulationModel m = theo_model(2, 50, 0.1, {0.2, 0.1, 0.2, 0.1, 0.1, 0.2}, 0.1, 0.1);
   EstimationOptions o;
   o.threads = 1;
-  const double one = population_objective(p, m, o).ofv;
-  o.threads = 2;
-  EXPECT_EQ(population_objective(p, m, o).ofv, one);
+  const PopulationObjective one = population_objective(p, m, o);
+  EXPECT_NEAR(one.ofv, 4 * 192.65025555940014, 4e-3);
+  o.threads = 3;
+  EXPECT_EQ(population_objective(p, m, o).ofv, one.ofv);
+  const PopulationObjective warm = population_objective(p, m, o, &one);
+  EXPECT_NEAR(warm.ofv, one.ofv, 1e-9);
+  for (std::size_t s = 0; s < 48; ++s) {
+    EXPECT_EQ(warm.subjects[s].iterations, 0);  // already converged there
+    for (std::size_t k = 0; k < 3; ++k)
+      EXPECT_NEAR(warm.subjects[s].eta[k], one.subjects[s].eta[k], 1e-9);
+  }
 }
 
 }  // namespace

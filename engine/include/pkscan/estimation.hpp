@@ -115,12 +115,15 @@ struct PopulationObjective {
 
 /// NONMEM's objective of `model` on the predictor's dataset by `options.method`, with each
 /// subject's EBE. Numerical trouble is reported in the result (a NaN objective, a subject's
-/// status), never thrown.
+/// status), never thrown. With `start` (a result on the same predictor, e.g. at nearby
+/// parameters), each subject's inner search starts at its EBE there instead of at 0 (where it
+/// can be evaluated); the EBEs found are the same to the inner tolerance.
 /// @throws InvalidArgument for a model that does not fit the predictor (theta_row's size, an ETA
 ///         column out of range or given twice, OMEGA's shape), an OMEGA that is not symmetric
 ///         or not positive definite, SIGMA values out of range, or options out of range
 PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
-                                         const EstimationOptions& options);
+                                         const EstimationOptions& options,
+                                         const PopulationObjective* start = nullptr);
 
 }  // namespace pkscan
 
