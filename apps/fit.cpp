@@ -367,7 +367,9 @@ std::string plural(std::int64_t n, const char* one, const char* many) {
 
 CLI::App* add_fit_command(CLI::App& app, FitOptions& o) {
   CLI::App* fit = app.add_subcommand(
-      "fit", "Estimate parameters by maximum likelihood from a NONMEM dataset (Ceres Solver)");
+      "fit",
+      "Estimate parameters by maximum likelihood from a NONMEM dataset (Ceres Solver), or a "
+      "population model from a fit file (.yaml: FO, FOCE, FOCEI)");
   fit->add_option("dataset", o.dataset,
                   "NONMEM-format dataset (CSV) with DV, or a population fit file (.yaml)")
       ->required();
