@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <pkscan/config/fit_file.hpp>
 #include <pkscan/output/output.hpp>
 #include <pkscan/pkscan.hpp>
@@ -88,18 +89,18 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   PopulationFit result;
   const bool fitting = fit.max_evaluations > 0;
   const auto t0 = std::chrono::steady_clock::now();
+  PopulationFitSpec spec;
+  spec.initial = fit.population;
+  for (const config::FitTheta& t : fit.theta)
+    if (!t.fixed) {
+      spec.theta_columns.push_back(t.column);
+      spec.theta_lower.push_back(t.lower);
+      spec.theta_upper.push_back(t.upper);
+    }
+  spec.omega_block = fit.omega_block;
+  spec.estimate_omega = !fit.omega_fixed;
+  spec.estimate_sigma = !fit.sigma_fixed;
   if (fitting) {
-    PopulationFitSpec spec;
-    spec.initial = fit.population;
-    for (const config::FitTheta& t : fit.theta)
-      if (!t.fixed) {
-        spec.theta_columns.push_back(t.column);
-        spec.theta_lower.push_back(t.lower);
-        spec.theta_upper.push_back(t.upper);
-      }
-    spec.omega_block = fit.omega_block;
-    spec.estimate_omega = !fit.omega_fixed;
-    spec.estimate_sigma = !fit.sigma_fixed;
     result = fit_population(predictor, spec, options, fit.max_evaluations);
     pm = result.estimates;
     r = result.objective;
@@ -107,9 +108,39 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  // The covariance step at the estimates (after a fit that converged, or at the file's).
+  CovarianceStep cov;
+  std::map<std::string, double> se;  // by row name
+  const bool want_cov = fit.covariance.has_value() && (!fitting || result.converged);
+  if (want_cov) {
+    spec.initial = pm;
+    cov = covariance_step(predictor, spec, options, *fit.covariance);
+    if (cov.ok)
+      for (std::size_t i = 0; i < cov.parameters.size(); ++i) {
+        const EstimatedParameter& p = cov.parameters[i];
+        const auto col = [&](int k) {
+          return m.parameters[static_cast<std::size_t>(pm.eta_columns[static_cast<std::size_t>(k)])]
+              .name;
+        };
+        std::string n;
+        if (p.kind == EstimatedParameter::Kind::Theta)
+          n = "theta." + m.parameters[static_cast<std::size_t>(p.index)].name;
+        else if (p.kind == EstimatedParameter::Kind::Omega)
+          n = "omega." + col(p.index) + "." + col(p.index2);
+        else
+          n = p.index == 0 ? "sigma.proportional" : "sigma.additive";
+        se[n] = cov.se(static_cast<Eigen::Index>(i));
+      }
+  }
+
   // The estimates: THETA, OMEGA (lower triangle by rows), SIGMA (variances), then the OFV.
-  auto row = [](const std::string& n, double v, bool fixed) {
-    return n + "," + number(v) + ",,," + (fixed ? "true" : "false") + "\n";
+  auto row = [&](const std::string& n, double v, bool fixed) {
+    std::string s = n + "," + number(v) + ",";
+    if (auto it = se.find(n); it != se.end())
+      s += number(it->second) + "," + number(100.0 * it->second / std::abs(v));
+    else
+      s += ",";
+    return s + "," + (fixed ? "true" : "false") + "\n";
   };
   std::string text = "name,estimate,se,rse,fixed\n";
   for (const config::FitTheta& t : fit.theta)
@@ -166,7 +197,8 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
     }
     std::snprintf(buf, sizeof buf, "%.6f", r.ofv);
     out << "OFV " << buf << "\n";
-    if (fitting) {
+    if (want_cov && cov.ok) out << "covariance step (" << to_string(*fit.covariance) << "): ok\n";
+    if (fitting || (want_cov && cov.ok)) {
       // The estimates as a table: name and value.
       for (const std::string& line : split(table)) {
         const std::size_t comma = line.find(',');
@@ -174,10 +206,21 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
         const std::string n = line.substr(0, comma);
         const double v = std::stod(line.substr(comma + 1));
         std::snprintf(buf, sizeof buf, "%-28s %12.6g", n.c_str(), v);
-        out << buf << (line.find(",true") != std::string::npos ? "  (fixed)" : "") << "\n";
+        out << buf;
+        if (auto it = se.find(n); it != se.end()) {
+          std::snprintf(buf, sizeof buf, "  SE %10.4g  RSE %6.1f%%", it->second,
+                        100.0 * it->second / std::abs(v));
+          out << buf;
+        }
+        out << (line.find(",true") != std::string::npos ? "  (fixed)" : "") << "\n";
       }
     }
     out << "wrote " << main << " and " << subjects_file << "\n";
+  }
+  if (want_cov && !cov.ok) {
+    err << "pkscan: error: " << file << ": the covariance step failed: " << cov.message
+        << "; the estimates without standard errors are in " << main << "\n";
+    return 1;
   }
   if (fitting && !result.converged) {
     // A failed fit (exit status 1): its last iterate is written, whole, for a restart.

@@ -183,10 +183,16 @@ void parse_estimation(const Loader& L, const YAML::Node& node, FitFile& fit) {
     fit.max_evaluations =
         static_cast<int>(L.integer(it->second.value, "estimation.max_evaluations", 0, 100000000));
   if (auto it = e.find("covariance"); it != e.end()) {
-    const std::string c = L.scalar_string(it->second.value, "estimation.covariance", "none");
-    if (c != "none")
-      L.fail(it->second.value, "estimation.covariance is \"" + c +
-                                   "\", but must be none (there is no covariance step)");
+    const std::string c =
+        L.scalar_string(it->second.value, "estimation.covariance", "sandwich, r, s or none");
+    if (c != "none") {
+      try {
+        fit.covariance = covariance_kind_from_string(c);
+      } catch (const InvalidArgument&) {
+        L.fail(it->second.value,
+               "estimation.covariance is \"" + c + "\", but must be sandwich, r, s or none");
+      }
+    }
   }
 }
 

@@ -189,6 +189,8 @@ TEST(FitFile, BadInputWritesNothing) {
        "not positive definite"},
       {"unknown method", "method: focei", "method: saem", "must be fo, foce or focei"},
       {"estimation", "max_evaluations: 0", "max_evaluations: -1", "max_evaluations"},
+      {"covariance", "max_evaluations: 0", "max_evaluations: 0, covariance: hessian",
+       "must be sandwich, r, s or none"},
       // Proportional error only: the predictions at TIME 0 are 0, so R = 0 there.
       {"objective not finite", "proportional: 0.1, additive: 0.1", "proportional: 0.1",
        "objective is not finite at the initial estimates"},
@@ -258,6 +260,42 @@ TEST(FitFile, AFitThatDoesNotConvergeExitsWith1) {
   EXPECT_EQ(e.at("theta.ke"), 0.1);
   EXPECT_LT(e.at("ofv"), 192.65025555940014);
   EXPECT_EQ(subjects(dir.file("fit.subjects.csv")).size(), 13u);
+}
+
+// The covariance step at NONMEM's final FOCEI estimates (max_evaluations: 0): the standard
+// errors NONMEM printed there (THEO-FOCEI.ext) within 5%, and RSE = 100 SE / estimate.
+TEST(FitFile, TheophCovarianceStepAtNonmemsFinalEstimates) {
+  TempDir dir;
+  std::string text = theo_file(dir, "focei",
+                               "  ka: {init: 1.49072, lower: 0}\n  v_central: {init: 32.4470, "
+                               "lower: 0}\n  ke: {init: 0.0872901, lower: 0}\n",
+                               "0.434717, 0.0569202, 0.0193995, -0.00648548, 0.0120830, 0.0202334",
+                               "proportional: 0.0170386, additive: 0.0828440");
+  text = replace(text, "max_evaluations: 0", "max_evaluations: 0, covariance: sandwich");
+  run_ofv(text, dir);
+  const std::map<std::string, double> nonmem = {{"theta.ka", 0.300784},
+                                                {"theta.v_central", 1.66399},
+                                                {"theta.ke", 0.00432513},
+                                                {"omega.ka.ka", 0.221981},
+                                                {"omega.v_central.ka", 0.0359561},
+                                                {"omega.v_central.v_central", 0.00854021},
+                                                {"omega.ke.ka", 0.0219563},
+                                                {"omega.ke.v_central", 0.00763049},
+                                                {"omega.ke.ke", 0.0201151},
+                                                {"sigma.proportional", 0.0118470},
+                                                {"sigma.additive", 0.114348}};
+  const std::vector<std::string> lines = split_lines(read_text(dir.file("fit.csv")));
+  std::size_t checked = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> f = split_csv(lines[i]);
+    const auto it = nonmem.find(f.at(0));
+    if (it == nonmem.end()) continue;
+    const double estimate = std::stod(f.at(1)), se = std::stod(f.at(2)), rse = std::stod(f.at(3));
+    EXPECT_NEAR(se, it->second, 0.05 * it->second) << f[0];
+    EXPECT_NEAR(rse, 100 * se / std::abs(estimate), 1e-9 * rse) << f[0];
+    ++checked;
+  }
+  EXPECT_EQ(checked, nonmem.size());
 }
 
 // A dataset still needs --estimate (the per-subject and pooled fits are unchanged).

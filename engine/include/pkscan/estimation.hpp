@@ -170,3 +170,52 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
                              const EstimationOptions& options, int max_evaluations);
 
 }  // namespace pkscan
+
+namespace pkscan {
+
+/// Which covariance matrix of the estimates a covariance step gives (NONMEM's $COV MATRIX).
+enum class CovarianceKind {
+  Sandwich,  ///< R^-1 S R^-1 (NONMEM's default)
+  R,         ///< R^-1 (MATRIX=R)
+  S,         ///< S^-1 (MATRIX=S)
+};
+
+/// "sandwich", "r" or "s".
+std::string to_string(CovarianceKind kind);
+
+/// Parses a covariance kind name (to_string's, any case).
+/// @throws InvalidArgument "covariance is "x", but must be sandwich, r, s or none"
+CovarianceKind covariance_kind_from_string(std::string_view name);
+
+/// One estimated quantity of a covariance step, on NONMEM's scale.
+struct EstimatedParameter {
+  enum class Kind { Theta, Omega, Sigma } kind = Kind::Theta;
+  int index = 0;   ///< Theta: column of theta_row; Omega: row; Sigma: 0 proportional, 1 additive
+  int index2 = 0;  ///< Omega: column (<= index)
+  double value = 0.0;
+};
+
+/// The covariance step's result.
+struct CovarianceStep {
+  std::vector<EstimatedParameter> parameters;  ///< THETA, OMEGA (lower triangle), SIGMA
+  /// R = (Hessian of the OFV) / 2 and S = sum_i (grad OBJI_i)(grad OBJI_i)' / 4, over the
+  /// parameters (the information matrix and the cross-product of the subjects' scores).
+  Eigen::MatrixXd r, s;
+  Eigen::MatrixXd covariance;  ///< by the kind asked for (empty when !ok)
+  Eigen::VectorXd se;          ///< standard errors (sqrt of the covariance's diagonal)
+  bool ok = false;
+  std::string message;  ///< why not ok: "R is not positive definite", ...
+};
+
+/// The covariance step at the estimates of `spec.initial`, over the quantities `spec`
+/// estimates, on NONMEM's scale (THETA, the elements of OMEGA, the SIGMA variances). R is the
+/// Hessian of the objective by central second differences (relative step 1e-3; off-diagonal
+/// elements of OMEGA step 1e-3 sqrt(OMEGA_ii OMEGA_jj)), with the EBEs found again at every
+/// point (never held fixed); S from the central first differences of each subject's OBJI.
+/// Numerical trouble (R or S not positive definite, an objective that is not finite at a step)
+/// is reported in the result.
+/// @throws InvalidArgument as fit_population
+CovarianceStep covariance_step(const Predictor& predictor, const PopulationFitSpec& spec,
+                               const EstimationOptions& options, CovarianceKind kind);
+
+}  // namespace pkscan

@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <pkscan/dataset.hpp>
 #include <pkscan/estimation.hpp>
 #include <pkscan/models/model.hpp>
@@ -40,6 +41,8 @@ struct FitFile {
   EstimationMethod method = EstimationMethod::Focei;  ///< `estimation.method`
   /// `estimation.max_evaluations`: 0 evaluates at the estimates given (NONMEM's MAXEVAL=0)
   int max_evaluations = 10000;
+  /// `estimation.covariance` (absent or `none`: no covariance step)
+  std::optional<CovarianceKind> covariance;
   std::string output_path;                ///< `output.path`
   std::vector<output::InputFile> inputs;  ///< the fit file and the dataset
 };
