@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "options.hpp"
+#include "population_fit.hpp"
 
 namespace pkscan::cli {
 
@@ -366,14 +367,18 @@ std::string plural(std::int64_t n, const char* one, const char* many) {
 
 CLI::App* add_fit_command(CLI::App& app, FitOptions& o) {
   CLI::App* fit = app.add_subcommand(
-      "fit", "Estimate parameters by maximum likelihood from a NONMEM dataset (Ceres Solver)");
-  fit->add_option("dataset", o.dataset, "NONMEM-format dataset (CSV) with DV")->required();
+      "fit",
+      "Estimate parameters by maximum likelihood from a NONMEM dataset (Ceres Solver), or a "
+      "population model from a fit file (.yaml: FO, FOCE, FOCEI)");
+  fit->add_option("dataset", o.dataset,
+                  "NONMEM-format dataset (CSV) with DV, or a population fit file (.yaml)")
+      ->required();
   fit->add_option("--model", o.model,
                   "two_compartment, three_compartment (default) or four_compartment");
   fit->add_option("--estimate", o.estimate,
-                  "Parameters to estimate, comma-separated (e.g. ka,cl,v_central,q,v_peripheral)")
-      ->delimiter(',')
-      ->required();
+                  "Parameters to estimate, comma-separated (e.g. ka,cl,v_central,q,v_peripheral); "
+                  "required with a dataset")
+      ->delimiter(',');
   fit->add_option("--init", o.init,
                   "Initial values of estimated parameters, name=value,... (default: the "
                   "model's default)")
@@ -421,9 +426,19 @@ FitOutcome fit_pooled(const Predictor& predictor, const FitSetup& setup, int thr
 }
 
 int run_fit(const FitOptions& o, std::ostream& out, std::ostream& err) {
+  if (is_fit_file(o.dataset)) {
+    // A population fit file holds the whole problem: the per-subject fit's options do not apply.
+    if (!o.model.empty() || !o.estimate.empty() || !o.init.empty() || !o.fix.empty() ||
+        !o.error.empty() || !o.sigma.empty() || o.estimate_sigma || o.log_scale || o.pooled ||
+        !o.output.empty())
+      throw InvalidArgument(
+          "a fit file gives the model, the parameters, the error and the output itself; only "
+          "--threads and --quiet go with it");
+    return run_population_fit(o.dataset, o.threads, o.quiet, out, err);
+  }
   ModelKind kind = ModelKind::ThreeCompartment;
   try {
-    kind = model_from_string(o.model);
+    kind = model_from_string(o.model.empty() ? std::string("three_compartment") : o.model);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(std::string("--model: ") + e.what());
   }

@@ -22,8 +22,8 @@ namespace pkscan::cli {
 
 // What the command line gave (raw; checked by run_fit).
 struct FitOptions {
-  std::string dataset;  // NONMEM-format CSV
-  std::string model = "three_compartment";
+  std::string dataset;                // NONMEM-format CSV, or a population fit file (.yaml, .yml)
+  std::string model;                  // "" = three_compartment
   std::vector<std::string> estimate;  // parameter names (canonical or alias)
   std::vector<std::string> init;      // name=value: initial values of estimated parameters
   std::vector<std::string> fix;       // name=value: fixed parameters

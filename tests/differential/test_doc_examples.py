@@ -1,5 +1,6 @@
 """Every ```yaml example of README.md and docs/*.md is a run file that `pkscan validate` accepts
-and `pkscan run` runs, so a documented example that breaks fails the tests.
+and `pkscan run` runs (or a fit file, with an `estimation` key, that `pkscan fit` runs), so a
+documented example that breaks fails the tests.
 
 Examples that show one part of a run file (a `model:` block, a `subjects:` block, a `sweep:`)
 are completed, not skipped: the missing top-level keys come from COMPLETION below, and files
@@ -93,10 +94,27 @@ def complete(doc, folder):
     return run
 
 
+def run_fit_file(text, doc, tmp_path):
+    """A fit file (`estimation` key): `pkscan fit` writes its estimates and subjects files. Its
+    dataset is the example's of config/examples/estimation."""
+    dataset = SOURCE / "config" / "examples" / "estimation" / doc["dataset"]
+    (tmp_path / doc["dataset"]).write_text(dataset.read_text())
+    (tmp_path / "fit.yaml").write_text(text)
+    r = subprocess.run([os.environ["PKSCAN_CLI"], "fit", "fit.yaml"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    main = tmp_path / doc["output"]["path"]
+    assert main.read_text().splitlines()[0] == "name,estimate,se,rse,fixed"
+    assert main.with_name(main.stem + ".subjects.csv").exists()
+
+
 @pytest.mark.parametrize("text", examples())
 def test_documented_example_validates_and_runs(text, tmp_path):
     doc = yaml.safe_load(text)
     assert isinstance(doc, dict), "a YAML example must be a mapping"
+    if "estimation" in doc:
+        run_fit_file(text, doc, tmp_path)
+        return
     run = complete(doc, tmp_path)
     written = text if run == doc else yaml.safe_dump(run, sort_keys=False)
     (tmp_path / "run.yaml").write_text(written)

@@ -18,8 +18,10 @@ import sys
 # Bottom to top. core: errors, threads, validation, dispatch; kernels: the arithmetic both
 # compilers build; summary: per-time summaries; grid: the time-grid CPU paths; events: datasets,
 # plans and the event solver; device: the device paths over Thrust's systems; api: the public entry
-# points, which choose the CPU or the device path; population: virtual populations and their runs.
-LAYERS = ["core", "kernels", "summary", "grid", "events", "device", "api", "population"]
+# points, which choose the CPU or the device path; population: virtual populations and their runs;
+# estimation: population objectives on the Predictor.
+LAYERS = ["core", "kernels", "summary", "grid", "events", "device", "api", "population",
+          "estimation"]
 MAX_LINES = 700
 SOURCE_DIRS = ["engine", "models", "config", "output", "apps", "python", "bench", "tests", "cuda"]
 SOURCE_EXT = (".cpp", ".hpp", ".cu", ".cuh", ".h", ".py")

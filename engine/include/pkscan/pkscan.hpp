@@ -9,6 +9,7 @@
 #include <pkscan/design.hpp>
 #include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/estimation.hpp>
 #include <pkscan/events.hpp>
 #include <pkscan/grid_gradient.hpp>
 #include <pkscan/models/model.hpp>

@@ -1,0 +1,398 @@
+// NONMEM's FO, FOCE and FOCEI objectives at fixed parameters (pkscan/estimation.hpp): each
+// subject's EBE by damped Gauss-Newton on the Predictor's exact dF/dETA, then its OBJI.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <pkscan/error.hpp>
+#include <pkscan/estimation.hpp>
+#include <pkscan/threads.hpp>
+#include <string>
+#include <vector>
+
+namespace pkscan {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+using Matrix = Eigen::MatrixXd;
+using Vector = Eigen::VectorXd;
+
+// What the whole population shares: OMEGA's inverse and log-determinant, the ETA columns.
+struct Shared {
+  const Predictor& predictor;
+  const PopulationModel& model;
+  const EstimationOptions& options;
+  Matrix omega_inv;
+  double log_det_omega = 0.0;
+  int q = 0;
+};
+
+// One subject's observations and its evaluations (per thread; buffers reused).
+class Subject {
+ public:
+  Subject(const Shared& sh, std::int64_t s, Predictor::Workspace& ws) : sh_(sh), s_(s), ws_(ws) {
+    // The predictions are at the EVID 0 records in dataset order; the observations are those
+    // with MDV 0 and a DV.
+    const DatasetSubject& subject = sh.predictor.dataset().subjects[static_cast<std::size_t>(s)];
+    std::int64_t k = 0;
+    for (const DatasetRecord& r : subject.records) {
+      if (r.evid != 0) continue;
+      if (!r.mdv && !std::isnan(r.dv)) {
+        index_.push_back(k);
+        dv_.push_back(r.dv);
+      }
+      ++k;
+    }
+    pred_.resize(static_cast<std::size_t>(sh.predictor.observations(s)));
+    jac_.resize(pred_.size() * static_cast<std::size_t>(sh.predictor.parameters()));
+    row_ = sh.model.theta_row;
+  }
+
+  Eigen::Index n() const { return static_cast<Eigen::Index>(index_.size()); }
+
+  // F and G = dF/dETA at `eta`; false when the predictor rejects the parameters or a
+  // prediction or derivative is not finite.
+  bool evaluate(const Vector& eta, Vector& f, Matrix& g) {
+    const std::vector<int>& cols = sh_.model.eta_columns;
+    for (int k = 0; k < sh_.q; ++k) {
+      const std::size_t c = static_cast<std::size_t>(cols[static_cast<std::size_t>(k)]);
+      row_[c] = sh_.model.theta_row[c] * std::exp(eta(k));
+    }
+    try {
+      sh_.predictor.predict_gradient(s_, row_.data(), pred_.data(), jac_.data(), ws_);
+    } catch (const Error&) {
+      return false;
+    }
+    const std::size_t np = static_cast<std::size_t>(sh_.predictor.parameters());
+    f.resize(n());
+    g.resize(n(), sh_.q);
+    for (Eigen::Index j = 0; j < n(); ++j) {
+      const std::size_t o = static_cast<std::size_t>(index_[static_cast<std::size_t>(j)]);
+      f(j) = pred_[o];
+      if (!std::isfinite(f(j))) return false;
+      for (int k = 0; k < sh_.q; ++k) {
+        const std::size_t c = static_cast<std::size_t>(cols[static_cast<std::size_t>(k)]);
+        g(j, k) = jac_[o * np + c] * row_[c];  // dF/dETA = dF/dP * P
+        if (!std::isfinite(g(j, k))) return false;
+      }
+    }
+    return true;
+  }
+
+  double dv(Eigen::Index j) const { return dv_[static_cast<std::size_t>(j)]; }
+
+ private:
+  const Shared& sh_;
+  std::int64_t s_;
+  Predictor::Workspace& ws_;
+  std::vector<std::int64_t> index_;  // observation -> prediction index
+  std::vector<double> dv_;
+  std::vector<double> pred_;
+  std::vector<double> jac_;
+  std::vector<double> row_;
+};
+
+double variance(const PopulationModel& m, double f) {
+  return m.sigma_additive + m.sigma_proportional * f * f;
+}
+
+// Half the conditional objective at one point, its gradient and Gauss-Newton Hessian (without
+// OMEGA's terms, which the caller adds). FOCEI: R at the individual prediction; FOCE: R0 given.
+struct Local {
+  double half = 0.0;  // 0.5 * sum(e^2 / R + log R)
+  Vector grad;        // d half / d ETA
+  Matrix m;           // M = sum(g g' / R + r r' / (2 R^2)) (FOCE: sum g g' / R0)
+};
+
+bool local(const PopulationModel& model, const Subject& subj, const Vector& f, const Matrix& g,
+           const Vector* r0, Local& out) {
+  const Eigen::Index q = g.cols();
+  out.half = 0.0;
+  out.grad.setZero(q);
+  out.m.setZero(q, q);
+  for (Eigen::Index j = 0; j < f.size(); ++j) {
+    const double e = subj.dv(j) - f(j);
+    const double rv = r0 ? (*r0)(j) : variance(model, f(j));
+    if (!(rv > 0.0) || !std::isfinite(rv)) return false;
+    const auto gj = g.row(j).transpose();
+    out.half += 0.5 * (e * e / rv + std::log(rv));
+    out.grad -= (e / rv) * gj;
+    out.m.noalias() += gj * gj.transpose() / rv;
+    if (!r0) {
+      // r = dR/dETA = 2 SIGMA_prop F g
+      const Vector rj = (2.0 * model.sigma_proportional * f(j)) * gj;
+      out.grad += (0.5 * (1.0 - e * e / rv) / rv) * rj;
+      out.m.noalias() += rj * rj.transpose() / (2.0 * rv * rv);
+    }
+  }
+  return std::isfinite(out.half) && out.grad.allFinite() && out.m.allFinite();
+}
+
+// The linearized objective of FO and FOCE at `eta` (FO: 0): log|C| + e~' C^-1 e~ with
+// e~ = DV - F + G eta, C = G OMEGA G' + diag(R0), through OMEGA^-1 + G' R0^-1 G (q x q).
+double linearized(const Shared& sh, const Subject& subj, const Vector& eta, const Vector& f,
+                  const Matrix& g, const Vector& r0) {
+  const Eigen::Index n = f.size();
+  Vector et(n);
+  double sum_log_r = 0.0, quad = 0.0;
+  for (Eigen::Index j = 0; j < n; ++j) {
+    et(j) = subj.dv(j) - f(j) + g.row(j).dot(eta);
+    sum_log_r += std::log(r0(j));
+    quad += et(j) * et(j) / r0(j);
+  }
+  const Matrix w = r0.cwiseInverse().asDiagonal() * g;  // R0^-1 G
+  const Matrix h = sh.omega_inv + g.transpose() * w;
+  const Eigen::LLT<Matrix> llt(h);
+  if (llt.info() != Eigen::Success) return kNaN;
+  const Vector b = w.transpose() * et;  // G' R0^-1 e~
+  quad -= b.dot(llt.solve(b));          // Woodbury
+  const Matrix lh = llt.matrixL();
+  const double log_det_h = 2.0 * lh.diagonal().array().log().sum();
+  // log|C| = sum log R0 + log|OMEGA| + log|OMEGA^-1 + G' R0^-1 G| (determinant lemma)
+  const double v = sum_log_r + sh.log_det_omega + log_det_h + quad;
+  return std::isfinite(v) ? v : kNaN;
+}
+
+SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Workspace& ws,
+                               const std::vector<double>* warm) {
+  const PopulationModel& model = sh.model;
+  const EstimationMethod method = sh.options.method;
+  Subject subj(sh, s, ws);
+  SubjectObjective out;
+  out.observations = static_cast<std::int64_t>(subj.n());
+  out.eta.assign(static_cast<std::size_t>(sh.q), 0.0);
+  if (subj.n() == 0) return out;  // OBJI 0: log det(I + OMEGA 0) = 0
+
+  Vector eta = Vector::Zero(sh.q);
+  Vector f, f_try;
+  Matrix g, g_try;
+  auto not_finite = [&]() {
+    out.obji = kNaN;
+    out.status = InnerStatus::NotFinite;
+    return out;
+  };
+  if (!subj.evaluate(eta, f, g)) return not_finite();
+  Vector r0;  // FO, FOCE: the residual variance at the population prediction
+  if (method != EstimationMethod::Focei) {
+    r0.resize(subj.n());
+    for (Eigen::Index j = 0; j < subj.n(); ++j) {
+      r0(j) = variance(model, f(j));
+      if (!(r0(j) > 0.0) || !std::isfinite(r0(j))) return not_finite();
+    }
+  }
+  if (method == EstimationMethod::Fo) {
+    out.obji = linearized(sh, subj, eta, f, g, r0);
+    if (std::isnan(out.obji)) return not_finite();
+    return out;
+  }
+
+  // The inner problem: minimize phi(eta) = half + 0.5 eta' OMEGA^-1 eta by Gauss-Newton with
+  // the Hessian OMEGA^-1 + M (positive definite) and a backtracking (Armijo) line search.
+  const Vector* rp = method == EstimationMethod::Foce ? &r0 : nullptr;
+  Local at, trial;
+  if (warm && warm->size() == static_cast<std::size_t>(sh.q)) {
+    // A warm start (a previous EBE) where the objective can be evaluated; else ETA = 0.
+    const Vector e0 = Eigen::Map<const Vector>(warm->data(), sh.q);
+    if (e0.allFinite() && subj.evaluate(e0, f_try, g_try) &&
+        local(model, subj, f_try, g_try, rp, trial)) {
+      eta = e0;
+      f.swap(f_try);
+      g.swap(g_try);
+    }
+  }
+  if (!local(model, subj, f, g, rp, at)) return not_finite();
+  auto phi = [&](const Local& l, const Vector& e) {
+    return l.half + 0.5 * e.dot(sh.omega_inv * e);
+  };
+  double value = phi(at, eta);
+  Vector grad = at.grad + sh.omega_inv * eta;
+  out.status = InnerStatus::MaxIterations;
+  int it = 0;
+  for (;; ++it) {
+    if (grad.lpNorm<Eigen::Infinity>() <= sh.options.inner_tolerance) {
+      out.status = InnerStatus::Converged;
+      break;
+    }
+    if (it >= sh.options.max_inner_iterations) break;
+    const Eigen::LLT<Matrix> llt(sh.omega_inv + at.m);
+    if (llt.info() != Eigen::Success) {
+      out.status = InnerStatus::Stalled;
+      break;
+    }
+    const Vector step = -llt.solve(grad);
+    const double slope = grad.dot(step);  // < 0
+    // Near the minimum the decrease (about slope / 2) is below the rounding of phi: a step that
+    // predicts such a decrease is taken when it does not increase phi beyond rounding.
+    const double tiny = 1e-13 * (1.0 + std::abs(value));
+    bool accepted = false;
+    double t = 1.0;
+    for (int k = 0; k < 60; ++k, t *= 0.5) {
+      const Vector e = eta + t * step;
+      if (!subj.evaluate(e, f_try, g_try) || !local(model, subj, f_try, g_try, rp, trial)) continue;
+      const double v = phi(trial, e);
+      if (!std::isfinite(v)) continue;
+      if (v <= value + 1e-4 * t * slope || (-slope < tiny && v <= value + tiny)) {
+        eta = e;
+        value = v;
+        f.swap(f_try);
+        g.swap(g_try);
+        std::swap(at, trial);
+        grad = at.grad + sh.omega_inv * eta;
+        accepted = true;
+        break;
+      }
+    }
+    if (!accepted) {
+      out.status = InnerStatus::Stalled;
+      break;
+    }
+  }
+  out.iterations = it;
+  out.gradient = grad.lpNorm<Eigen::Infinity>();
+  for (int k = 0; k < sh.q; ++k) out.eta[static_cast<std::size_t>(k)] = eta(k);
+
+  if (method == EstimationMethod::Foce) {
+    out.obji = linearized(sh, subj, eta, f, g, r0);
+  } else {
+    // FOCEI: 2 phi + log det(I + OMEGA M) = 2 phi + log|OMEGA| + log|OMEGA^-1 + M|
+    const Eigen::LLT<Matrix> llt(sh.omega_inv + at.m);
+    if (llt.info() != Eigen::Success) {
+      out.obji = kNaN;
+    } else {
+      const Matrix l = llt.matrixL();
+      out.obji = 2.0 * value + sh.log_det_omega + 2.0 * l.diagonal().array().log().sum();
+    }
+  }
+  if (!std::isfinite(out.obji)) {
+    out.obji = kNaN;
+    out.status = InnerStatus::NotFinite;
+  }
+  return out;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::string to_string(EstimationMethod method) {
+  switch (method) {
+    case EstimationMethod::Fo:
+      return "fo";
+    case EstimationMethod::Foce:
+      return "foce";
+    case EstimationMethod::Focei:
+      return "focei";
+  }
+  return "focei";
+}
+
+EstimationMethod estimation_method_from_string(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "fo") return EstimationMethod::Fo;
+  if (n == "foce") return EstimationMethod::Foce;
+  if (n == "focei") return EstimationMethod::Focei;
+  throw InvalidArgument("estimation method is \"" + std::string(name) +
+                        "\", but must be fo, foce or focei");
+}
+
+std::string to_string(InnerStatus status) {
+  switch (status) {
+    case InnerStatus::Converged:
+      return "converged";
+    case InnerStatus::MaxIterations:
+      return "max_iterations";
+    case InnerStatus::Stalled:
+      return "stalled";
+    case InnerStatus::NotFinite:
+      return "not_finite";
+  }
+  return "not_finite";
+}
+
+bool PopulationObjective::finite() const noexcept { return std::isfinite(ofv); }
+
+std::int64_t PopulationObjective::unconverged() const noexcept {
+  std::int64_t n = 0;
+  for (const SubjectObjective& s : subjects) n += s.status != InnerStatus::Converged ? 1 : 0;
+  return n;
+}
+
+PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
+                                         const EstimationOptions& options,
+                                         const PopulationObjective* start) {
+  const int np = predictor.parameters();
+  if (static_cast<int>(model.theta_row.size()) != np)
+    throw InvalidArgument("population model: theta_row has " +
+                          std::to_string(model.theta_row.size()) + " values, but the model " +
+                          predictor.model().name + " has " + std::to_string(np) + " parameters");
+  const int q = static_cast<int>(model.eta_columns.size());
+  for (int k = 0; k < q; ++k) {
+    const int c = model.eta_columns[static_cast<std::size_t>(k)];
+    if (c < 0 || c >= np)
+      throw InvalidArgument("population model: ETA " + std::to_string(k + 1) + " is on column " +
+                            std::to_string(c) + ", but the model has columns 0.." +
+                            std::to_string(np - 1));
+    for (int l = 0; l < k; ++l)
+      if (model.eta_columns[static_cast<std::size_t>(l)] == c)
+        throw InvalidArgument("population model: parameter " +
+                              predictor.model().parameters[static_cast<std::size_t>(c)].name +
+                              " has two ETAs");
+  }
+  if (model.omega.rows() != q || model.omega.cols() != q)
+    throw InvalidArgument("population model: OMEGA is " + std::to_string(model.omega.rows()) +
+                          " x " + std::to_string(model.omega.cols()) + ", but there are " +
+                          std::to_string(q) + " ETAs");
+  if (!model.omega.allFinite() || (q > 0 && !model.omega.isApprox(model.omega.transpose(), 1e-12)))
+    throw InvalidArgument("population model: OMEGA is not a finite symmetric matrix");
+  for (double v : {model.sigma_proportional, model.sigma_additive})
+    if (!(std::isfinite(v) && v >= 0.0))
+      throw InvalidArgument("population model: a SIGMA variance is " + format_value(v) +
+                            ", but must be finite and >= 0");
+  if (!(model.sigma_proportional > 0.0 || model.sigma_additive > 0.0))
+    throw InvalidArgument("population model: SIGMA is 0 (no residual error)");
+  if (!(options.inner_tolerance > 0.0) || options.max_inner_iterations < 1)
+    throw InvalidArgument(
+        "estimation options: inner_tolerance must be > 0 and max_inner_iterations >= 1");
+
+  Shared sh{predictor, model, options, Matrix(), 0.0, q};
+  const Eigen::LLT<Matrix> llt(model.omega);
+  if (llt.info() != Eigen::Success)
+    throw InvalidArgument("population model: OMEGA is not positive definite");
+  sh.omega_inv = llt.solve(Matrix::Identity(q, q));
+  sh.omega_inv = 0.5 * (sh.omega_inv + sh.omega_inv.transpose()).eval();
+  {
+    const Matrix l = llt.matrixL();
+    sh.log_det_omega = 2.0 * l.diagonal().array().log().sum();
+  }
+
+  PopulationObjective out;
+  const std::int64_t n = predictor.subjects();
+  out.subjects.resize(static_cast<std::size_t>(n));
+  // A subject's inner problem takes microseconds: a thread per at least 16 subjects, so that
+  // small datasets do not pay for starting threads on every evaluation.
+  const int threads = static_cast<int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>(resolve_threads(options.threads), n / 16)));
+  std::vector<std::unique_ptr<Predictor::Workspace>> workspaces(static_cast<std::size_t>(threads));
+  parallel_for(n, threads, [&](std::int64_t s, int worker) {
+    std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];
+    if (!ws) ws = predictor.make_workspace();
+    const std::vector<double>* warm = start && start->subjects.size() == static_cast<std::size_t>(n)
+                                          ? &start->subjects[static_cast<std::size_t>(s)].eta
+                                          : nullptr;
+    out.subjects[static_cast<std::size_t>(s)] = solve_subject(sh, s, *ws, warm);
+  });
+  // Summed in subject order: the same bits for any thread count.
+  double sum = 0.0;
+  for (const SubjectObjective& s : out.subjects) sum += s.obji;
+  out.ofv = std::isfinite(sum) ? sum : kNaN;
+  return out;
+}
+
+}  // namespace pkscan

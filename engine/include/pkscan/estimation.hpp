@@ -1,0 +1,221 @@
+#pragma once
+/// @file estimation.hpp
+/// Population (mixed-effects) objectives in NONMEM's form, on the exact first derivatives of the
+/// Predictor.
+///
+/// The model: each subject's parameter row is the typical row (THETA and fixed values) with
+/// the parameters that carry inter-individual variability multiplied by exp(ETA),
+/// P = THETA * exp(ETA), ETA ~ N(0, OMEGA) (OMEGA diagonal or a full block). The residual error
+/// is NONMEM's Y = F + F * EPS1 + EPS2 with the variances of $SIGMA: the residual variance of an
+/// observation is R = SIGMA_add + SIGMA_prop * F^2 (proportional error: SIGMA_add = 0; additive:
+/// SIGMA_prop = 0).
+///
+/// The objective is NONMEM's: -2 log likelihood without the n log(2 pi) constant, a sum over
+/// subjects of OBJI. With e = DV - F, for one subject (formulas of the methods as NONMEM
+/// computes them; Wang 2007, J Pharmacokinet Pharmacodyn 34:575-593):
+/// - FO: the model linearized at ETA = 0, OBJI = log|C| + e0' C^-1 e0, C = G0 OMEGA G0' +
+///   diag(R0), with e0, G0 = dF/dETA and R0 at ETA = 0.
+/// - FOCE (without interaction): the same linearization at the subject's EBE, with the residual
+///   variance R0 held at the population prediction (ETA = 0): e~ = DV - F(EBE) + G EBE,
+///   C = G OMEGA G' + diag(R0). The EBE minimizes sum(e^2 / R0) + ETA' OMEGA^-1 ETA.
+/// - FOCEI (with interaction): the residual variance at the individual prediction,
+///   OBJI = sum(e^2 / R + log R) + EBE' OMEGA^-1 EBE + log det(I + OMEGA M),
+///   M = sum_j (g_j g_j' / R_j + r_j r_j' / (2 R_j^2)), g = dF/dETA, r = dR/dETA, all at the
+///   EBE, which minimizes the conditional objective sum(e^2 / R + log R) + ETA' OMEGA^-1 ETA.
+///
+/// The EBEs are found by damped Gauss-Newton on the exact derivatives dF/dETA (the Hessian
+/// OMEGA^-1 + M, a backtracking line search) until the gradient of half the conditional
+/// objective is below EstimationOptions::inner_tolerance in every component. A step to a point
+/// where the objective cannot be evaluated (a prediction or residual variance that is not finite
+/// or not > 0, parameters out of the model's domain) is shortened, never an exception.
+///
+/// The observations are the records with EVID 0, MDV 0 and a DV (as Predictor::log_likelihood).
+/// A subject without observations contributes 0 (its EBE is 0).
+
+#include <Eigen/Dense>
+#include <cstdint>
+#include <pkscan/predictor.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pkscan {
+
+/// The population method.
+enum class EstimationMethod {
+  Fo,     ///< first order (NONMEM METHOD=0)
+  Foce,   ///< first order conditional estimation (METHOD=1)
+  Focei,  ///< FOCE with interaction (METHOD=1 INTERACTION)
+};
+
+/// "fo", "foce" or "focei".
+std::string to_string(EstimationMethod method);
+
+/// Parses a method name (to_string's, any case).
+/// @throws InvalidArgument "estimation method is "x", but must be fo, foce or focei"
+EstimationMethod estimation_method_from_string(std::string_view name);
+
+/// A population model at fixed parameters.
+struct PopulationModel {
+  /// The typical parameter row (Predictor::parameters() values in ModelInfo::parameters order):
+  /// THETA of the parameters with variability, the values of the others (NaN for unused ones).
+  std::vector<double> theta_row;
+  /// Parameter column of each ETA, distinct: the subject's value is theta_row[c] * exp(ETA_k).
+  std::vector<int> eta_columns;
+  /// OMEGA (q x q, q = eta_columns.size()), symmetric positive definite.
+  Eigen::MatrixXd omega;
+  /// $SIGMA variances, finite and >= 0, not both 0.
+  double sigma_proportional = 0.0;
+  double sigma_additive = 0.0;
+};
+
+/// How the objective is computed.
+struct EstimationOptions {
+  EstimationMethod method = EstimationMethod::Focei;
+  /// The inner problem stops when every component of the gradient of half the conditional
+  /// objective with respect to ETA is at most this (> 0).
+  double inner_tolerance = 1e-10;
+  /// Gauss-Newton iterations per subject at most (>= 1).
+  int max_inner_iterations = 500;
+  /// Threads over subjects (0: the process default, pkscan/threads.hpp), at most one per 16
+  /// subjects.
+  int threads = 0;
+};
+
+/// How a subject's inner problem ended.
+enum class InnerStatus {
+  Converged,      ///< the gradient is below the tolerance (FO: always)
+  MaxIterations,  ///< not converged within max_inner_iterations
+  Stalled,        ///< no step decreased the objective before the gradient reached the tolerance
+  NotFinite,      ///< the objective cannot be evaluated at ETA = 0 (or, FO/FOCE, at the EBE)
+};
+
+/// "converged", "max_iterations", "stalled" or "not_finite".
+std::string to_string(InnerStatus status);
+
+/// One subject's part.
+struct SubjectObjective {
+  std::vector<double> eta;        ///< the EBE (FO: 0, as NONMEM's FO without POSTHOC)
+  double obji = 0.0;              ///< its term of the objective (NaN when not finite)
+  std::int64_t observations = 0;  ///< observations used
+  int iterations = 0;             ///< Gauss-Newton iterations
+  double gradient = 0.0;          ///< max-norm of the inner gradient at the EBE
+  InnerStatus status = InnerStatus::Converged;
+};
+
+/// The objective and its parts.
+struct PopulationObjective {
+  double ofv = 0.0;  ///< sum of the subjects' OBJI (NaN when one is not finite)
+  std::vector<SubjectObjective> subjects;  ///< Predictor order
+  /// Whether the objective is finite.
+  bool finite() const noexcept;
+  /// Subjects whose inner problem did not converge.
+  std::int64_t unconverged() const noexcept;
+};
+
+/// NONMEM's objective of `model` on the predictor's dataset by `options.method`, with each
+/// subject's EBE. Numerical trouble is reported in the result (a NaN objective, a subject's
+/// status), never thrown. With `start` (a result on the same predictor, e.g. at nearby
+/// parameters), each subject's inner search starts at its EBE there instead of at 0 (where it
+/// can be evaluated); the EBEs found are the same to the inner tolerance.
+/// @throws InvalidArgument for a model that does not fit the predictor (theta_row's size, an ETA
+///         column out of range or given twice, OMEGA's shape), an OMEGA that is not symmetric
+///         or not positive definite, SIGMA values out of range, or options out of range
+PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
+                                         const EstimationOptions& options,
+                                         const PopulationObjective* start = nullptr);
+
+}  // namespace pkscan
+
+namespace pkscan {
+
+/// What a population fit estimates, starting from `initial`.
+struct PopulationFitSpec {
+  /// The model at the initial estimates (population_objective's rules).
+  PopulationModel initial;
+  /// Columns of initial.theta_row whose THETA is estimated, with their bounds (lower < init <
+  /// upper; infinite for none).
+  std::vector<int> theta_columns;
+  std::vector<double> theta_lower;
+  std::vector<double> theta_upper;
+  /// Estimate every element of OMEGA (a block) rather than its diagonal only (the off-diagonal
+  /// elements then stay as given).
+  bool omega_block = false;
+  /// Estimate OMEGA at all (false: held at initial.omega).
+  bool estimate_omega = true;
+  /// Estimate the SIGMA variances that are > 0 in `initial` (false: held).
+  bool estimate_sigma = true;
+};
+
+/// The end of a population fit.
+struct PopulationFit {
+  PopulationModel estimates;      ///< THETA, OMEGA, SIGMA at the end
+  PopulationObjective objective;  ///< the objective and EBEs there
+  int iterations = 0;             ///< quasi-Newton iterations
+  int evaluations = 0;            ///< objective evaluations (gradients included)
+  bool converged = false;         ///< the gradient tolerance was met
+  std::string message;            ///< how it ended, one line
+};
+
+/// Minimizes population_objective over the estimated THETA, OMEGA and SIGMA by BFGS with a
+/// backtracking line search on NONMEM-like unconstrained parameters: a bounded THETA through a
+/// logit (log with one bound), OMEGA through its Cholesky factor with log diagonal, SIGMA through
+/// log variances. The gradient is by central differences of the objective (step 1e-4 in those
+/// parameters; the EBEs are re-found at every point); it stops when every component is below
+/// 1e-4, or after `max_evaluations` objective evaluations. A point where the objective is not
+/// finite is a rejected step.
+/// @throws InvalidArgument as population_objective at the initial estimates, for bounds that do
+///         not enclose their initial value, or max_evaluations < 1
+PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec& spec,
+                             const EstimationOptions& options, int max_evaluations);
+
+}  // namespace pkscan
+
+namespace pkscan {
+
+/// Which covariance matrix of the estimates a covariance step gives (NONMEM's $COV MATRIX).
+enum class CovarianceKind {
+  Sandwich,  ///< R^-1 S R^-1 (NONMEM's default)
+  R,         ///< R^-1 (MATRIX=R)
+  S,         ///< S^-1 (MATRIX=S)
+};
+
+/// "sandwich", "r" or "s".
+std::string to_string(CovarianceKind kind);
+
+/// Parses a covariance kind name (to_string's, any case).
+/// @throws InvalidArgument "covariance is "x", but must be sandwich, r, s or none"
+CovarianceKind covariance_kind_from_string(std::string_view name);
+
+/// One estimated quantity of a covariance step, on NONMEM's scale.
+struct EstimatedParameter {
+  enum class Kind { Theta, Omega, Sigma } kind = Kind::Theta;
+  int index = 0;   ///< Theta: column of theta_row; Omega: row; Sigma: 0 proportional, 1 additive
+  int index2 = 0;  ///< Omega: column (<= index)
+  double value = 0.0;
+};
+
+/// The covariance step's result.
+struct CovarianceStep {
+  std::vector<EstimatedParameter> parameters;  ///< THETA, OMEGA (lower triangle), SIGMA
+  /// R = (Hessian of the OFV) / 2 and S = sum_i (grad OBJI_i)(grad OBJI_i)' / 4, over the
+  /// parameters (the information matrix and the cross-product of the subjects' scores).
+  Eigen::MatrixXd r, s;
+  Eigen::MatrixXd covariance;  ///< by the kind asked for (empty when !ok)
+  Eigen::VectorXd se;          ///< standard errors (sqrt of the covariance's diagonal)
+  bool ok = false;
+  std::string message;  ///< why not ok: "R is not positive definite", ...
+};
+
+/// The covariance step at the estimates of `spec.initial`, over the quantities `spec`
+/// estimates, on NONMEM's scale (THETA, the elements of OMEGA, the SIGMA variances). R is the
+/// Hessian of the objective by central second differences (relative step 1e-3; off-diagonal
+/// elements of OMEGA step 1e-3 sqrt(OMEGA_ii OMEGA_jj)), with the EBEs found again at every
+/// point (never held fixed); S from the central first differences of each subject's OBJI.
+/// Numerical trouble (R or S not positive definite, an objective that is not finite at a step)
+/// is reported in the result.
+/// @throws InvalidArgument as fit_population
+CovarianceStep covariance_step(const Predictor& predictor, const PopulationFitSpec& spec,
+                               const EstimationOptions& options, CovarianceKind kind);
+
+}  // namespace pkscan

@@ -1,0 +1,112 @@
+// fit_population (pkscan/estimation.hpp): the Theoph THEO model fitted from NONMEM's initial
+// estimates against NONMEM 7.4.1's final estimates and objectives
+// (tests/data/estimation/README.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <pkscan/pkscan.hpp>
+#include <string>
+#include <vector>
+
+namespace pkscan {
+namespace {
+
+const ModelInfo& two_compartment() { return model_info(ModelKind::TwoCompartment); }
+
+PopulationFitSpec theo_spec() {
+  const ModelInfo& m = two_compartment();
+  PopulationFitSpec spec;
+  PopulationModel& pm = spec.initial;
+  for (const ParameterInfo& p : m.parameters) pm.theta_row.push_back(p.default_value);
+  const int ka = parameter_index(m, "ka"), v = parameter_index(m, "v_central"),
+            ke = parameter_index(m, "ke");
+  pm.theta_row[static_cast<std::size_t>(ka)] = 2;
+  pm.theta_row[static_cast<std::size_t>(v)] = 50;
+  pm.theta_row[static_cast<std::size_t>(ke)] = 0.1;
+  pm.eta_columns = {ka, v, ke};
+  pm.omega = Eigen::MatrixXd::Constant(3, 3, 0.1);
+  pm.omega.diagonal().setConstant(0.2);
+  pm.sigma_proportional = 0.1;
+  pm.sigma_additive = 0.1;
+  spec.theta_columns = {ka, v, ke};
+  spec.theta_lower = {0, 0, 0};
+  spec.theta_upper = {1e6, 1e6, 1e6};
+  spec.omega_block = true;
+  return spec;
+}
+
+Predictor theo_predictor() {
+  return Predictor(read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/tests/data/estimation/theo.csv",
+                                two_compartment()),
+                   ModelKind::TwoCompartment);
+}
+
+struct Nonmem {
+  double ofv;
+  double theta[3];  // KA, V, K
+  double omega[6];  // lower triangle by rows
+  double sigma[2];  // proportional, additive
+};
+
+// The criteria: the objective within [-0.05, +0.001] of NONMEM's (lower is allowed: NONMEM stops
+// at 3 significant digits), THETA and the OMEGA diagonal within 1%, the OMEGA off-diagonal and
+// SIGMA within 5% or 2e-3.
+void expect_nonmem(const PopulationFit& r, const Nonmem& n) {
+  EXPECT_TRUE(r.converged) << r.message;
+  EXPECT_GE(r.objective.ofv, n.ofv - 0.05);
+  EXPECT_LE(r.objective.ofv, n.ofv + 0.001);
+  const ModelInfo& m = two_compartment();
+  const PopulationModel& e = r.estimates;
+  const char* names[3] = {"ka", "v_central", "ke"};
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(e.theta_row[static_cast<std::size_t>(parameter_index(m, names[i]))], n.theta[i],
+                0.01 * n.theta[i])
+        << names[i];
+  int k = 0;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c <= r; ++c, ++k) {
+      const double want = n.omega[k];
+      const double tol = r == c ? 0.01 * want : std::max(0.05 * std::abs(want), 2e-3);
+      EXPECT_NEAR(e.omega(r, c), want, tol) << "omega " << r + 1 << c + 1;
+    }
+  EXPECT_NEAR(e.sigma_proportional, n.sigma[0], std::max(0.05 * n.sigma[0], 2e-3));
+  EXPECT_NEAR(e.sigma_additive, n.sigma[1], std::max(0.05 * n.sigma[1], 2e-3));
+}
+
+// NONMEM 7.4.1 THEO-FOCEI: 92.830869045516039.
+TEST(PopulationFit, TheophFoceiReachesNonmemsEstimates) {
+  const Predictor p = theo_predictor();
+  EstimationOptions o;
+  o.method = EstimationMethod::Focei;
+  const PopulationFit r = fit_population(p, theo_spec(), o, 5000);
+  expect_nonmem(r, {92.830869045516039,
+                    {1.49072, 32.4470, 0.0872901},
+                    {0.434717, 0.0569202, 0.0193995, -0.00648548, 0.0120830, 0.0202334},
+                    {0.0170386, 0.0828440}});
+}
+
+// NONMEM 7.4.1 THEO-FO: 57.321063706685457.
+TEST(PopulationFit, TheophFoReachesNonmemsEstimates) {
+  const Predictor p = theo_predictor();
+  EstimationOptions o;
+  o.method = EstimationMethod::Fo;
+  const PopulationFit r = fit_population(p, theo_spec(), o, 5000);
+  expect_nonmem(r, {57.321063706685457,
+                    {3.16934, 38.2517, 0.105012},
+                    {1.19814, 0.137481, 0.0313482, 0.370014, 0.0433918, 0.250550},
+                    {0.0120776, 0.0542660}});
+}
+
+TEST(PopulationFit, StopsAtMaxEvaluations) {
+  const Predictor p = theo_predictor();
+  EstimationOptions o;
+  o.method = EstimationMethod::Focei;
+  const PopulationFit r = fit_population(p, theo_spec(), o, 50);
+  EXPECT_FALSE(r.converged);
+  EXPECT_LE(r.evaluations, 51);
+  EXPECT_LT(r.objective.ofv, 192.65025555940014);  // it went downhill
+}
+
+}  // namespace
+}  // namespace pkscan
