@@ -36,6 +36,7 @@ struct Command {
   bool verbose = false;
   bool terminal = false;  // stderr is a terminal (progress bar instead of lines)
   int threads = 0;        // --threads: 0 = pkscan's default (OMP_NUM_THREADS, affinity mask)
+  std::int64_t chunk_rows = 0;  // --chunk-rows: 0 = the engine's (about 64 MiB of results)
 };
 
 std::string plural(std::int64_t n, const char* one, const char* many) {
@@ -160,7 +161,7 @@ std::string rows_written(const config::RunReport& r) {
   return n + (r.rows == 1 ? " subject x " : " subjects x ") + std::to_string(r.times) + " times";
 }
 
-int do_run(const Command& c, std::ostream& out, std::ostream& err) {
+int do_run(const Command& c, std::ostream& out, std::ostream& err, const RunFunction& runner) {
   config::RunSpec spec = config::load_run_file(c.file);
   spec.options.threads = c.threads;
   const std::string path = c.output.empty() ? spec.output_path : c.output;
@@ -168,6 +169,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
     throw ConfigError(c.file, spec.output_line, spec.output_column,
                       "output.path is missing; give output.path in the run file or --output PATH");
   PopulationRunOptions options;
+  options.chunk_rows = c.chunk_rows;
   Progress progress(err, c.terminal, "subjects");
   // The passes of exact percentiles after the last chunk: a bar of their own per pass.
   std::optional<Progress> passes;
@@ -189,7 +191,7 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
   }
   config::RunReport rep;
   try {
-    rep = config::run(spec, path, options);
+    rep = runner ? runner(spec, path, options) : config::run(spec, path, options);
   } catch (const config::OutputPathError& e) {
     output_error(c, spec, e.what());
   }
@@ -203,7 +205,8 @@ int do_run(const Command& c, std::ostream& out, std::ostream& err) {
 
 }  // namespace
 
-int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+            const RunFunction& runner) {
   CLI::App app{"pkscan " PKSCAN_VERSION_STRING
                ": linear pharmacokinetic compartment models for many subjects at once",
                "pkscan"};
@@ -218,6 +221,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   run->add_flag("--quiet,-q", c.quiet, "Print nothing on success, and no progress");
   run->add_flag("--verbose,-v", c.verbose, "Report the compute path and timings on stderr");
   add_threads_option(run, c.threads, "--threads,-j");
+  run->add_option("--chunk-rows", c.chunk_rows,
+                  "Rows per chunk of a streamed run, rounded down to a multiple of 1024 (0 = "
+                  "about 64 MiB of results); the results do not depend on it")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   run->footer(kExitHelp);
   CLI::App* validate = app.add_subcommand("validate", "Check a run file; run nothing");
   validate->add_option("file", c.file, "Run file (YAML)")->required();
@@ -255,7 +262,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
 
   try {
-    if (run->parsed()) return do_run(c, out, err);
+    if (run->parsed()) return do_run(c, out, err, runner);
     if (plot->parsed()) {
       c.file = po.result;
       run_plot(po, out);

@@ -1,8 +1,17 @@
 #pragma once
 // The pkscan command line, callable in-process (tests run it without spawning a process).
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+namespace pkscan {
+struct PopulationRunOptions;
+namespace config {
+struct RunSpec;
+struct RunReport;
+}  // namespace config
+}  // namespace pkscan
 
 namespace pkscan::cli {
 
@@ -21,8 +30,14 @@ inline std::string one_line(std::string s) {
   return s;
 }
 
+// How `pkscan run` runs a run file: config::run, or the program's MPI split (mpi_main.cpp).
+using RunFunction = std::function<config::RunReport(
+    const config::RunSpec&, const std::string&, const PopulationRunOptions&)>;
+
 // Runs `pkscan args...` (args excludes the program name). Normal output goes to `out`, the
-// one-line error messages to `err`. Never throws, never exits.
-int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// one-line error messages to `err`. `runner` runs `pkscan run`'s run (empty: config::run).
+// Never throws, never exits.
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+            const RunFunction& runner = {});
 
 }  // namespace pkscan::cli

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -51,6 +52,9 @@ const char* signal_name(int sig) {
   }
 }
 
+// The line is left out (quiet_termination_signals).
+std::atomic<bool> g_quiet{false};
+
 [[noreturn]] void wait_for_signals(sigset_t set) {
   for (;;) {
     int sig = 0;
@@ -63,8 +67,10 @@ const char* signal_name(int sig) {
     const std::string line = std::string(::isatty(STDERR_FILENO) ? "\n" : "") + g_program +
                              ": stopped by " + signal_name(sig) + " (exit status " +
                              std::to_string(status) + "); no partial output left\n";
-    const ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
+    if (!g_quiet.load()) {
+      const ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+      (void)ignored;
+    }
     ::_exit(status);
   }
 }
@@ -86,6 +92,8 @@ void handle_termination_signals(const char* program) {
 }
 
 void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
+
+void quiet_termination_signals() noexcept { g_quiet.store(true); }
 
 void restore_signal_mask_in_child() noexcept {
   if (g_installed) ::sigprocmask(SIG_SETMASK, &g_original_mask, nullptr);

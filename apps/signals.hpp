@@ -21,6 +21,10 @@ void handle_termination_signals(const char* program = "pkscan");
 /// the handler has nothing to do.
 void skip_hdf5_exit_handler() noexcept;
 
+/// Leaves out the line when a signal ends the process (the files are removed as before): the
+/// ranks of an MPI run other than 0, whose rank 0 reports how the run ended.
+void quiet_termination_signals() noexcept;
+
 /// In a child process between fork() and exec(): restores the signal mask the process started
 /// with (async-signal-safe).
 void restore_signal_mask_in_child() noexcept;

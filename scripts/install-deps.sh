@@ -37,6 +37,8 @@ packages=(
   libfuzzer-14-dev   # libFuzzer for clang 14
   libomp-dev         # OpenMP for clang (the fuzz build); g++ uses libgomp
   libtbb-dev         # Thrust's TBB system: the affine scan regrouped (tests)
+  openmpi-bin        # MPI runs: mpirun (docs/scale-out.md)
+  libopenmpi-dev     # MPI runs: pkscan::mpi
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -6,6 +6,7 @@
 #include <pkscan/threads.hpp>
 
 #include "api/plan.hpp"
+#include "api/result_parts.hpp"
 #include "api/select_subjects.hpp"
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
@@ -17,6 +18,11 @@ namespace pkscan {
 // Fills SimulationResult's private members; the only writer of results.
 class ResultBuilder {
  public:
+  static detail::ResultParts parts(SimulationResult& r) noexcept {
+    return {&r.subjects_,   &r.compartments_, &r.precision_, &r.output_times_,
+            &r.output_steps_, &r.volumes_,    &r.amounts_f64_, &r.amounts_f32_,
+            &r.conc_f64_,   &r.conc_f32_,     &r.status_,    &r.summary_};
+  }
   static void make(const Problem& p, const detail::PreparedBatch& b, const SimulateOptions& o,
                    SimulationResult& r, bool amounts = true) {
     r.subjects_ = b.subjects;
@@ -140,6 +146,10 @@ class ResultBuilder {
     return {r.amounts_f32_.data(), r.status_.data()};
   }
 };
+
+detail::ResultParts detail::result_parts(SimulationResult& r) noexcept {
+  return ResultBuilder::parts(r);
+}
 
 void detail::select_subjects(const SimulationResult& from, const std::int64_t* idx, std::int64_t n,
                              SimulationResult& to) {

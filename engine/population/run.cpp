@@ -16,6 +16,7 @@
 #include "api/select_subjects.hpp"
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
+#include "population/exchange.hpp"
 #include "population/residual.hpp"
 #include "population/run_parts.hpp"
 
@@ -130,9 +131,11 @@ std::vector<DosePart> dose_parts(const std::vector<DoseEvent>& doses,
   return parts;
 }
 
+// `next_unit`: the number of the run's first unit in this part (RunExchange; arms continue
+// the numbering).
 PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler* sampler,
                              std::int64_t first_subject, ResultSink& sink,
-                             const PopulationRunOptions& options) {
+                             const PopulationRunOptions& options, std::int64_t& next_unit) {
   const RunLayout layout = population_layout(spec);  // checks the run first
   const Problem& base = spec.problem;
   const std::shared_ptr<const ModelInfo>& model_ptr = model_of(spec);
@@ -160,9 +163,14 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   // fused into the simulation.
   const detail::Strata strata = detail::strata_of(spec);
   const bool stratified = spec.summaries && !strata.values.empty();
-  const std::int64_t chunk =
-      detail::plan_chunk_rows(planned, sim, total, options.chunk_rows,
-                              spec.summaries && !spec.trajectories && !scaled && !stratified);
+  // Split over processes (RunExchange): units go to rank unit mod size; rank 0 summarises and
+  // writes. A unit sent to rank 0 carries its amounts, so it is never fused.
+  RunExchange* const exchange =
+      options.exchange && options.exchange->size() > 1 ? options.exchange : nullptr;
+  const int rank = exchange ? exchange->rank() : 0;
+  const std::int64_t chunk = detail::plan_chunk_rows(
+      planned, sim, total, options.chunk_rows,
+      !exchange && spec.summaries && !spec.trajectories && !scaled && !stratified);
 
   const int n_extra = static_cast<int>(layout.extra_columns.size());
   const int n_metrics = static_cast<int>(layout.metric_names.size());
@@ -180,7 +188,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   std::vector<TimeSummary> summaries;
   const auto start_summaries = [&] {
     summaries.clear();
-    if (!spec.summaries) return;
+    if (!spec.summaries || rank != 0) return;
     TimeSummaryOptions to;
     to.percentiles = spec.percentiles;
     to.threads = sim.threads;
@@ -422,18 +430,74 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
   };
 
+  // A unit of another rank: simulated with its metrics and observations, sent to rank 0.
+  detail::UnitColumns in;  // a unit received from another rank (its parameters included)
+  std::vector<char> message;
+  const auto send_unit = [&](std::int64_t first, std::int64_t n) {
+    fill(first, n);
+    simulate_chunk(first, n);
+    in.metrics.clear();
+    if (spec.summaries) {
+      in.metrics.resize(static_cast<std::size_t>(n * n_metrics));
+      subject_metrics(result, layout.metric_compartment, last_dose, in.metrics.data(),
+                      sim.threads);
+    }
+    if (spec.residual)
+      observe(spec, layout, result, first, n, per_rep, n_base, first_subject, in.ipred, in.dv,
+              in.blq);
+    in.ids = ids;
+    in.extra = extra;
+    in.etas = etas;
+    detail::pack_unit(first, result, in, problem.parameters.mutable_values(),
+                      static_cast<std::size_t>(n * n_params), message);
+    exchange->send(message);
+  };
+  // Rank 0: the unit of rank `from`, into the chunk's buffers and its group's summary.
+  const auto receive_unit = [&](int from, std::int64_t first, std::int64_t n) {
+    exchange->receive(from, message);
+    if (detail::unpack_unit(message, from, result, in) != first || result.subjects() != n)
+      throw Error("rank " + std::to_string(from) + " sent rows other than " +
+                  std::to_string(first + 1) + " to " + std::to_string(first + n));
+    std::swap(ids, in.ids);
+    std::swap(extra, in.extra);
+    std::swap(etas, in.etas);
+    std::swap(metrics, in.metrics);
+    std::swap(ipred, in.ipred);
+    std::swap(dv, in.dv);
+    std::swap(blq, in.blq);
+    if (stratified)
+      add_strata(first, n, groups.live_index_of_row(first), false);
+    else if (spec.summaries)
+      summaries[static_cast<std::size_t>(groups.live_index_of_row(first))].add(result);
+  };
+
   for (std::int64_t first = 0, n = 0; first < total; first += n) {
     n = call_rows(first, total, chunk);
-    fill(first, n);
-    if (stratified) {
+    const std::int64_t unit = next_unit++;
+    const int owner = exchange ? static_cast<int>(unit % exchange->size()) : 0;
+    if (owner == rank && exchange) exchange->before_unit(unit);
+    if (rank != 0) {
+      if (owner == rank) {
+        send_unit(first, n);
+        report.rows += n;
+        ++report.chunks;
+      }
+      continue;
+    }
+    const bool local = owner == 0;
+    if (!local) {
+      receive_unit(owner, first, n);
+    } else if (stratified) {
+      fill(first, n);
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
       simulate_chunk(first, n);
       subject_metrics(result, layout.metric_compartment, last_dose, metrics.data(), sim.threads);
       add_strata(first, n, groups.live_index_of_row(first), false);
     } else if (spec.summaries) {
+      fill(first, n);
       TimeSummary& summary = summaries[static_cast<std::size_t>(groups.live_index_of_row(first))];
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
-      if (spec.trajectories || scaled) {
+      if (spec.trajectories || scaled || exchange) {
         simulate_chunk(first, n);
         summary.add(result, layout.metric_compartment, last_dose, metrics.data());
       } else {
@@ -442,16 +506,17 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
                               metrics.data(), result);
       }
     } else {
+      fill(first, n);
       simulate_chunk(first, n);
     }
-    if (spec.residual)
+    if (spec.residual && local)
       observe(spec, layout, result, first, n, per_rep, n_base, first_subject, ipred, dv, blq);
     Chunk c;
     c.first = first;
     c.result = &result;
     c.ids = ids.data();
     c.extra = n_extra ? extra.data() : nullptr;
-    c.parameters = problem.parameters.mutable_values();
+    c.parameters = local ? problem.parameters.mutable_values() : in.parameters.data();
     c.metrics = spec.summaries ? metrics.data() : nullptr;
     c.etas = n_etas ? etas.data() : nullptr;
     if (layout.observations) {
@@ -477,11 +542,45 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
     if (options.progress) options.progress(report.rows, total);
   }
+  if (rank != 0) return report;
   if (spec.summaries && !groups.by_replicate()) {
     refine(0, total, true);
     write_summaries(0);
   }
   if (across) write_across();
+  return report;
+}
+
+// Runs the parts of a run (the whole run, or its arms) and commits the sink once every rank
+// has finished (RunExchange): a rank other than 0 reports "done", or its error, to rank 0.
+template <class Parts>
+PopulationRunReport run_parts(const PopulationRunOptions& options, ResultSink& sink,
+                              Parts&& parts) {
+  RunExchange* const exchange =
+      options.exchange && options.exchange->size() > 1 ? options.exchange : nullptr;
+  if (!exchange) {
+    PopulationRunReport report = parts();
+    sink.commit();
+    return report;
+  }
+  std::vector<char> message;
+  if (exchange->rank() != 0) {
+    try {
+      PopulationRunReport report = parts();
+      detail::pack_done(message);
+      exchange->send(message);
+      return report;
+    } catch (...) {
+      detail::pack_current_error(message);
+      exchange->send(message);
+      throw;
+    }
+  }
+  PopulationRunReport report = parts();
+  for (int r = 1; r < exchange->size(); ++r) {
+    exchange->receive(r, message);
+    detail::unpack_done(message, r);
+  }
   sink.commit();
   return report;
 }
@@ -493,7 +592,10 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   check_population_run(spec);
   std::unique_ptr<PopulationSampler> sampler;
   if (spec.population) sampler = std::make_unique<PopulationSampler>(*spec.population);
-  if (spec.arms.empty()) return run_part(spec, sampler.get(), 0, sink, options);
+  std::int64_t next_unit = 0;
+  if (spec.arms.empty())
+    return run_parts(options, sink,
+                     [&] { return run_part(spec, sampler.get(), 0, sink, options, next_unit); });
   // Arm by arm into the run's sink: the arm's number goes first among the extra columns and
   // the summary groups, rows and ids continue from the arms before.
   const RunLayout layout = population_layout(spec);
@@ -550,32 +652,35 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
     std::vector<double> extra_;
     std::vector<std::int64_t> ids_;
   } arms(sink, spec.population->count);
-  PopulationRunReport report;
-  std::int64_t first_subject = 0;
   const std::int64_t total = population_rows(spec);
-  for (std::size_t k = 0; k < spec.arms.size(); ++k) {
-    const PopulationRun sub = detail::arm_run(spec, k);
-    const std::int64_t rows_before = report.rows;
-    arms.start(static_cast<std::int64_t>(k), rows_before, first_subject, spec.arms[k].count,
-               static_cast<int>(layout.extra_columns.size()) - 1);
-    PopulationRunOptions o = options;
-    if (options.progress)
-      o.progress = [&](std::int64_t done, std::int64_t) {
-        options.progress(rows_before + done, total);
-      };
-    const PopulationRunReport r = run_part(sub, sampler.get(), first_subject, arms, o);
-    report.rows += r.rows;
-    report.chunks += r.chunks;
-    report.summary.method = r.summary.method;
-    report.summary.device = r.summary.device;
-    report.summary.threads = r.summary.threads;
-    report.summary.prepare_seconds += r.summary.prepare_seconds;
-    report.summary.scan_seconds += r.summary.scan_seconds;
-    report.summary.non_finite_subjects += r.summary.non_finite_subjects;
-    first_subject += spec.arms[k].count;
-  }
-  sink.commit();
-  return report;
+  return run_parts(options, sink, [&] {
+    PopulationRunReport report;
+    std::int64_t first_subject = 0;
+    std::int64_t rows_before = 0;  // rows of the arms before this one
+    for (std::size_t k = 0; k < spec.arms.size(); ++k) {
+      const PopulationRun sub = detail::arm_run(spec, k);
+      arms.start(static_cast<std::int64_t>(k), rows_before, first_subject, spec.arms[k].count,
+                 static_cast<int>(layout.extra_columns.size()) - 1);
+      PopulationRunOptions o = options;
+      if (options.progress)
+        o.progress = [&](std::int64_t done, std::int64_t) {
+          options.progress(rows_before + done, total);
+        };
+      const PopulationRunReport r =
+          run_part(sub, sampler.get(), first_subject, arms, o, next_unit);
+      report.rows += r.rows;
+      report.chunks += r.chunks;
+      report.summary.method = r.summary.method;
+      report.summary.device = r.summary.device;
+      report.summary.threads = r.summary.threads;
+      report.summary.prepare_seconds += r.summary.prepare_seconds;
+      report.summary.scan_seconds += r.summary.scan_seconds;
+      report.summary.non_finite_subjects += r.summary.non_finite_subjects;
+      first_subject += spec.arms[k].count;
+      rows_before += population_rows(sub);
+    }
+    return report;
+  });
 }
 
 }  // namespace pkscan

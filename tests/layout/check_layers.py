@@ -23,7 +23,7 @@ import sys
 LAYERS = ["core", "kernels", "summary", "grid", "events", "device", "api", "population",
           "estimation"]
 MAX_LINES = 700
-SOURCE_DIRS = ["engine", "models", "config", "output", "apps", "python", "bench", "tests", "cuda"]
+SOURCE_DIRS = ["engine", "models", "config", "output", "mpi", "apps", "python", "bench", "tests", "cuda"]
 SOURCE_EXT = (".cpp", ".hpp", ".cu", ".cuh", ".h", ".py")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/[^"]+"')
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -299,6 +299,34 @@ using ProgressFn = std::function<void(std::int64_t done, std::int64_t total)>;
 /// run's last chunk: the pass (1, 2, ...), the rows it has gone through and the rows it covers.
 using PassProgressFn = std::function<void(int pass, std::int64_t done, std::int64_t total)>;
 
+/// A run split over several processes (pkscan's MPI runs use one; any transport can). The
+/// run's chunks are its units, numbered in row order (across arms), and unit u belongs to rank
+/// u mod size(). Every rank calls run_population() with the same run and options: the owner of
+/// a unit simulates it (with its metrics and observations), a rank other than 0 sends it to rank
+/// 0, and rank 0 alone summarises and hands every unit to its sink in row order. The sink of a
+/// rank other than 0 receives nothing (and is not committed). Rank 0 commits only after every
+/// other rank has reported that it finished; an error on another rank reaches rank 0 as an
+/// Error of the same kind whose message starts "rank R: ". Sums, percentiles and metrics are
+/// computed by rank 0 from the same values in the same order as one process, so the results
+/// are the bits of a run without an exchange, for any size. The passes of exact percentiles
+/// run on rank 0.
+class RunExchange {
+ public:
+  virtual ~RunExchange() = default;
+  /// This process's rank, in [0, size()).
+  virtual int rank() const noexcept = 0;
+  /// Number of processes, >= 1.
+  virtual int size() const noexcept = 0;
+  /// On a rank other than 0: hands one message to rank 0. Messages of one rank arrive in the
+  /// order they were sent. May block while rank 0 is behind (this bounds the memory).
+  virtual void send(const std::vector<char>& message) = 0;
+  /// On rank 0: the next message from rank `from` (in [1, size())).
+  virtual void receive(int from, std::vector<char>& message) = 0;
+  /// Called by the owner of unit `unit` before it simulates it (a hook for fault tests; the
+  /// default does nothing).
+  virtual void before_unit(std::int64_t /*unit*/) {}
+};
+
 /// Options of run_population().
 struct PopulationRunOptions {
   /// Rows per chunk: 0 picks a chunk of about 64 MiB of results (always a multiple of 1024).
@@ -308,6 +336,8 @@ struct PopulationRunOptions {
   /// of summaries grouped by replicate run between the chunks, after each replicate's last:
   /// `progress` covers them.
   PassProgressFn pass_progress;
+  /// The run split over several processes (see RunExchange); null: this process runs it all.
+  RunExchange* exchange = nullptr;
 };
 
 /// What a run did.

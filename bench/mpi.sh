@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# MPI runs against one process, in the same session (docs/performance.md#mpi-runs): a population
+# of N subjects (default 1e6; 3 compartments, 97 output times, 4 doses) with summaries only, and
+# the same run with trajectories to HDF5 (N/10 subjects), each run by `pkscan run -j 1` in one
+# process and by `mpirun -np 2 pkscan run -j 1`; best of REPEAT (default 3) wall times. The files
+# of both are compared byte for byte. Prints one JSON line per cell:
+#   {"cell": ..., "n": ..., "one_s": ..., "mpi2_s": ..., "speedup": ..., "same_files": ...}
+# Usage: bench/mpi.sh [BUILD_DIR] [N] [REPEAT]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build=${1:-build}
+n=${2:-1000000}
+repeat=${3:-3}
+pkscan=$(realpath "$build/bin/pkscan")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
+mpi=(--oversubscribe --bind-to none --mca oob_tcp_if_include lo --mca btl self,vader
+     --mca btl_vader_single_copy_mechanism none)
+
+write_run() {  # NAME COUNT TRAJECTORIES
+  cat > "$1.yaml" <<YAML
+model: three_compartment
+time: {dt: 0.5, steps: 96}
+subjects:
+  population:
+    count: $2
+    seed: 1
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09, v_central: 0.04, ka: 0.1}
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 3}
+output:
+  trajectories: $3
+  summaries: true
+  parameters: false
+YAML
+}
+
+best() {  # COMMAND...: the best wall time of $repeat runs, in seconds
+  local b=""
+  for _ in $(seq "$repeat"); do
+    local s e
+    s=$(date +%s.%N)
+    "$@" > /dev/null
+    e=$(date +%s.%N)
+    b=$(python3 -c "import sys; t=$e-$s; b='$b'; print(t if not b else min(t, float(b)))")
+  done
+  echo "$b"
+}
+
+cell() {  # NAME COUNT TRAJECTORIES EXT
+  write_run "$1" "$2" "$3"
+  local one two same=true
+  one=$(best "$pkscan" run "$1.yaml" -o "one.$4" -q -j 1)
+  two=$(best mpirun -np 2 "${mpi[@]}" "$pkscan" run "$1.yaml" -o "two.$4" -q -j 1)
+  for f in one.*; do cmp -s "$f" "two.${f#one.}" || same=false; done
+  python3 -c "import json; print(json.dumps({'cell': '$1', 'n': $2, 'one_s': round($one, 3), \
+'mpi2_s': round($two, 3), 'speedup': round($one / $two, 3), 'same_files': $( $same && echo True || echo False)}))"
+  rm -f one.* two.*
+}
+
+cell summaries_only "$n" false csv
+cell trajectories_h5 $((n / 10)) true h5

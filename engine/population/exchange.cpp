@@ -1,0 +1,232 @@
+// The messages of a run split over several processes (see exchange.hpp). Every rank runs the
+// same program on one kind of machine, so values travel as their bytes.
+#include "population/exchange.hpp"
+
+#include <cstring>
+#include <new>
+#include <pkscan/error.hpp>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "api/result_parts.hpp"
+
+namespace pkscan {
+
+namespace {
+
+// The error kinds a message carries, so that rank 0 throws what the other rank caught.
+enum class ErrorKind : std::uint8_t { Error, InvalidArgument, DomainError, OutOfMemory, Other };
+
+class Writer {
+ public:
+  explicit Writer(std::vector<char>& out) : out_(out) { out_.clear(); }
+  template <class T>
+  void pod(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    raw(&v, sizeof(T));
+  }
+  template <class T>
+  void array(const T* p, std::size_t n) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    pod(static_cast<std::uint64_t>(n));
+    if (n != 0) raw(p, n * sizeof(T));
+  }
+  template <class V>
+  void vec(const V& v) {
+    array(v.data(), v.size());
+  }
+
+ private:
+  void raw(const void* p, std::size_t bytes) {
+    const std::size_t at = out_.size();
+    out_.resize(at + bytes);
+    std::memcpy(out_.data() + at, p, bytes);
+  }
+  std::vector<char>& out_;
+};
+
+class Reader {
+ public:
+  Reader(const std::vector<char>& in, int from) : in_(in), from_(from) {}
+  template <class T>
+  T pod() {
+    T v;
+    std::memcpy(&v, take(sizeof(T)), sizeof(T));
+    return v;
+  }
+  // The next array's length, checked against what is left.
+  template <class T>
+  std::size_t length() {
+    const auto n = pod<std::uint64_t>();
+    if (n > (in_.size() - at_) / sizeof(T)) bad();
+    return static_cast<std::size_t>(n);
+  }
+  template <class T>
+  void vec(std::vector<T>& v) {
+    v.resize(length<T>());
+    if (!v.empty()) std::memcpy(v.data(), take(v.size() * sizeof(T)), v.size() * sizeof(T));
+  }
+  template <class T>
+  void array(Array<T>& v) {
+    const std::size_t n = length<T>();
+    v.resize_uninitialized(n);
+    if (n != 0) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
+  }
+  void end() const {
+    if (at_ != in_.size()) bad();
+  }
+  [[noreturn]] void bad() const {
+    throw Error("rank " + std::to_string(from_) + " sent a malformed message (" +
+                std::to_string(in_.size()) + " bytes)");
+  }
+
+ private:
+  const char* take(std::size_t bytes) {
+    if (bytes > in_.size() - at_) bad();
+    const char* p = in_.data() + at_;
+    at_ += bytes;
+    return p;
+  }
+  const std::vector<char>& in_;
+  std::size_t at_ = 0;
+  int from_ = 0;
+};
+
+[[noreturn]] void throw_error(Reader& r, int from) {
+  const auto kind = r.pod<ErrorKind>();
+  std::vector<char> text;
+  r.vec(text);
+  r.end();
+  const std::string what =
+      "rank " + std::to_string(from) + ": " + std::string(text.begin(), text.end());
+  switch (kind) {
+    case ErrorKind::InvalidArgument:
+      throw InvalidArgument(what);
+    case ErrorKind::DomainError:
+      throw DomainError(what);
+    case ErrorKind::OutOfMemory:
+      throw Error(what + " (out of memory)");
+    case ErrorKind::Error:
+    case ErrorKind::Other:
+      break;
+  }
+  throw Error(what);
+}
+
+// A result's members (api/result_parts.hpp), written and read in one order.
+void write_result(Writer& w, const SimulationResult& result) {
+  const detail::ResultParts r = detail::result_parts(const_cast<SimulationResult&>(result));
+  w.pod(*r.subjects);
+  w.pod(*r.compartments);
+  w.pod(*r.precision);
+  w.vec(*r.output_times);
+  w.vec(*r.output_steps);
+  w.vec(*r.volumes);
+  w.vec(*r.amounts_f64);
+  w.vec(*r.amounts_f32);
+  w.vec(*r.conc_f64);
+  w.vec(*r.conc_f32);
+  w.vec(*r.status);
+  w.pod(*r.summary);
+}
+
+void read_result(Reader& rd, SimulationResult& result) {
+  const detail::ResultParts r = detail::result_parts(result);
+  *r.subjects = rd.pod<std::int64_t>();
+  *r.compartments = rd.pod<int>();
+  *r.precision = rd.pod<Precision>();
+  rd.vec(*r.output_times);
+  rd.vec(*r.output_steps);
+  rd.vec(*r.volumes);
+  rd.array(*r.amounts_f64);
+  rd.array(*r.amounts_f32);
+  rd.array(*r.conc_f64);
+  rd.array(*r.conc_f32);
+  rd.vec(*r.status);
+  *r.summary = rd.pod<RunSummary>();
+}
+
+}  // namespace
+
+namespace detail {
+
+void pack_unit(std::int64_t first, const SimulationResult& result, const UnitColumns& columns,
+               const double* parameters, std::size_t parameter_values, std::vector<char>& message) {
+  Writer w(message);
+  w.pod(MessageKind::Unit);
+  w.pod(first);
+  write_result(w, result);
+  w.vec(columns.ids);
+  w.vec(columns.extra);
+  w.array(parameters, parameter_values);
+  w.vec(columns.metrics);
+  w.vec(columns.etas);
+  w.vec(columns.ipred);
+  w.vec(columns.dv);
+  w.vec(columns.blq);
+}
+
+void pack_current_error(std::vector<char>& message) {
+  ErrorKind kind = ErrorKind::Other;
+  std::string text = "unknown error";
+  try {
+    throw;
+  } catch (const InvalidArgument& e) {
+    kind = ErrorKind::InvalidArgument;
+    text = e.what();
+  } catch (const DomainError& e) {
+    kind = ErrorKind::DomainError;
+    text = e.what();
+  } catch (const Error& e) {
+    kind = ErrorKind::Error;
+    text = e.what();
+  } catch (const std::bad_alloc&) {
+    kind = ErrorKind::OutOfMemory;
+    text = "out of memory";
+  } catch (const std::exception& e) {
+    text = e.what();
+  } catch (...) {
+  }
+  Writer w(message);
+  w.pod(MessageKind::Error);
+  w.pod(kind);
+  w.array(text.data(), text.size());
+}
+
+void pack_done(std::vector<char>& message) {
+  Writer w(message);
+  w.pod(MessageKind::Done);
+}
+
+std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationResult& result,
+                         UnitColumns& columns) {
+  Reader r(message, from);
+  const auto kind = r.pod<MessageKind>();
+  if (kind == MessageKind::Error) throw_error(r, from);
+  if (kind != MessageKind::Unit) r.bad();
+  const auto first = r.pod<std::int64_t>();
+  read_result(r, result);
+  r.vec(columns.ids);
+  r.vec(columns.extra);
+  r.vec(columns.parameters);
+  r.vec(columns.metrics);
+  r.vec(columns.etas);
+  r.vec(columns.ipred);
+  r.vec(columns.dv);
+  r.vec(columns.blq);
+  r.end();
+  return first;
+}
+
+void unpack_done(const std::vector<char>& message, int from) {
+  Reader r(message, from);
+  const auto kind = r.pod<MessageKind>();
+  if (kind == MessageKind::Error) throw_error(r, from);
+  if (kind != MessageKind::Done) r.bad();
+  r.end();
+}
+
+}  // namespace detail
+
+}  // namespace pkscan

@@ -1,0 +1,63 @@
+#pragma once
+/// @file run.hpp
+/// Runs beyond one machine: a run file's run split over the processes of an MPI communicator
+/// (docs/scale-out.md). The library `pkscan::mpi` (CMake component `mpi`) links Open MPI; the
+/// core library and pkscan::config do not.
+///
+/// Every process calls run() with the same run file and path. A population, sweep or HDF5 run
+/// (config::RunKind::Streamed) is split by its chunks (whole blocks of 1024 subjects, at most
+/// about 64 MiB of results each): chunk u is simulated by rank u mod size, and rank 0 receives
+/// the others' in row order, summarises, writes and commits the result files (RunExchange,
+/// pkscan/population_run.hpp). The files are byte-identical to those of config::run() in one
+/// process, for any number of ranks. Grid, dataset and design runs are run by rank 0 alone
+/// (the other ranks return at once). A rank other than 0 is at most one chunk ahead of rank 0:
+/// it sends with MPI_Ssend, so memory stays bounded.
+#include <mpi.h>
+
+#include <cstdint>
+#include <pkscan/config/run.hpp>
+#include <pkscan/population_run.hpp>
+#include <string>
+#include <vector>
+
+namespace pkscan::mpi {
+
+/// A RunExchange over an MPI communicator: messages to rank 0 with MPI_Ssend (tag 7301), in
+/// pieces of at most 1 GiB. Only the thread that made it calls MPI (MPI_THREAD_FUNNELED
+/// suffices).
+///
+/// Fault injection for tests: when the environment variable PKSCAN_MPI_FAULT holds
+/// "RANK:UNIT:throw" or "RANK:UNIT:kill", the process of rank RANK throws an Error, or sends
+/// itself SIGKILL, before it simulates chunk UNIT (0-based, in row order).
+class Exchange final : public RunExchange {
+ public:
+  /// @throws InvalidArgument for a malformed PKSCAN_MPI_FAULT; Error when MPI fails
+  explicit Exchange(MPI_Comm comm);
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  void send(const std::vector<char>& message) override;
+  void receive(int from, std::vector<char>& message) override;
+  void before_unit(std::int64_t unit) override;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  int fault_rank_ = -1;
+  std::int64_t fault_unit_ = -1;
+  bool fault_kill_ = false;
+};
+
+/// Processes of `comm` on this process's node (MPI_COMM_TYPE_SHARED), >= 1.
+int local_ranks(MPI_Comm comm);
+
+/// The run of a run file (config::run's contract) split over the processes of `comm`. When
+/// spec.options.threads is 0, each rank uses the machine's default threads divided by the ranks
+/// on its node (at least 1). Rank 0 returns what config::run() returns; another rank returns
+/// the rows it simulated (RunReport::rows) and writes nothing.
+/// @throws what config::run() throws, on rank 0 also another rank's error (its message led by
+///         "rank R: "); an error on a rank other than 0 is also sent to rank 0
+config::RunReport run(const config::RunSpec& spec, const std::string& path,
+                      const PopulationRunOptions& options, MPI_Comm comm);
+
+}  // namespace pkscan::mpi

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# A rank that fails stops the whole MPI run: an error thrown on a rank (0 and not 0) and a rank
+# killed with SIGKILL (0 and not 0), injected deterministically (PKSCAN_MPI_FAULT). Each run
+# must end within seconds with a non-zero exit status, an error thrown must be reported in one
+# line naming its rank, and the results of an earlier run at the same path must stay whole
+# with no temporary file left beside them (rank 0 killed: once the next run has removed them).
+# SIGTERM (a scheduler's time limit) ends the run
+# with exit status 143, as in one process.
+# Usage: mpi_faults.sh PKSCAN MPIRUN WORKDIR
+set -euo pipefail
+pkscan=$1
+mpirun=$2
+work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
+mpi=(--oversubscribe --bind-to none --mca oob_tcp_if_include lo --mca btl self,vader
+     --mca btl_vader_single_copy_mechanism none)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat > run.yaml <<'YAML'
+model: three_compartment
+time: {dt: 0.5, steps: 96}
+subjects:
+  population:
+    count: 8192
+    seed: 3
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09, v_central: 0.04}
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 3}
+output:
+  summaries: true
+YAML
+
+# An earlier run's results, which a failed run must leave as they are.
+"$pkscan" run run.yaml -o out.csv -q --chunk-rows 1024
+sums=$(md5sum out.csv out.summary.csv out.metrics.csv out.parameters.csv)
+listing=$(ls -A)
+
+# FAULT: RANK:UNIT:KIND; NP ranks; WANT: the exit status (or "nonzero").
+fault() {
+  local spec=$1 np=$2 want=$3
+  local start=$SECONDS rc=0
+  PKSCAN_MPI_FAULT=$spec timeout -k 5 120 "$mpirun" -np "$np" "${mpi[@]}" \
+    "$pkscan" run run.yaml -o out.csv -q --chunk-rows 1024 -j 1 > stdout.txt 2> stderr.txt ||
+    rc=$?
+  local took=$((SECONDS - start))
+  [ "$rc" != 0 ] || fail "$spec: the run succeeded"
+  [ "$rc" != 124 ] || fail "$spec: the run hung (timeout)"
+  [ "$want" = nonzero ] || [ "$rc" = "$want" ] || fail "$spec: exit status $rc, not $want"
+  [ "$took" -le 30 ] || fail "$spec: took ${took}s to stop"
+  [ "$(md5sum out.csv out.summary.csv out.metrics.csv out.parameters.csv)" = "$sums" ] ||
+    fail "$spec: the earlier results changed"
+  rm -f stdout.txt
+  # Rank 0 killed cannot remove its temporary files (nor can one process killed so): the next
+  # run at the path removes them (the orphans of a process that is gone), with the same results.
+  if [ "${spec%%:*}" = 0 ] && [ "${spec##*:}" = kill ]; then
+    "$pkscan" run run.yaml -o out.csv -q --chunk-rows 1024
+    [ "$(md5sum out.csv out.summary.csv out.metrics.csv out.parameters.csv)" = "$sums" ] ||
+      fail "$spec: the next run's results differ"
+  fi
+  local now
+  now=$(ls -A | grep -v '^stderr.txt$' || true)
+  [ "$now" = "$listing" ] || fail "$spec: files left: $(echo "$now" | tr '\n' ' ')"
+  echo "ok: PKSCAN_MPI_FAULT=$spec with $np ranks: exit status $rc after ${took}s, earlier results whole"
+}
+
+# An error on rank 1 (its first chunk is chunk 1): rank 0 reports it, naming the rank.
+fault 1:1:throw 2 1
+grep -q "^pkscan: error: run.yaml: rank 1: fault injected before chunk 1" stderr.txt ||
+  fail "1:1:throw: no error line naming rank 1: $(cat stderr.txt)"
+[ "$(grep -c '^pkscan: error:' stderr.txt)" = 1 ] || fail "1:1:throw: more than one error line"
+# An error on rank 2 of 3, late in the run (chunk 5).
+fault 2:5:throw 3 1
+grep -q "^pkscan: error: run.yaml: rank 2: fault injected before chunk 5" stderr.txt ||
+  fail "2:5:throw: no error line naming rank 2: $(cat stderr.txt)"
+# An error on rank 0 itself.
+fault 0:2:throw 2 1
+grep -q "^pkscan: error: run.yaml: fault injected before chunk 2" stderr.txt ||
+  fail "0:2:throw: no error line: $(cat stderr.txt)"
+# A rank killed (SIGKILL), not 0 and 0: the launcher names the rank that died.
+fault 1:3:kill 2 nonzero
+grep -q "rank 1" stderr.txt || fail "1:3:kill: the rank is not named: $(cat stderr.txt)"
+fault 0:3:kill 3 nonzero
+grep -q "rank 0" stderr.txt || fail "0:3:kill: the rank is not named: $(cat stderr.txt)"
+
+# SIGTERM to the launcher (a scheduler's time limit) while the run is under way.
+cat > long.yaml <<'YAML'
+model: three_compartment
+time: {dt: 0.05, steps: 4000}
+subjects:
+  population:
+    count: 200000
+    seed: 3
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09, v_central: 0.04}
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 3}
+output:
+  summaries: true
+YAML
+listing=$(ls -A)
+rc=0
+timeout -k 5 120 "$mpirun" -np 2 "${mpi[@]}" "$pkscan" run long.yaml -o long.csv -q -j 1 \
+  2> stderr.txt &
+pid=$!
+sleep 3
+kill -TERM "$pid"
+wait "$pid" || rc=$?
+[ "$rc" != 0 ] || fail "SIGTERM: the run succeeded"
+[ "$rc" != 124 ] || fail "SIGTERM: the run hung"
+now=$(ls -A | grep -v '^stderr.txt$' || true)
+[ "$now" = "$(echo "$listing" | grep -v '^stderr.txt$' || true)" ] ||
+  fail "SIGTERM: files left: $(echo "$now" | tr '\n' ' ')"
+echo "ok: SIGTERM to mpirun: exit status $rc, no file left"
+echo "all fault runs stopped as they should"
