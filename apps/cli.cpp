@@ -34,8 +34,8 @@ struct Command {
   std::string output;
   bool quiet = false;
   bool verbose = false;
-  bool terminal = false;  // stderr is a terminal (progress bar instead of lines)
-  int threads = 0;        // --threads: 0 = pkscan's default (OMP_NUM_THREADS, affinity mask)
+  bool terminal = false;        // stderr is a terminal (progress bar instead of lines)
+  int threads = 0;              // --threads: 0 = pkscan's default (OMP_NUM_THREADS, affinity mask)
   std::int64_t chunk_rows = 0;  // --chunk-rows: 0 = the engine's (about 64 MiB of results)
 };
 

@@ -31,8 +31,8 @@ inline std::string one_line(std::string s) {
 }
 
 // How `pkscan run` runs a run file: config::run, or the program's MPI split (mpi_main.cpp).
-using RunFunction = std::function<config::RunReport(
-    const config::RunSpec&, const std::string&, const PopulationRunOptions&)>;
+using RunFunction = std::function<config::RunReport(const config::RunSpec&, const std::string&,
+                                                    const PopulationRunOptions&)>;
 
 // Runs `pkscan args...` (args excludes the program name). Normal output goes to `out`, the
 // one-line error messages to `err`. `runner` runs `pkscan run`'s run (empty: config::run).
