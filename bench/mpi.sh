@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MPI runs against one process, in the same session (docs/performance.md#mpi-runs): a population
-# of N subjects (default 1e6; 3 compartments, 97 output times, 4 doses) with summaries only, and
-# the same run with trajectories to HDF5 (N/10 subjects), each run by `pkscan run -j 1` in one
+# of N subjects (default 1e6; 3 compartments, 97 output times, 4 doses) with summaries only (exact
+# percentiles, and the sketch's estimates: `exact: false`), and the same run with trajectories to
+# HDF5 (N/10 subjects), each run by `pkscan run -j 1` in one
 # process and by `mpirun -np 2 pkscan run -j 1`; best of REPEAT (default 3) wall times. The files
 # of both are compared byte for byte. Prints one JSON line per cell:
 #   {"cell": ..., "n": ..., "one_s": ..., "mpi2_s": ..., "speedup": ..., "same_files": ...}
@@ -19,7 +20,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob
 mpi=(--oversubscribe --bind-to none --mca oob_tcp_if_include lo --mca btl self,vader
      --mca btl_vader_single_copy_mechanism none)
 
-write_run() {  # NAME COUNT TRAJECTORIES
+write_run() {  # NAME COUNT TRAJECTORIES [EXACT]
   cat > "$1.yaml" <<YAML
 model: three_compartment
 time: {dt: 0.5, steps: 96}
@@ -33,7 +34,7 @@ doses:
   - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 3}
 output:
   trajectories: $3
-  summaries: true
+  summaries: {exact: ${4:-true}}
   parameters: false
 YAML
 }
@@ -50,8 +51,8 @@ best() {  # COMMAND...: the best wall time of $repeat runs, in seconds
   echo "$b"
 }
 
-cell() {  # NAME COUNT TRAJECTORIES EXT
-  write_run "$1" "$2" "$3"
+cell() {  # NAME COUNT TRAJECTORIES EXT [EXACT]
+  write_run "$1" "$2" "$3" "${5:-true}"
   local one two same=true
   one=$(best "$pkscan" run "$1.yaml" -o "one.$4" -q -j 1)
   two=$(best mpirun -np 2 "${mpi[@]}" "$pkscan" run "$1.yaml" -o "two.$4" -q -j 1)
@@ -62,4 +63,5 @@ cell() {  # NAME COUNT TRAJECTORIES EXT
 }
 
 cell summaries_only "$n" false csv
+cell summaries_only_estimates "$n" false csv false
 cell trajectories_h5 $((n / 10)) true h5

@@ -495,24 +495,66 @@ void FusedSummary::check_batch(const TimeSummary& summary, const PreparedBatch& 
 
 void FusedSummary::commit(TimeSummary& summary, std::int64_t S, const double* block_sums,
                           const double* tail, const unsigned char* excluded) noexcept {
+  std::int64_t n_excluded = 0;
+  for (std::int64_t s = 0; s < S; ++s) n_excluded += excluded[s] ? 1 : 0;
+  commit_counts(summary, S, block_sums, tail, n_excluded);
+}
+
+void FusedSummary::commit_counts(TimeSummary& summary, std::int64_t S, const double* block_sums,
+                                 const double* tail, std::int64_t n_excluded) noexcept {
   TimeSummary::Impl& m = *summary.impl_;
   // Block sums in block order; an incomplete last block is carried as add()'s lanes.
   const std::int64_t full = S / kSubjectBlock;
-  for (std::int64_t blk = 0; blk < full; ++blk)
-    for (std::int64_t r = 0; r < m.rows; ++r)
-      m.total[static_cast<std::size_t>(r)] += block_sums[blk * m.rows + r];
+  if (m.capture)
+    m.captured.assign(block_sums, block_sums + full * m.rows);
+  else
+    for (std::int64_t blk = 0; blk < full; ++blk)
+      for (std::int64_t r = 0; r < m.rows; ++r)
+        m.total[static_cast<std::size_t>(r)] += block_sums[blk * m.rows + r];
   if (S % kSubjectBlock != 0)
     for (std::int64_t r = 0; r < m.rows; ++r)
       for (int l = 0; l < 8; ++l)
         m.part[static_cast<std::size_t>(l * m.lane_stride + r)] = tail[r * 8 + l];
-  std::int64_t n_excluded = 0;
-  for (std::int64_t s = 0; s < S; ++s) n_excluded += excluded[s] ? 1 : 0;
   m.subjects += S;
   m.included += S - n_excluded;
   m.excluded += n_excluded;
   m.exact = false;
   std::vector<double>().swap(m.kept);
   m.kept_subjects = 0;
+}
+
+void FusedSummary::start_capture(TimeSummary& worker) noexcept { worker.impl_->capture = true; }
+
+void FusedSummary::take_capture(TimeSummary& worker, std::vector<double>& block_sums,
+                                std::vector<double>& tail, std::int64_t& excluded) {
+  TimeSummary::Impl& m = *worker.impl_;
+  const auto R = static_cast<std::size_t>(m.rows);
+  block_sums.swap(m.captured);
+  m.captured.clear();
+  tail.assign(R * 8, 0.0);
+  if (m.subjects % kSubjectBlock != 0)
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t l = 0; l < 8; ++l)
+        tail[r * 8 + l] = m.part[l * static_cast<std::size_t>(m.lane_stride) + r];
+  excluded = m.excluded;
+  std::fill(m.part.begin(), m.part.end(), 0.0);
+  m.subjects = 0;
+  m.included = 0;
+  m.excluded = 0;
+}
+
+std::vector<const Sketch*> FusedSummary::sketches(const TimeSummary& worker) {
+  return worker.impl_->sketches();
+}
+
+void FusedSummary::adopt_sketch(TimeSummary& summary, std::unique_ptr<Sketch, SketchFree> h) {
+  summary.impl_->local.push_back(std::move(h));
+}
+
+std::int64_t FusedSummary::rows(const TimeSummary& summary) noexcept { return summary.impl_->rows; }
+
+int FusedSummary::window_binades(const TimeSummary& summary) noexcept {
+  return summary.impl_->opt.window_binades;
 }
 
 const std::vector<double>& FusedSummary::times(const TimeSummary& summary) noexcept {

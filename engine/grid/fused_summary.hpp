@@ -49,6 +49,28 @@ struct FusedSummary {
   // summary leaves its exact phase.
   static void commit(TimeSummary& summary, std::int64_t S, const double* block_sums,
                      const double* tail, const unsigned char* excluded) noexcept;
+  // commit() with the number of excluded subjects instead of their flags.
+  static void commit_counts(TimeSummary& summary, std::int64_t S, const double* block_sums,
+                            const double* tail, std::int64_t excluded) noexcept;
+
+  // A run split over processes (RunExchange): a rank other than 0 summarises each of its units
+  // that starts a block of its group in a summary of its own (`worker`, exact_values 0, in
+  // capture mode: see TimeSummary::Impl::capture), by add() or the fused path, and sends rank 0
+  // what commit_counts() takes, read by take_capture(): the sums of the unit's complete blocks,
+  // the lanes of its last incomplete block (zeros when none; tail[row * 8 + lane]) and its
+  // excluded subjects. The worker's sketch keeps every value; its sums and counts restart.
+  static void start_capture(TimeSummary& worker) noexcept;
+  static void take_capture(TimeSummary& worker, std::vector<double>& block_sums,
+                           std::vector<double>& tail, std::int64_t& excluded);
+  // The sketches of `worker` (add()'s, the fused path's per thread, the device's), and a sketch
+  // added to `summary` for finish() and the passes to merge with its own (as the fused path's
+  // per-thread sketches).
+  static std::vector<const Sketch*> sketches(const TimeSummary& worker);
+  static void adopt_sketch(TimeSummary& summary, std::unique_ptr<Sketch, SketchFree> sketch);
+  // The output rows (times x compartments) and the sketch window of `summary`.
+  static std::int64_t rows(const TimeSummary& summary) noexcept;
+  static int window_binades(const TimeSummary& summary) noexcept;
+
   static const std::vector<double>& times(const TimeSummary& summary) noexcept;
   // The sketch the device summary keeps in the summary (empty until first asked for), which
   // finish() merges with the others, or (`spare`) the one it copies the device's back into.

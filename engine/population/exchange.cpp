@@ -2,7 +2,9 @@
 // same program on one kind of machine, so values travel as their bytes.
 #include "population/exchange.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <pkscan/error.hpp>
 #include <string>
@@ -10,6 +12,9 @@
 #include <vector>
 
 #include "api/result_parts.hpp"
+#include "core/block.hpp"
+#include "grid/fused_summary.hpp"
+#include "summary/sketch.hpp"
 
 namespace pkscan {
 
@@ -72,6 +77,11 @@ class Reader {
     const std::size_t n = length<T>();
     v.resize_uninitialized(n);
     if (n != 0) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
+  }
+  // n values of T into p (their length was read by length<T>()).
+  template <class T>
+  void copy(T* p, std::size_t n) {
+    if (n != 0) std::memcpy(p, take(n * sizeof(T)), n * sizeof(T));
   }
   void end() const {
     if (at_ != in_.size()) bad();
@@ -165,6 +175,10 @@ void pack_unit(std::int64_t first, const SimulationResult& result, const UnitCol
   w.vec(columns.ipred);
   w.vec(columns.dv);
   w.vec(columns.blq);
+  w.pod(columns.partial);
+  w.vec(columns.block_sums);
+  w.vec(columns.tail);
+  w.pod(columns.excluded);
 }
 
 void pack_current_error(std::vector<char>& message) {
@@ -215,6 +229,10 @@ std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationR
   r.vec(columns.ipred);
   r.vec(columns.dv);
   r.vec(columns.blq);
+  columns.partial = r.pod<bool>();
+  r.vec(columns.block_sums);
+  r.vec(columns.tail);
+  columns.excluded = r.pod<std::int64_t>();
   r.end();
   return first;
 }
@@ -224,6 +242,61 @@ void unpack_done(const std::vector<char>& message, int from) {
   const auto kind = r.pod<MessageKind>();
   if (kind == MessageKind::Error) throw_error(r, from);
   if (kind != MessageKind::Done) r.bad();
+  r.end();
+}
+
+void take_partial(TimeSummary& worker, SimulationResult& chunk, UnitColumns& out) {
+  out.partial = true;
+  FusedSummary::take_capture(worker, out.block_sums, out.tail, out.excluded);
+  const ResultParts p = result_parts(chunk);
+  p.amounts_f64->resize_uninitialized(0);
+  p.amounts_f32->resize_uninitialized(0);
+}
+
+void commit_partial(TimeSummary& summary, std::int64_t n, const UnitColumns& in) {
+  FusedSummary::commit_counts(summary, n, in.block_sums.data(), in.tail.data(), in.excluded);
+}
+
+void pack_sketch(const TimeSummary& worker, std::vector<char>& message) {
+  const std::vector<const Sketch*> all = FusedSummary::sketches(worker);
+  Writer w(message);
+  w.pod(MessageKind::Sketch);
+  w.pod(static_cast<std::uint64_t>(all.size()));
+  for (const Sketch* h : all) {
+    w.pod(h->width);
+    w.pod(h->stride);
+    w.array(h->counts, static_cast<std::size_t>(h->dummy));  // the rows' counters, no dummies
+    w.vec(h->lo);
+    w.vec(h->maxkey);
+    w.vec(h->zero);
+    w.vec(h->under);
+  }
+}
+
+void unpack_sketch(const std::vector<char>& message, int from, TimeSummary& summary) {
+  Reader r(message, from);
+  const auto kind = r.pod<MessageKind>();
+  if (kind == MessageKind::Error) throw_error(r, from);
+  if (kind != MessageKind::Sketch) r.bad();
+  const auto n = r.pod<std::uint64_t>();
+  if (n > 4096) r.bad();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::unique_ptr<Sketch, SketchFree> h(new Sketch);
+    init_sketch(*h, FusedSummary::rows(summary), FusedSummary::window_binades(summary), false);
+    if (r.pod<std::int64_t>() != h->width || r.pod<std::int64_t>() != h->stride) r.bad();
+    const std::size_t counts = r.length<std::uint32_t>();
+    if (counts != static_cast<std::size_t>(h->dummy)) r.bad();
+    r.copy(h->counts, counts);
+    const std::size_t per_row = h->lo.size();
+    r.vec(h->lo);
+    r.vec(h->maxkey);
+    r.vec(h->zero);
+    r.vec(h->under);
+    if (h->lo.size() != per_row || h->maxkey.size() != per_row || h->zero.size() != per_row ||
+        h->under.size() != per_row)
+      r.bad();
+    FusedSummary::adopt_sketch(summary, std::move(h));
+  }
   r.end();
 }
 

@@ -3,6 +3,7 @@
 // a simulated unit (its result and the columns its chunk carries), an error, or "done".
 #include <cstdint>
 #include <pkscan/result.hpp>
+#include <pkscan/summary.hpp>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,15 @@ struct UnitColumns {
   std::vector<double> ipred;
   std::vector<double> dv;
   std::vector<std::int8_t> blq;
+  // A unit summarised by its rank (summarise_partial): its result carries no amounts, and rank 0
+  // commits these sums (commit_partial).
+  bool partial = false;
+  std::vector<double> block_sums;  // complete blocks x rows
+  std::vector<double> tail;        // rows x 8 lanes of the last incomplete block
+  std::int64_t excluded = 0;
 };
 
-enum class MessageKind : std::uint8_t { Unit = 0, Error = 1, Done = 2 };
+enum class MessageKind : std::uint8_t { Unit = 0, Error = 1, Done = 2, Sketch = 3 };
 
 // A unit's message: rows [first, first + result.subjects()), the result (amounts, volumes,
 // statuses, summary) and the columns; `parameters` holds rows x model parameters.
@@ -39,5 +46,16 @@ void pack_done(std::vector<char>& message);
 std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationResult& result,
                          UnitColumns& columns);
 void unpack_done(const std::vector<char>& message, int from);
+
+// A rank other than 0, once its unit `chunk` (which starts a block of its summary group) is added
+// to `worker` (its summary of the group: exact_values 0, FusedSummary::start_capture): the
+// unit's partial sums into `out`; `chunk`'s amounts are dropped (a run without trajectories).
+void take_partial(TimeSummary& worker, SimulationResult& chunk, UnitColumns& out);
+// Rank 0: the partial sums of a unit of n subjects into `summary` (whose next subject starts a
+// block), as add() of the unit would have added them.
+void commit_partial(TimeSummary& summary, std::int64_t n, const UnitColumns& in);
+// The sketch of a worker's summary, and rank 0 adopting it into the group's summary.
+void pack_sketch(const TimeSummary& worker, std::vector<char>& message);
+void unpack_sketch(const std::vector<char>& message, int from, TimeSummary& summary);
 
 }  // namespace pkscan::detail

@@ -14,17 +14,23 @@
 
 #include "api/plan.hpp"
 #include "api/select_subjects.hpp"
+#include "core/block.hpp"
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
+#include "grid/fused_summary.hpp"
 #include "population/exchange.hpp"
 #include "population/residual.hpp"
 #include "population/run_parts.hpp"
+#include "population/run_rows.hpp"
 
 namespace pkscan {
 
 using detail::base_subjects;
+using detail::dose_parts;
+using detail::DosePart;
 using detail::Groups;
 using detail::model_of;
+using detail::observe;
 using detail::output_times;
 
 namespace {
@@ -32,104 +38,6 @@ namespace {
 // Subjects' draws per thread woken (PopulationSampler::sample: about 0.2 us each; a thread is
 // worth waking for some tens of microseconds of work).
 constexpr double kDrawsPerThread = 256.0;
-// Observations with residual error per thread woken (observe_rows).
-constexpr double kValuesPerThread = 4096.0;
-
-// IPRED (the observed compartment's concentration, float64) and DV with the run's residual
-// error for rows [first, first + n) of a chunk, and BLQ flags with an LLOQ.
-template <class Real>
-void observe_rows(const PopulationRun& run, const RunLayout& layout, const SimulationResult& r,
-                  const Array<Real>& amounts, std::int64_t first, std::int64_t per_rep,
-                  std::int64_t n_base, std::int64_t first_subject, double* ipred, double* dv,
-                  std::int8_t* blq) {
-  const ResidualError& e = *run.residual;
-  const std::int64_t nt = r.times();
-  const int nc = r.compartments();
-  const int obs = layout.model->default_observation_compartment;
-  const std::uint64_t seed = run.population->seed;
-  const bool flag = layout.blq;
-  const std::int64_t n = r.subjects();
-  // As many threads as the values are worth waking (about 30 ns each: two normals).
-  const int nthreads =
-      detail::threads_for_work(resolve_threads(run.options.threads),
-                               static_cast<double>(n) * static_cast<double>(nt), kValuesPerThread);
-  static_cast<void>(nthreads);  // read by the OpenMP pragma only
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
-  {
-    std::vector<double> z(static_cast<std::size_t>(2 * nt));
-#pragma omp for schedule(static)
-    for (std::int64_t s = 0; s < n; ++s) {
-      const std::int64_t row = first + s;
-      residual_normals(seed, row / per_rep, first_subject + row % n_base, 2 * nt, z.data());
-      const double v = r.volume(s, obs);
-      for (std::int64_t t = 0; t < nt; ++t) {
-        const std::size_t k = static_cast<std::size_t>(s * nt + t);
-        const double c = static_cast<double>(amounts.data()[(s * nt + t) * nc + obs]) / v;
-        const double e1 = z[static_cast<std::size_t>(2 * t)];
-        const double e2 = z[static_cast<std::size_t>(2 * t + 1)];
-        const double y = detail::observation(e, c, e1, e2);
-        ipred[k] = c;
-        dv[k] = y;
-        if (flag) blq[k] = y < run.lloq ? 1 : 0;
-      }
-    }
-  }
-}
-
-void observe(const PopulationRun& run, const RunLayout& layout, const SimulationResult& r,
-             std::int64_t first, std::int64_t n, std::int64_t per_rep, std::int64_t n_base,
-             std::int64_t first_subject, std::vector<double>& ipred, std::vector<double>& dv,
-             std::vector<std::int8_t>& blq) {
-  const auto values = static_cast<std::size_t>(n * r.times());
-  ipred.resize(values);
-  dv.resize(values);
-  blq.resize(layout.blq ? values : 0);
-  if (r.precision() == Precision::Float64)
-    observe_rows(run, layout, r, r.amounts_f64(), first, per_rep, n_base, first_subject,
-                 ipred.data(), dv.data(), blq.data());
-  else
-    observe_rows(run, layout, r, r.amounts_f32(), first, per_rep, n_base, first_subject,
-                 ipred.data(), dv.data(), blq.data());
-}
-
-}  // namespace
-
-namespace {
-
-// The dose lines of a run grouped by how their amounts scale (DoseScaling): each part is
-// simulated on its own and the parts add up, each subject's scaled by its factor (a linear
-// model's amounts are linear in its doses). Lines without scaling form the first part.
-struct DosePart {
-  const DoseScaling* scaling = nullptr;  // null: amounts as given
-  std::vector<DoseEvent> doses;          // a band line's amount is 1 (the band gives it)
-};
-
-std::vector<DosePart> dose_parts(const std::vector<DoseEvent>& doses,
-                                 const std::vector<DoseScaling>& scaling) {
-  std::vector<DosePart> parts;
-  auto same = [](const DoseScaling* a, const DoseScaling* b) {
-    if (a == nullptr || b == nullptr) return a == b;
-    return a->covariate == b->covariate && a->band_edges == b->band_edges &&
-           a->band_amounts == b->band_amounts;
-  };
-  for (std::size_t i = 0; i < doses.size(); ++i) {
-    const DoseScaling* sc = nullptr;
-    if (!scaling.empty() && scaling[i].covariate >= 0) sc = &scaling[i];
-    auto it = std::find_if(parts.begin(), parts.end(),
-                           [&](const DosePart& p) { return same(p.scaling, sc); });
-    if (it == parts.end()) {
-      parts.push_back(DosePart{sc, {}});
-      it = parts.end() - 1;
-    }
-    DoseEvent d = doses[i];
-    if (sc && !(sc->band_edges.empty() && sc->band_amounts.empty())) d.amount = 1.0;
-    it->doses.push_back(d);
-  }
-  // The unscaled part first (its result is the one the others are added to, unscaled).
-  std::stable_partition(parts.begin(), parts.end(),
-                        [](const DosePart& p) { return p.scaling == nullptr; });
-  return parts;
-}
 
 // `next_unit`: the number of the run's first unit in this part (RunExchange; arms continue
 // the numbering).
@@ -186,15 +94,46 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     return v;
   };
   std::vector<TimeSummary> summaries;
+  // Split over processes: a group that leaves its exact phase is summarised by the rank of each
+  // unit that starts one of its blocks (its partial sums and, at the group's end, its sketch go
+  // to rank 0); other units travel with their amounts. Without trajectories only (a unit with
+  // trajectories carries its amounts anyway), and not by stratum.
+  const std::int64_t group_rows = (groups.by_replicate() ? per_rep : total) / groups.live();
+  const bool partial = exchange && spec.summaries && !spec.trajectories && !stratified &&
+                       static_cast<double>(group_rows) * static_cast<double>(output_times(spec)) *
+                               static_cast<double>(model.compartments.size()) >
+                           static_cast<double>(TimeSummaryOptions{}.exact_values / live);
+  std::vector<TimeSummary> workers;         // a rank other than 0: its share of each group
+  std::vector<std::int64_t> offsets(live);  // per group: its subjects before the next unit
   const auto start_summaries = [&] {
     summaries.clear();
-    if (!spec.summaries || rank != 0) return;
+    workers.clear();
+    std::fill(offsets.begin(), offsets.end(), 0);
+    if (!spec.summaries) return;
     TimeSummaryOptions to;
     to.percentiles = spec.percentiles;
     to.threads = sim.threads;
-    to.exact_values /= live;
-    for (std::int64_t g = 0; g < live; ++g)
-      summaries.emplace_back(times, static_cast<int>(model.compartments.size()), to);
+    to.exact_values = rank == 0 ? to.exact_values / live : 0;
+    for (std::int64_t g = 0; g < live && (rank == 0 || partial); ++g)
+      (rank == 0 ? summaries : workers)
+          .emplace_back(times, static_cast<int>(model.compartments.size()), to);
+    for (TimeSummary& w : workers) detail::FusedSummary::start_capture(w);
+  };
+  // The groups' sketches of every rank other than 0, at the end of the groups (partial).
+  const auto exchange_sketches = [&] {
+    if (!partial) return;
+    std::vector<char> m;
+    for (std::int64_t g = 0; g < live; ++g) {
+      if (rank != 0) {
+        detail::pack_sketch(workers[static_cast<std::size_t>(g)], m);
+        exchange->send(m);
+        continue;
+      }
+      for (int r = 1; r < exchange->size(); ++r) {
+        exchange->receive(r, m);
+        detail::unpack_sketch(m, r, summaries[static_cast<std::size_t>(g)]);
+      }
+    }
   };
   // Summaries across replicates: per live group, every replicate's statistics (times x
   // compartments x (mean, percentiles)), in replicate order.
@@ -435,16 +374,29 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   std::vector<char> message;
   const auto send_unit = [&](std::int64_t first, std::int64_t n) {
     fill(first, n);
-    simulate_chunk(first, n);
-    in.metrics.clear();
-    if (spec.summaries) {
-      in.metrics.resize(static_cast<std::size_t>(n * n_metrics));
-      subject_metrics(result, layout.metric_compartment, last_dose, in.metrics.data(),
-                      sim.threads);
+    const std::int64_t g = spec.summaries ? groups.live_index_of_row(first) : 0;
+    in.partial = false;
+    in.metrics.resize(spec.summaries ? static_cast<std::size_t>(n * n_metrics) : 0);
+    if (partial && offsets[static_cast<std::size_t>(g)] % detail::kSubjectBlock == 0) {
+      // Summarised here, as rank 0 would (fused where it can), only the sums sent.
+      TimeSummary& w = workers[static_cast<std::size_t>(g)];
+      if (scaled) {
+        simulate_chunk(first, n);
+        w.add(result, layout.metric_compartment, last_dose, in.metrics.data());
+      } else {
+        engine.summarize_into(problem, sim, w, layout.metric_compartment, last_dose,
+                              in.metrics.data(), result);
+      }
+      detail::take_partial(w, result, in);
+    } else {
+      simulate_chunk(first, n);
+      if (spec.summaries)
+        subject_metrics(result, layout.metric_compartment, last_dose, in.metrics.data(),
+                        sim.threads);
+      if (spec.residual)
+        observe(spec, layout, result, first, n, per_rep, n_base, first_subject, in.ipred, in.dv,
+                in.blq);
     }
-    if (spec.residual)
-      observe(spec, layout, result, first, n, per_rep, n_base, first_subject, in.ipred, in.dv,
-              in.blq);
     in.ids = ids;
     in.extra = extra;
     in.etas = etas;
@@ -465,10 +417,15 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     std::swap(ipred, in.ipred);
     std::swap(dv, in.dv);
     std::swap(blq, in.blq);
-    if (stratified)
+    TimeSummary* summary =
+        spec.summaries ? &summaries[static_cast<std::size_t>(groups.live_index_of_row(first))]
+                       : nullptr;
+    if (in.partial)
+      detail::commit_partial(*summary, n, in);
+    else if (stratified)
       add_strata(first, n, groups.live_index_of_row(first), false);
-    else if (spec.summaries)
-      summaries[static_cast<std::size_t>(groups.live_index_of_row(first))].add(result);
+    else if (summary)
+      summary->add(result);
   };
 
   for (std::int64_t first = 0, n = 0; first < total; first += n) {
@@ -476,11 +433,18 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     const std::int64_t unit = next_unit++;
     const int owner = exchange ? static_cast<int>(unit % exchange->size()) : 0;
     if (owner == rank && exchange) exchange->before_unit(unit);
+    const bool replicate_end =
+        spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0;
     if (rank != 0) {
       if (owner == rank) {
         send_unit(first, n);
         report.rows += n;
         ++report.chunks;
+      }
+      if (spec.summaries) offsets[static_cast<std::size_t>(groups.live_index_of_row(first))] += n;
+      if (replicate_end) {
+        exchange_sketches();
+        start_summaries();
       }
       continue;
     }
@@ -497,7 +461,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       fill(first, n);
       TimeSummary& summary = summaries[static_cast<std::size_t>(groups.live_index_of_row(first))];
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
-      if (spec.trajectories || scaled || exchange) {
+      if (spec.trajectories || scaled) {
         simulate_chunk(first, n);
         summary.add(result, layout.metric_compartment, last_dose, metrics.data());
       } else {
@@ -534,14 +498,17 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     report.summary.non_finite_subjects += s.non_finite_subjects;
     report.rows += n;
     ++report.chunks;
+    if (spec.summaries) offsets[static_cast<std::size_t>(groups.live_index_of_row(first))] += n;
     // A replicate's groups are complete after its last row.
-    if (spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0) {
+    if (replicate_end) {
+      exchange_sketches();
       refine(first + n - per_rep, first + n, false);
       write_summaries((first + n) / per_rep - 1);
       if (first + n < total) start_summaries();
     }
     if (options.progress) options.progress(report.rows, total);
   }
+  if (spec.summaries && !groups.by_replicate()) exchange_sketches();
   if (rank != 0) return report;
   if (spec.summaries && !groups.by_replicate()) {
     refine(0, total, true);
@@ -666,8 +633,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
         o.progress = [&](std::int64_t done, std::int64_t) {
           options.progress(rows_before + done, total);
         };
-      const PopulationRunReport r =
-          run_part(sub, sampler.get(), first_subject, arms, o, next_unit);
+      const PopulationRunReport r = run_part(sub, sampler.get(), first_subject, arms, o, next_unit);
       report.rows += r.rows;
       report.chunks += r.chunks;
       report.summary.method = r.summary.method;

@@ -121,6 +121,13 @@ struct TimeSummary::Impl {
   std::vector<double> kept;  // included subjects x rows, while exact
   std::int64_t kept_subjects = 0;
 
+  // Capture (a rank's own summary in a run split over processes, FusedSummary::start_capture):
+  // each call (add(), or a fused batch's commit) starts at subject 0, and the sums of its
+  // complete blocks of kSubjectBlock subjects are kept per block in `captured` (block x rows)
+  // instead of being added to `total`; its last incomplete block stays in `part`.
+  bool capture = false;
+  std::vector<double> captured;
+
   // The passes that make the sketch's percentiles exact (begin_pass); null before the first.
   std::unique_ptr<detail::Refinement> refine;
 

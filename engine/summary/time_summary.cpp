@@ -37,6 +37,7 @@ struct AddJob {
   double* part;         // 8 lanes of partial sums, lane l at part + l * lane_stride
   std::int64_t lane_stride;
   double* total;
+  std::int64_t total_stride;  // 0; rows when capturing (block b's sums at total + b * rows)
   Sketch* h;
   unsigned char* bad;  // per subject: found non-finite (this thread's flags)
 };
@@ -114,7 +115,8 @@ PKSCAN_INLINE void add_body(const AddJob& a, const Real* data) {
           }
         }
         if ((a.g0 + s + 1) % kSubjectBlock == 0)
-          close_block(a.part, a.lane_stride, a.total, r0, r0 + w);
+          close_block(a.part, a.lane_stride,
+                      a.total + ((a.g0 + s) / kSubjectBlock) * a.total_stride, r0, r0 + w);
       }
       for (int i = 0; i < n; ++i) ++h.counts[slots[static_cast<std::size_t>(i)]];
       std::int64_t any = 0;
@@ -254,6 +256,9 @@ void TimeSummary::add(const SimulationResult& chunk) {
   }
   const std::vector<double> snap_part = m.part;
   const std::vector<double> snap_total = m.total;
+  if (m.capture) m.captured.assign(static_cast<std::size_t>(S / kSubjectBlock * m.rows), 0.0);
+  double* const total = m.capture ? m.captured.data() : m.total.data();
+  const std::int64_t total_stride = m.capture ? m.rows : 0;
 
   const std::int64_t T = static_cast<std::int64_t>(m.times.size());
   const std::int64_t units = (T + kUnit - 1) / kUnit;
@@ -280,7 +285,8 @@ void TimeSummary::add(const SimulationResult& chunk) {
     a.tb = std::min(T, units * (tid + 1) / n * kUnit);
     a.part = m.part.data();
     a.lane_stride = m.lane_stride;
-    a.total = m.total.data();
+    a.total = total;
+    a.total_stride = total_stride;
     a.h = &m.sk;
     a.bad = bad.data() + static_cast<std::size_t>(tid) * static_cast<std::size_t>(S);
     error.guard([&] {
@@ -311,12 +317,14 @@ void TimeSummary::add(const SimulationResult& chunk) {
     // Redo the chunk's sums without the excluded subjects, in the same order.
     m.part = snap_part;
     m.total = snap_total;
+    std::fill(m.captured.begin(), m.captured.end(), 0.0);
     for (std::int64_t s = 0; s < S; ++s) {
       double* part = m.part.data() + ((m.subjects + s) & 7) * m.lane_stride;
       if (inc[static_cast<std::size_t>(s)])
         for (std::int64_t r = 0; r < m.rows; ++r) part[r] += value_at(src, s, r);
       if ((m.subjects + s + 1) % kSubjectBlock == 0)
-        close_block(m.part.data(), m.lane_stride, m.total.data(), 0, m.rows);
+        close_block(m.part.data(), m.lane_stride,
+                    total + ((m.subjects + s) / kSubjectBlock) * total_stride, 0, m.rows);
     }
   }
 

@@ -90,6 +90,31 @@ output:
   summaries: true
 YAML
 
+# Summaries only, summarised by the ranks (groups past their exact phase): one group pooling two
+# replicates and two sweep points of 2500 subjects (units that start inside a block of the group
+# travel with their amounts), and groups by replicate (each replicate's sketches sent at its end)
+# with summaries across replicates.
+cat > pooled.yaml <<'YAML'
+model: three_compartment
+time: {dt: 0.25, steps: 200}
+subjects:
+  population:
+    count: 2500
+    seed: 9
+    replicates: 2
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09, v_central: 0.04}
+sweep:
+  ka: [0.5, 2.0]
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 3}
+output:
+  trajectories: false
+  summaries: {by: []}
+YAML
+sed -e 's/by: \[\]/by: [replicate], replicates: true/' -e 's/steps: 200/steps: 400/' \
+  -e '/^sweep:/,/ka: \[0.5, 2.0\]/d' -e 's/count: 2500/count: 3500/' pooled.yaml > byrep.yaml
+
 # The result files of a run at STEM.EXT (the file and its companions).
 files_of() {
   local stem=$1 ext=$2
@@ -128,6 +153,9 @@ check population.yaml csv
 check population.yaml h5
 check trial.yaml csv
 check exact.yaml csv
+check pooled.yaml csv
+check byrep.yaml csv
+check byrep.yaml h5
 # A dataset run and a design run (3 replicates of the study's design): rank 0 runs them.
 cp "$examples/datasets/population.csv" dataset.csv
 sed 's/dataset: population.csv/dataset: dataset.csv/' "$examples/datasets/population.yaml" \

@@ -303,13 +303,15 @@ using PassProgressFn = std::function<void(int pass, std::int64_t done, std::int6
 /// run's chunks are its units, numbered in row order (across arms), and unit u belongs to rank
 /// u mod size(). Every rank calls run_population() with the same run and options: the owner of
 /// a unit simulates it (with its metrics and observations), a rank other than 0 sends it to rank
-/// 0, and rank 0 alone summarises and hands every unit to its sink in row order. The sink of a
-/// rank other than 0 receives nothing (and is not committed). Rank 0 commits only after every
-/// other rank has reported that it finished; an error on another rank reaches rank 0 as an
-/// Error of the same kind whose message starts "rank R: ". Sums, percentiles and metrics are
-/// computed by rank 0 from the same values in the same order as one process, so the results
-/// are the bits of a run without an exchange, for any size. The passes of exact percentiles
-/// run on rank 0.
+/// 0, and rank 0 hands every unit to its sink in row order. A unit of a run without
+/// trajectories that starts a block of 1024 subjects of a summary group past its exact phase is
+/// summarised by its owner, which sends its block sums instead of its amounts (and its
+/// sketches at the group's end); other units are summarised by rank 0. The sink of a rank
+/// other than 0 receives nothing (and is not committed). Rank 0 commits only after every other
+/// rank has reported that it finished; an error on another rank reaches rank 0 as an Error of
+/// the same kind whose message starts "rank R: ". Block sums are added in block order and
+/// sketch counts are integers, so the results are the bits of a run without an exchange, for
+/// any size. The passes of exact percentiles run on rank 0.
 class RunExchange {
  public:
   virtual ~RunExchange() = default;

@@ -6,12 +6,12 @@
 ///
 /// Every process calls run() with the same run file and path. A population, sweep or HDF5 run
 /// (config::RunKind::Streamed) is split by its chunks (whole blocks of 1024 subjects, at most
-/// about 64 MiB of results each): chunk u is simulated by rank u mod size, and rank 0 receives
-/// the others' in row order, summarises, writes and commits the result files (RunExchange,
-/// pkscan/population_run.hpp). The files are byte-identical to those of config::run() in one
-/// process, for any number of ranks. Grid, dataset and design runs are run by rank 0 alone
-/// (the other ranks return at once). A rank other than 0 is at most one chunk ahead of rank 0:
-/// it sends with MPI_Ssend, so memory stays bounded.
+/// about 64 MiB of results each): chunk u is simulated (and, without trajectories, summarised)
+/// by rank u mod size, and rank 0 receives the others' in row order, writes and commits the
+/// result files (RunExchange, pkscan/population_run.hpp). The files are byte-identical to those of
+/// config::run() in one process, for any number of ranks. Grid, dataset and design runs are run by
+/// rank 0 alone (the other ranks return at once). A rank other than 0 is at most one chunk ahead of
+/// rank 0: it sends with MPI_Ssend, so memory stays bounded.
 #include <mpi.h>
 
 #include <cstdint>
