@@ -3,7 +3,8 @@
 # for R = 1, 2 and 3 (uneven splits), for population runs (CSV and HDF5, replicates, a sweep,
 # residual error and BLQ, summaries by replicate and across replicates, parameter tables), a
 # trial's arms with their own times and mg/kg doses, stratified summaries, summaries only with
-# the passes of exact percentiles, and the runs rank 0 runs alone (a dataset and a design run).
+# the passes of exact percentiles, and the runs rank 0 runs alone (a grid run to CSV, a dataset
+# and a design run).
 # Chunks of 1024 rows (--chunk-rows) give every rank several. Open MPI on loopback only: shared
 # memory (vader) and, for one run, TCP over lo (the path between nodes).
 # Usage: mpi_runs.sh PKSCAN MPIRUN WORKDIR EXAMPLES (config/examples)
@@ -156,7 +157,11 @@ check exact.yaml csv
 check pooled.yaml csv
 check byrep.yaml csv
 check byrep.yaml h5
-# A dataset run and a design run (3 replicates of the study's design): rank 0 runs them.
+# A grid run (CSV: rank 0 runs it; HDF5: streamed, one chunk), a dataset run and a design run (3
+# replicates of the study's design): rank 0 runs them.
+cp "$examples/three_compartment.yaml" grid.yaml
+check grid.yaml csv
+check grid.yaml h5
 cp "$examples/datasets/population.csv" dataset.csv
 sed 's/dataset: population.csv/dataset: dataset.csv/' "$examples/datasets/population.yaml" \
   > dataset.yaml
