@@ -318,6 +318,11 @@ trajectories: also return every subject's amounts (memory grows with count).
 residual: None or {'additive': sd, 'proportional': sd} or {'exponential': sd} (standard
 deviations; with trajectories): simulated observations, 'ipred' and 'dv' [rows, times]; lloq:
 also 'blq' [rows, times] (dv < lloq), as a run file's subjects.population.residual and lloq.
+exchange: None, or an object that splits the run over several processes, with the methods
+rank(), size(), send(message: bytes) (to rank 0) and receive(rank) -> bytes (from that rank);
+any transport: mpi4py, multiprocessing pipes, sockets. Every process calls simulate_population
+with the same arguments and its own exchange; chunk u of the run is simulated on rank u mod
+size, and rank 0 returns the result of one process, bit for bit (the others return None).
 
 Rows: arm (slowest), replicate, sweep point, subject. Returns a dict: 'times', 'compartments',
 'percentiles', 'mean' [times, compartments] and 'quantiles' [times, compartments, percentiles]
@@ -335,14 +340,53 @@ and with trajectories 'amounts' [rows, times, compartments] (float64). The GIL i
 while the engine runs.
 )doc";
 
-py::dict simulate_population_py(
-    py::handle model, py::handle typical, py::handle doses, double dt, std::int64_t steps,
-    std::optional<std::int64_t> count, std::uint64_t seed, py::handle iiv, std::int64_t replicates,
-    py::handle sweep, std::vector<double> percentiles, py::handle summary_by, bool trajectories,
-    py::handle residual, py::handle lloq, py::handle times, const std::string& method,
-    const std::string& device, const std::string& precision, const std::string& discretization,
-    int threads, py::handle covariates, py::handle effects, py::handle arms, bool exact) {
+// A RunExchange whose transport is a Python object (simulate_population's `exchange`): its
+// methods run with the GIL held.
+class PyExchange final : public RunExchange {
+ public:
+  explicit PyExchange(py::object o) : o_(std::move(o)) {
+    rank_ = o_.attr("rank")().cast<int>();
+    size_ = o_.attr("size")().cast<int>();
+    if (size_ < 1 || rank_ < 0 || rank_ >= size_)
+      throw InvalidArgument("exchange: rank() is " + std::to_string(rank_) + " and size() " +
+                            std::to_string(size_) + ", but must be 0 <= rank < size");
+  }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  void send(const std::vector<char>& message) override {
+    py::gil_scoped_acquire gil;
+    o_.attr("send")(py::bytes(message.data(), message.size()));
+  }
+  void receive(int from, std::vector<char>& message) override {
+    py::gil_scoped_acquire gil;
+    const py::object got = o_.attr("receive")(from);
+    char* data = nullptr;
+    py::ssize_t n = 0;
+    if (!PyBytes_Check(got.ptr()) || PyBytes_AsStringAndSize(got.ptr(), &data, &n) != 0)
+      throw InvalidArgument("exchange: receive() must return bytes");
+    message.assign(data, data + n);
+  }
+
+ private:
+  py::object o_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+py::object simulate_population_py(py::handle model, py::handle typical, py::handle doses, double dt,
+                                  std::int64_t steps, std::optional<std::int64_t> count,
+                                  std::uint64_t seed, py::handle iiv, std::int64_t replicates,
+                                  py::handle sweep, std::vector<double> percentiles,
+                                  py::handle summary_by, bool trajectories, py::handle residual,
+                                  py::handle lloq, py::handle times, const std::string& method,
+                                  const std::string& device, const std::string& precision,
+                                  const std::string& discretization, int threads,
+                                  py::handle covariates, py::handle effects, py::handle arms,
+                                  bool exact, py::handle exchange) {
   const ModelPtr info = resolve_model(model);
+  std::unique_ptr<PyExchange> split;
+  if (!exchange.is_none())
+    split = std::make_unique<PyExchange>(py::reinterpret_borrow<py::object>(exchange));
   PopulationRun run;
   run.exact_percentiles = exact;
   run.problem.discretization = pkscan::discretization_from_string(discretization);
@@ -411,10 +455,13 @@ py::dict simulate_population_py(
   const RunLayout layout = population_layout(run);
   MemorySink sink(layout);
   PopulationRunReport report;
+  PopulationRunOptions options;
+  options.exchange = split.get();
   {
     py::gil_scoped_release nogil;
-    report = run_population(run, sink, {});
+    report = run_population(run, sink, options);
   }
+  if (split && split->rank() != 0) return py::none();
   const auto rows = static_cast<py::ssize_t>(sink.ids.size());
   const auto nt = static_cast<py::ssize_t>(layout.times.size());
   const auto nc = static_cast<py::ssize_t>(info->compartments.size());
@@ -565,7 +612,7 @@ void bind_population(py::module_& m) {
         py::arg("times") = py::none(), py::arg("method") = "auto", py::arg("device") = "auto",
         py::arg("precision") = "float64", py::arg("discretization") = "exact",
         py::arg("threads") = 0, py::arg("covariates") = py::none(), py::arg("effects") = py::none(),
-        py::arg("arms") = py::none(), py::arg("exact") = true);
+        py::arg("arms") = py::none(), py::arg("exact") = true, py::arg("exchange") = py::none());
 }
 
 }  // namespace pkscan::python
