@@ -420,9 +420,11 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     TimeSummary* summary =
         spec.summaries ? &summaries[static_cast<std::size_t>(groups.live_index_of_row(first))]
                        : nullptr;
-    if (in.partial)
+    if (in.partial) {
+      if (summary == nullptr || stratified)
+        throw Error("rank " + std::to_string(from) + " sent summary sums this run does not have");
       detail::commit_partial(*summary, n, in);
-    else if (stratified)
+    } else if (stratified)
       add_strata(first, n, groups.live_index_of_row(first), false);
     else if (summary)
       summary->add(result);

@@ -11,11 +11,7 @@ set -euo pipefail
 pkscan=$1
 mpirun=$2
 work=$3
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
-mpi=(--oversubscribe --bind-to none --mca oob_tcp_if_include lo --mca btl self,vader
-     --mca btl_vader_single_copy_mechanism none)
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 cat > run.yaml <<'YAML'
 model: three_compartment

@@ -13,12 +13,7 @@ pkscan=$1
 mpirun=$2
 work=$3
 examples=$4
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
-shm=(--mca btl self,vader --mca btl_vader_single_copy_mechanism none)
-tcp=(--mca btl self,tcp --mca btl_tcp_if_include lo)
-common=(--oversubscribe --bind-to none --mca oob_tcp_if_include lo)
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 python3 - <<'PY'
 import random
