@@ -157,6 +157,13 @@ void read_result(Reader& rd, SimulationResult& result) {
   *r.summary = rd.pod<RunSummary>();
 }
 
+// The message's kind: `want`, or an error of the other rank, thrown here.
+void expect(Reader& r, int from, detail::MessageKind want) {
+  const auto kind = r.pod<detail::MessageKind>();
+  if (kind == detail::MessageKind::Error) throw_error(r, from);
+  if (kind != want) r.bad();
+}
+
 }  // namespace
 
 namespace detail {
@@ -216,9 +223,7 @@ void pack_done(std::vector<char>& message) {
 std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationResult& result,
                          UnitColumns& columns) {
   Reader r(message, from);
-  const auto kind = r.pod<MessageKind>();
-  if (kind == MessageKind::Error) throw_error(r, from);
-  if (kind != MessageKind::Unit) r.bad();
+  expect(r, from, MessageKind::Unit);
   const auto first = r.pod<std::int64_t>();
   read_result(r, result);
   r.vec(columns.ids);
@@ -239,9 +244,7 @@ std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationR
 
 void unpack_done(const std::vector<char>& message, int from) {
   Reader r(message, from);
-  const auto kind = r.pod<MessageKind>();
-  if (kind == MessageKind::Error) throw_error(r, from);
-  if (kind != MessageKind::Done) r.bad();
+  expect(r, from, MessageKind::Done);
   r.end();
 }
 
@@ -275,9 +278,7 @@ void pack_sketch(const TimeSummary& worker, std::vector<char>& message) {
 
 void unpack_sketch(const std::vector<char>& message, int from, TimeSummary& summary) {
   Reader r(message, from);
-  const auto kind = r.pod<MessageKind>();
-  if (kind == MessageKind::Error) throw_error(r, from);
-  if (kind != MessageKind::Sketch) r.bad();
+  expect(r, from, MessageKind::Sketch);
   const auto n = r.pod<std::uint64_t>();
   if (n > 4096) r.bad();
   for (std::uint64_t i = 0; i < n; ++i) {

@@ -372,12 +372,13 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   // A unit of another rank: simulated with its metrics and observations, sent to rank 0.
   detail::UnitColumns in;  // a unit received from another rank (its parameters included)
   std::vector<char> message;
-  const auto send_unit = [&](std::int64_t first, std::int64_t n) {
+  // `starts_block`: the unit's first row starts a block of its summary group.
+  const auto send_unit = [&](std::int64_t first, std::int64_t n, bool starts_block) {
     fill(first, n);
     const std::int64_t g = spec.summaries ? groups.live_index_of_row(first) : 0;
     in.partial = false;
     in.metrics.resize(spec.summaries ? static_cast<std::size_t>(n * n_metrics) : 0);
-    if (partial && offsets[static_cast<std::size_t>(g)] % detail::kSubjectBlock == 0) {
+    if (partial && starts_block) {
       // Summarised here, as rank 0 would (fused where it can), only the sums sent.
       TimeSummary& w = workers[static_cast<std::size_t>(g)];
       if (scaled) {
@@ -437,13 +438,19 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     if (owner == rank && exchange) exchange->before_unit(unit);
     const bool replicate_end =
         spec.summaries && groups.by_replicate() && (first + n) % per_rep == 0;
+    // Every rank follows each group's subjects, so all agree on which units start a block.
+    bool starts_block = false;
+    if (spec.summaries) {
+      std::int64_t& at = offsets[static_cast<std::size_t>(groups.live_index_of_row(first))];
+      starts_block = at % detail::kSubjectBlock == 0;
+      at += n;
+    }
     if (rank != 0) {
       if (owner == rank) {
-        send_unit(first, n);
+        send_unit(first, n, starts_block);
         report.rows += n;
         ++report.chunks;
       }
-      if (spec.summaries) offsets[static_cast<std::size_t>(groups.live_index_of_row(first))] += n;
       if (replicate_end) {
         exchange_sketches();
         start_summaries();
@@ -500,7 +507,6 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     report.summary.non_finite_subjects += s.non_finite_subjects;
     report.rows += n;
     ++report.chunks;
-    if (spec.summaries) offsets[static_cast<std::size_t>(groups.live_index_of_row(first))] += n;
     // A replicate's groups are complete after its last row.
     if (replicate_end) {
       exchange_sketches();
