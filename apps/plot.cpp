@@ -144,7 +144,8 @@ CLI::App* add_plot_command(CLI::App& app, PlotOptions& o) {
       "plot", "Draw the concentration-time curves of a result with gnuplot (PNG)");
   plot->add_option("result", o.result,
                    "Result: a CSV written by pkscan run (its <stem>.summary.csv is drawn when "
-                   "present), a summary CSV, or an .h5 file")
+                   "present), a summary CSV, an .h5 file, or the <stem>.table.csv of pkscan fit "
+                   "FILE.yaml (goodness-of-fit plots)")
       ->required();
   plot->add_option("--output,-o", o.output, "PNG file to write")->required();
   plot->add_option("--width", o.width, "Image width in pixels (default 800)")
@@ -199,9 +200,11 @@ void render_png(const std::string& script, const std::string& output, const std:
 void run_plot(const PlotOptions& o, std::ostream& out) {
   if (!plot::ends_with(o.output, ".png"))
     throw InvalidArgument("--output is \"" + o.output + "\", but must end in .png");
-  const output::Curves data =
-      output::read_result(o.result, o.compartment, o.max_subjects, o.max_groups);
-  const plot::Script script = plot::make_script(data, o);
+  const plot::Script script =
+      plot::is_fit_table(o.result)
+          ? plot::fit_table_script(o)
+          : plot::make_script(
+                output::read_result(o.result, o.compartment, o.max_subjects, o.max_groups), o);
   render_png(script.text, o.output, o.gnuplot);
   out << "pkscan: wrote " << o.output << " (" << o.width << "x" << o.height << ", " << script.what
       << ")\n";

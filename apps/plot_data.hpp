@@ -26,4 +26,10 @@ std::string number_text(double v);
 // The gnuplot script drawing `d` into plot.png. @throws InvalidArgument when nothing is drawable
 Script make_script(const output::Curves& d, const PlotOptions& o);
 
+// Whether `path` is a population fit's table (`<stem>.table.csv` of `pkscan fit FILE.yaml`).
+bool is_fit_table(const std::string& path);
+// The goodness-of-fit plots of the fit table o.result (plot_fit.cpp).
+// @throws InvalidArgument for a table that cannot be read or has no observations
+Script fit_table_script(const PlotOptions& o);
+
 }  // namespace pkscan::cli::plot

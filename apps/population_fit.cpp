@@ -1,9 +1,10 @@
 #include "population_fit.hpp"
 
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <map>
 #include <pkscan/config/fit_file.hpp>
 #include <pkscan/output/output.hpp>
@@ -42,9 +43,171 @@ std::vector<std::string> split(const std::string& text) {
   return lines;
 }
 
-// "theo_fit.csv" -> "theo_fit.subjects.csv"
-std::string subjects_path(const std::string& main) {
-  return main.substr(0, main.size() - 4) + ".subjects.csv";
+// The comma-separated fields of a line this file wrote (names hold no comma or quote).
+std::vector<std::string> split_fields(const std::string& line) {
+  std::vector<std::string> f;
+  std::size_t b = 0;
+  for (std::size_t e; (e = line.find(',', b)) != std::string::npos; b = e + 1)
+    f.push_back(line.substr(b, e - b));
+  f.push_back(line.substr(b));
+  return f;
+}
+
+// "theo_fit.csv" -> "theo_fit" + suffix
+std::string companion(const std::string& main, const std::string& suffix) {
+  return main.substr(0, main.size() - 4) + suffix;
+}
+
+// A NONMEM .ext value field (Fortran E12.5 in 13 columns).
+std::string ext_value(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%13.5E", v);
+  return buf;
+}
+
+// The .ext table (NONMEM's format: a title line, a header, a row per iteration, then the
+// final estimates, the standard errors, the eigenvalues and condition number of the
+// correlation matrix, the SD/correlation form and the fixed flags, under NONMEM's negative
+// iteration numbers).
+std::string ext_table(const config::FitFile& fit, const PopulationEstimate& est,
+                      const std::map<std::string, double>& se) {
+  const ModelInfo& m = *fit.model;
+  const PopulationModel& pm = est.estimates;
+  const int q = static_cast<int>(pm.eta_columns.size());
+  const int ns = (fit.proportional ? 1 : 0) + (fit.additive ? 1 : 0);
+  auto eta_name = [&](int k) {
+    return m.parameters[static_cast<std::size_t>(pm.eta_columns[static_cast<std::size_t>(k)])].name;
+  };
+  // One column: its name, its value in a model, its row name in `se` (empty: not estimated),
+  // fixed, and whether it is a covariance (SD/correlation form).
+  struct Column {
+    std::string header;
+    std::function<double(const PopulationModel&)> value;
+    std::string se_name;
+    bool fixed;
+    int var_i = -1, var_j = -1;  // OMEGA/SIGMA element (i, j), -1 for THETA
+    bool sigma = false;
+  };
+  std::vector<Column> cols;
+  for (std::size_t t = 0; t < fit.theta.size(); ++t) {
+    const config::FitTheta& th = fit.theta[t];
+    cols.push_back({"THETA" + std::to_string(t + 1),
+                    [c = th.column](const PopulationModel& x) {
+                      return x.theta_row[static_cast<std::size_t>(c)];
+                    },
+                    th.fixed ? "" : "theta." + th.name, th.fixed});
+  }
+  // SIGMA: the proportional part first (NONMEM's Y = F + F*EPS(1) + EPS(2)).
+  std::vector<std::pair<std::string, double PopulationModel::*>> sig;
+  if (fit.proportional)
+    sig.emplace_back("sigma.proportional", &PopulationModel::sigma_proportional);
+  if (fit.additive) sig.emplace_back("sigma.additive", &PopulationModel::sigma_additive);
+  for (int i = 0; i < ns; ++i)
+    for (int j = 0; j <= i; ++j) {
+      Column c{"SIGMA(" + std::to_string(i + 1) + "," + std::to_string(j + 1) + ")",
+               [](const PopulationModel&) { return 0.0; },
+               "",
+               true,
+               i,
+               j,
+               true};
+      if (i == j) {
+        const auto member = sig[static_cast<std::size_t>(i)].second;
+        c.value = [member](const PopulationModel& x) { return x.*member; };
+        c.fixed = fit.sigma_fixed;
+        c.se_name = fit.sigma_fixed ? "" : sig[static_cast<std::size_t>(i)].first;
+      }
+      cols.push_back(c);
+    }
+  for (int i = 0; i < q; ++i)
+    for (int j = 0; j <= i; ++j) {
+      const bool estimated = (i == j || fit.omega_block) && !fit.omega_fixed;
+      cols.push_back({"OMEGA(" + std::to_string(i + 1) + "," + std::to_string(j + 1) + ")",
+                      [i, j](const PopulationModel& x) { return x.omega(i, j); },
+                      estimated ? "omega." + eta_name(i) + "." + eta_name(j) : "", !estimated, i,
+                      j});
+    }
+
+  std::string method;
+  switch (fit.method) {
+    case EstimationMethod::Fo:
+      method = "First Order";
+      break;
+    case EstimationMethod::Foce:
+      method = "First Order Conditional Estimation";
+      break;
+    case EstimationMethod::Focei:
+      method = "First Order Conditional Estimation with Interaction";
+      break;
+  }
+  std::string text = "TABLE NO.     1: " + method +
+                     ": Goal Function=MINIMUM VALUE OF OBJECTIVE FUNCTION: Problem=1 "
+                     "Subproblem=0 Superproblem1=0 Iteration1=0 Superproblem2=0 Iteration2=0\n";
+  text += " ITERATION   ";
+  char buf[64];
+  for (const Column& c : cols) {
+    std::snprintf(buf, sizeof buf, " %-12s", c.header.c_str());
+    text += buf;
+  }
+  text += " OBJ\n";
+  auto row = [&](long long iteration, const std::function<double(const Column&)>& value,
+                 double obj) {
+    std::snprintf(buf, sizeof buf, "%13lld", iteration);
+    text += buf;
+    for (const Column& c : cols) text += ext_value(value(c));
+    if (obj == 0.0)
+      text += "    0.0000000000000000\n";  // as NONMEM writes the rows that have no objective
+    else {
+      std::snprintf(buf, sizeof buf, "%22.17g", obj);
+      text += std::string(buf) + "\n";
+    }
+  };
+  std::vector<FitIteration> history = est.fit.history;
+  if (!est.fitted) history = {{0, pm, est.objective.ofv}};
+  for (const FitIteration& it : history)
+    row(
+        it.iteration, [&](const Column& c) { return c.value(it.model); }, it.ofv);
+  row(
+      -1000000000LL, [&](const Column& c) { return c.value(pm); }, est.objective.ofv);
+  const bool cov = est.covariance && est.covariance->ok;
+  if (cov) {
+    row(
+        -1000000001LL,
+        [&](const Column& c) {
+          auto f = se.find(c.se_name);
+          return f != se.end() ? f->second : 1e10;  // NONMEM: 1E+10 for what is not estimated
+        },
+        0.0);
+    const Eigen::VectorXd& ev = est.covariance->eigenvalues;
+    std::size_t k = 0;
+    row(
+        -1000000002LL,
+        [&](const Column&) {
+          return k < static_cast<std::size_t>(ev.size()) ? ev(static_cast<Eigen::Index>(k++)) : 0.0;
+        },
+        0.0);
+    k = 0;
+    const double stats[3] = {est.covariance->condition_number, ev.minCoeff(), ev.maxCoeff()};
+    row(
+        -1000000003LL, [&](const Column&) { return k < 3 ? stats[k++] : 0.0; }, 0.0);
+  }
+  // The SD/correlation form of OMEGA and SIGMA (0 for THETA, as NONMEM writes it).
+  row(
+      -1000000004LL,
+      [&](const Column& c) {
+        if (c.var_i < 0) return 0.0;
+        const auto var = [&](int i) {
+          if (!c.sigma) return pm.omega(i, i);
+          return pm.*(sig[static_cast<std::size_t>(i)].second);
+        };
+        if (c.var_i == c.var_j) return std::sqrt(var(c.var_i));
+        if (c.sigma) return 0.0;
+        return pm.omega(c.var_i, c.var_j) / std::sqrt(var(c.var_i) * var(c.var_j));
+      },
+      0.0);
+  row(
+      -1000000006LL, [&](const Column& c) { return c.fixed ? 1.0 : 0.0; }, 0.0);
+  return text;
 }
 
 }  // namespace
@@ -62,10 +225,13 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   const config::FitFile fit = config::load_fit_file(file);
   const ModelInfo& m = *fit.model;
   const std::string main = fit.output_path;
-  const std::string subjects_file = subjects_path(main);
+  const std::string subjects_file = companion(main, ".subjects.csv");
+  const std::string table_file = companion(main, ".table.csv");
+  const std::string ext_file = companion(main, ".ext");
+  const std::vector<std::string> companions = {subjects_file, table_file, ext_file};
   try {
-    output::check_output_not_input(main, {subjects_file}, fit.inputs);
-    output::check_output_unit(main, {subjects_file});
+    output::check_output_not_input(main, companions, fit.inputs);
+    output::check_output_unit(main, companions);
   } catch (const Error& e) {
     throw InvalidArgument(std::string("output.path: ") + e.what());
   }
@@ -73,22 +239,6 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   EstimationOptions options;
   options.method = fit.method;
   options.threads = threads;
-  const PopulationObjective start = population_objective(predictor, fit.population, options);
-  if (!start.finite()) {
-    std::string who;
-    for (std::size_t s = 0; s < start.subjects.size() && who.empty(); ++s)
-      if (!std::isfinite(start.subjects[s].obji))
-        who = " (first at subject ID " + predictor.dataset().subjects[s].id + ")";
-    throw DomainError("the objective is not finite at the initial estimates" + who +
-                      ": a prediction or residual variance there is not finite or not > 0");
-  }
-
-  // max_evaluations 0: the objective at the initial estimates; otherwise the fit.
-  PopulationModel pm = fit.population;
-  PopulationObjective r = start;
-  PopulationFit result;
-  const bool fitting = fit.max_evaluations > 0;
-  const auto t0 = std::chrono::steady_clock::now();
   PopulationFitSpec spec;
   spec.initial = fit.population;
   for (const config::FitTheta& t : fit.theta)
@@ -100,63 +250,69 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   spec.omega_block = fit.omega_block;
   spec.estimate_omega = !fit.omega_fixed;
   spec.estimate_sigma = !fit.sigma_fixed;
-  if (fitting) {
-    result = fit_population(predictor, spec, options, fit.max_evaluations);
-    pm = result.estimates;
-    r = result.objective;
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const PopulationEstimate est =
+      estimate_population(predictor, spec, options, fit.max_evaluations, fit.covariance);
+  const PopulationModel& pm = est.estimates;
+  const PopulationObjective& r = est.objective;
+  const PopulationDiagnostics& diag = est.diagnostics;
+  const bool fitting = est.fitted;
+  const PopulationFit& result = est.fit;
+  const bool want_cov = est.covariance.has_value();
+  const bool cov_ok = want_cov && est.covariance->ok;
 
-  // The covariance step at the estimates (after a fit that converged, or at the file's).
-  CovarianceStep cov;
+  auto name = [&](int k) {
+    return m.parameters[static_cast<std::size_t>(pm.eta_columns[static_cast<std::size_t>(k)])].name;
+  };
   std::map<std::string, double> se;  // by row name
-  const bool want_cov = fit.covariance.has_value() && (!fitting || result.converged);
-  if (want_cov) {
-    spec.initial = pm;
-    cov = covariance_step(predictor, spec, options, *fit.covariance);
-    if (cov.ok)
-      for (std::size_t i = 0; i < cov.parameters.size(); ++i) {
-        const EstimatedParameter& p = cov.parameters[i];
-        const auto col = [&](int k) {
-          return m.parameters[static_cast<std::size_t>(pm.eta_columns[static_cast<std::size_t>(k)])]
-              .name;
-        };
-        std::string n;
-        if (p.kind == EstimatedParameter::Kind::Theta)
-          n = "theta." + m.parameters[static_cast<std::size_t>(p.index)].name;
-        else if (p.kind == EstimatedParameter::Kind::Omega)
-          n = "omega." + col(p.index) + "." + col(p.index2);
-        else
-          n = p.index == 0 ? "sigma.proportional" : "sigma.additive";
-        se[n] = cov.se(static_cast<Eigen::Index>(i));
-      }
+  if (cov_ok) {
+    const CovarianceStep& cov = *est.covariance;
+    for (std::size_t i = 0; i < cov.parameters.size(); ++i) {
+      const EstimatedParameter& p = cov.parameters[i];
+      std::string n;
+      if (p.kind == EstimatedParameter::Kind::Theta)
+        n = "theta." + m.parameters[static_cast<std::size_t>(p.index)].name;
+      else if (p.kind == EstimatedParameter::Kind::Omega)
+        n = "omega." + name(p.index) + "." + name(p.index2);
+      else
+        n = p.index == 0 ? "sigma.proportional" : "sigma.additive";
+      se[n] = cov.se(static_cast<Eigen::Index>(i));
+    }
   }
 
-  // The estimates: THETA, OMEGA (lower triangle by rows), SIGMA (variances), then the OFV.
-  auto row = [&](const std::string& n, double v, bool fixed) {
+  // The estimates: THETA, OMEGA (lower triangle by rows), SIGMA (variances), then the OFV. cv:
+  // an OMEGA variance's log-normal CV% (100 sqrt(exp(OMEGA) - 1)), the proportional SIGMA's
+  // 100 sqrt(SIGMA); shrinkage: ETAshrinkSD% on OMEGA's diagonal, EPSshrinkSD% on SIGMA.
+  auto row = [&](const std::string& n, double v, bool fixed, double cv, double shrinkage) {
     std::string s = n + "," + number(v) + ",";
     if (auto it = se.find(n); it != se.end())
       s += number(it->second) + "," + number(100.0 * it->second / std::abs(v));
     else
       s += ",";
-    return s + "," + (fixed ? "true" : "false") + "\n";
+    s += std::string(",") + (fixed ? "true" : "false") + ",";
+    if (!std::isnan(cv)) s += number(cv);
+    s += ",";
+    if (!std::isnan(shrinkage)) s += number(shrinkage);
+    return s + "\n";
   };
-  std::string text = "name,estimate,se,rse,fixed\n";
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  std::string text = "name,estimate,se,rse,fixed,cv,shrinkage\n";
   for (const config::FitTheta& t : fit.theta)
-    text += row("theta." + t.name, pm.theta_row[static_cast<std::size_t>(t.column)], t.fixed);
-  auto name = [&](int k) {
-    return m.parameters[static_cast<std::size_t>(pm.eta_columns[static_cast<std::size_t>(k)])].name;
-  };
+    text += row("theta." + t.name, pm.theta_row[static_cast<std::size_t>(t.column)], t.fixed, kNone,
+                kNone);
   const int q = static_cast<int>(pm.eta_columns.size());
   for (int i = 0; i < q; ++i)
     for (int j = 0; j <= i; ++j)
       if (i == j || fit.omega_block)
-        text += row("omega." + name(i) + "." + name(j), pm.omega(i, j), fit.omega_fixed);
-  if (fit.proportional) text += row("sigma.proportional", pm.sigma_proportional, fit.sigma_fixed);
-  if (fit.additive) text += row("sigma.additive", pm.sigma_additive, fit.sigma_fixed);
+        text += row("omega." + name(i) + "." + name(j), pm.omega(i, j), fit.omega_fixed,
+                    i == j ? 100.0 * std::sqrt(std::expm1(pm.omega(i, i))) : kNone,
+                    i == j ? diag.eta_shrinkage[static_cast<std::size_t>(i)] : kNone);
+  if (fit.proportional)
+    text += row("sigma.proportional", pm.sigma_proportional, fit.sigma_fixed,
+                100.0 * std::sqrt(pm.sigma_proportional), diag.eps_shrinkage);
+  if (fit.additive)
+    text += row("sigma.additive", pm.sigma_additive, fit.sigma_fixed, kNone, diag.eps_shrinkage);
   const std::string table = text;
-  text += "ofv," + number(r.ofv) + ",,,\n";
+  text += "ofv," + number(r.ofv) + ",,,,,\n";
 
   // Per subject: the EBEs and OBJI.
   std::string subj = "id";
@@ -172,24 +328,43 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
     observations += so.observations;
   }
 
+  // Per observation: NONMEM's diagnostics, with the subject's EBEs.
+  std::string tab = "id,line,time,dv,pred,ipred,res,ires,wres,cwres,cwresi,iwres";
+  for (int k = 0; k < q; ++k) tab += ",eta_" + name(k);
+  tab += "\n";
+  for (std::size_t i = 0; i < diag.subject.size(); ++i) {
+    const std::size_t s = static_cast<std::size_t>(diag.subject[i]);
+    tab += csv_field(predictor.dataset().subjects[s].id) + "," + std::to_string(diag.line[i]);
+    for (const std::vector<double>* c :
+         {&diag.time, &diag.dv, &diag.pred, &diag.ipred, &diag.res, &diag.ires, &diag.wres,
+          &diag.cwres, &diag.cwresi, &diag.iwres})
+      tab += "," + number((*c)[i]);
+    for (double e : r.subjects[s].eta) tab += "," + number(e);
+    tab += "\n";
+  }
+  const std::string ext = ext_table(fit, est, se);
+
   output::OutputUnit unit(main);
-  output::AtomicFile& est = unit.add(main);
-  est.write(text.data(), text.size());
-  output::AtomicFile& sub = unit.add(subjects_file);
-  sub.write(subj.data(), subj.size());
+  for (const auto& [path, body] : {std::pair<const std::string&, const std::string&>{main, text},
+                                   {subjects_file, subj},
+                                   {table_file, tab},
+                                   {ext_file, ext}}) {
+    output::AtomicFile& f = unit.add(path);
+    f.write(body.data(), body.size());
+  }
   unit.commit();
 
   if (r.unconverged() > 0)
     err << "pkscan: warning: the EBE search of " << r.unconverged() << " of " << r.subjects.size()
         << " subjects did not converge (see the status column of " << subjects_file << ")\n";
   if (!quiet) {
-    char buf[64];
+    char buf[96];
     std::string method = to_string(fit.method);
     for (char& c : method) c = static_cast<char>(c - 'a' + 'A');
     out << "pkscan: " << method << ", " << r.subjects.size() << " subjects, " << observations
         << " observations: ";
     if (fitting) {
-      std::snprintf(buf, sizeof buf, "%.2f", seconds);
+      std::snprintf(buf, sizeof buf, "%.2f", est.estimation_seconds);
       out << (result.converged ? "converged" : "not converged") << " after " << result.iterations
           << " iterations, " << result.evaluations << " objective evaluations (" << buf << " s)\n";
     } else {
@@ -197,28 +372,37 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
     }
     std::snprintf(buf, sizeof buf, "%.6f", r.ofv);
     out << "OFV " << buf << "\n";
-    if (want_cov && cov.ok) out << "covariance step (" << to_string(*fit.covariance) << "): ok\n";
-    if (fitting || (want_cov && cov.ok)) {
-      // The estimates as a table: name and value.
-      for (const std::string& line : split(table)) {
-        const std::size_t comma = line.find(',');
-        if (line.rfind("name,", 0) == 0) continue;
-        const std::string n = line.substr(0, comma);
-        const double v = std::stod(line.substr(comma + 1));
-        std::snprintf(buf, sizeof buf, "%-28s %12.6g", n.c_str(), v);
-        out << buf;
-        if (auto it = se.find(n); it != se.end()) {
-          std::snprintf(buf, sizeof buf, "  SE %10.4g  RSE %6.1f%%", it->second,
-                        100.0 * it->second / std::abs(v));
-          out << buf;
-        }
-        out << (line.find(",true") != std::string::npos ? "  (fixed)" : "") << "\n";
-      }
+    if (cov_ok) {
+      std::snprintf(buf, sizeof buf, "condition number %.4g, %.2f s",
+                    est.covariance->condition_number, est.covariance_seconds);
+      out << "covariance step (" << to_string(*fit.covariance) << "): ok, " << buf << "\n";
     }
-    out << "wrote " << main << " and " << subjects_file << "\n";
+    // The estimates as a table: name, value, SE and RSE, CV and shrinkage.
+    for (const std::string& line : split(table)) {
+      if (line.rfind("name,", 0) == 0) continue;
+      const std::vector<std::string> f = split_fields(line);
+      std::snprintf(buf, sizeof buf, "%-28s %12.6g", f[0].c_str(), std::stod(f[1]));
+      out << buf;
+      if (!f[2].empty()) {
+        std::snprintf(buf, sizeof buf, "  SE %10.4g  RSE %6.1f%%", std::stod(f[2]),
+                      std::stod(f[3]));
+        out << buf;
+      }
+      if (!f[5].empty()) {
+        std::snprintf(buf, sizeof buf, "  CV %6.1f%%", std::stod(f[5]));
+        out << buf;
+      }
+      if (!f[6].empty()) {
+        std::snprintf(buf, sizeof buf, "  shrinkage %5.1f%%", std::stod(f[6]));
+        out << buf;
+      }
+      out << (f[4] == "true" ? "  (fixed)" : "") << "\n";
+    }
+    out << "wrote " << main << ", " << subjects_file << ", " << table_file << " and " << ext_file
+        << "\n";
   }
-  if (want_cov && !cov.ok) {
-    err << "pkscan: error: " << file << ": the covariance step failed: " << cov.message
+  if (want_cov && !cov_ok) {
+    err << "pkscan: error: " << file << ": the covariance step failed: " << est.covariance->message
         << "; the estimates without standard errors are in " << main << "\n";
     return 1;
   }

@@ -3,6 +3,7 @@
 // point. An interim until the Predictor gives second derivatives for an exact R.
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <pkscan/error.hpp>
 #include <pkscan/estimation.hpp>
 #include <string>
@@ -191,8 +192,19 @@ CovarianceStep covariance_step(const Predictor& predictor, const PopulationFitSp
       break;
   }
   out.se = out.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
-  out.ok = out.se.allFinite();
-  if (!out.ok) out.message = "the covariance matrix is not finite";
+  out.ok = out.se.allFinite() && (out.se.array() > 0.0).all();
+  if (!out.ok) {
+    out.message = "the covariance matrix is not finite or has a variance that is not > 0";
+    return out;
+  }
+  // NONMEM's correlation matrix and its condition number (largest / smallest eigenvalue).
+  const Vector inv_se = out.se.cwiseInverse();
+  out.correlation = inv_se.asDiagonal() * out.covariance * inv_se.asDiagonal();
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(out.correlation, Eigen::EigenvaluesOnly);
+  out.eigenvalues = eig.eigenvalues();
+  const double smallest = eig.eigenvalues().minCoeff();
+  out.condition_number = smallest > 0.0 ? eig.eigenvalues().maxCoeff() / smallest
+                                        : std::numeric_limits<double>::infinity();
   return out;
 }
 

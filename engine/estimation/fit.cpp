@@ -198,6 +198,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
     out.message = "the objective is not finite at the initial estimates";
     return out;
   }
+  out.history.push_back({0, spec.initial, f});
   Vector g = problem.gradient(x, f);
   Matrix h = Matrix::Identity(n, n);  // inverse Hessian approximation
   bool scaled = false;
@@ -258,6 +259,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
     x = xn;
     f = fn;
     g = gn;
+    out.history.push_back({it + 1, problem.model(x), f});
   }
   out.estimates = problem.model(x);
   out.objective = population_objective(predictor, out.estimates, options, &problem.base);

@@ -11,93 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "estimation/subject.hpp"
+
 namespace pkscan {
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+using detail::Shared;
+using detail::Subject;
+using detail::variance;
 using Matrix = Eigen::MatrixXd;
 using Vector = Eigen::VectorXd;
-
-// What the whole population shares: OMEGA's inverse and log-determinant, the ETA columns.
-struct Shared {
-  const Predictor& predictor;
-  const PopulationModel& model;
-  const EstimationOptions& options;
-  Matrix omega_inv;
-  double log_det_omega = 0.0;
-  int q = 0;
-};
-
-// One subject's observations and its evaluations (per thread; buffers reused).
-class Subject {
- public:
-  Subject(const Shared& sh, std::int64_t s, Predictor::Workspace& ws) : sh_(sh), s_(s), ws_(ws) {
-    // The predictions are at the EVID 0 records in dataset order; the observations are those
-    // with MDV 0 and a DV.
-    const DatasetSubject& subject = sh.predictor.dataset().subjects[static_cast<std::size_t>(s)];
-    std::int64_t k = 0;
-    for (const DatasetRecord& r : subject.records) {
-      if (r.evid != 0) continue;
-      if (!r.mdv && !std::isnan(r.dv)) {
-        index_.push_back(k);
-        dv_.push_back(r.dv);
-      }
-      ++k;
-    }
-    pred_.resize(static_cast<std::size_t>(sh.predictor.observations(s)));
-    jac_.resize(pred_.size() * static_cast<std::size_t>(sh.predictor.parameters()));
-    row_ = sh.model.theta_row;
-  }
-
-  Eigen::Index n() const { return static_cast<Eigen::Index>(index_.size()); }
-
-  // F and G = dF/dETA at `eta`; false when the predictor rejects the parameters or a
-  // prediction or derivative is not finite.
-  bool evaluate(const Vector& eta, Vector& f, Matrix& g) {
-    const std::vector<int>& cols = sh_.model.eta_columns;
-    for (int k = 0; k < sh_.q; ++k) {
-      const std::size_t c = static_cast<std::size_t>(cols[static_cast<std::size_t>(k)]);
-      row_[c] = sh_.model.theta_row[c] * std::exp(eta(k));
-    }
-    try {
-      sh_.predictor.predict_gradient(s_, row_.data(), pred_.data(), jac_.data(), ws_);
-    } catch (const Error&) {
-      return false;
-    }
-    const std::size_t np = static_cast<std::size_t>(sh_.predictor.parameters());
-    f.resize(n());
-    g.resize(n(), sh_.q);
-    for (Eigen::Index j = 0; j < n(); ++j) {
-      const std::size_t o = static_cast<std::size_t>(index_[static_cast<std::size_t>(j)]);
-      f(j) = pred_[o];
-      if (!std::isfinite(f(j))) return false;
-      for (int k = 0; k < sh_.q; ++k) {
-        const std::size_t c = static_cast<std::size_t>(cols[static_cast<std::size_t>(k)]);
-        g(j, k) = jac_[o * np + c] * row_[c];  // dF/dETA = dF/dP * P
-        if (!std::isfinite(g(j, k))) return false;
-      }
-    }
-    return true;
-  }
-
-  double dv(Eigen::Index j) const { return dv_[static_cast<std::size_t>(j)]; }
-
- private:
-  const Shared& sh_;
-  std::int64_t s_;
-  Predictor::Workspace& ws_;
-  std::vector<std::int64_t> index_;  // observation -> prediction index
-  std::vector<double> dv_;
-  std::vector<double> pred_;
-  std::vector<double> jac_;
-  std::vector<double> row_;
-};
-
-double variance(const PopulationModel& m, double f) {
-  return m.sigma_additive + m.sigma_proportional * f * f;
-}
 
 // Half the conditional objective at one point, its gradient and Gauss-Newton Hessian (without
 // OMEGA's terms, which the caller adds). FOCEI: R at the individual prediction; FOCE: R0 given.
@@ -324,9 +250,10 @@ std::int64_t PopulationObjective::unconverged() const noexcept {
   return n;
 }
 
-PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
-                                         const EstimationOptions& options,
-                                         const PopulationObjective* start) {
+namespace detail {
+
+void check_population_model(const Predictor& predictor, const PopulationModel& model,
+                            const EstimationOptions& options) {
   const int np = predictor.parameters();
   if (static_cast<int>(model.theta_row.size()) != np)
     throw InvalidArgument("population model: theta_row has " +
@@ -360,7 +287,15 @@ PopulationObjective population_objective(const Predictor& predictor, const Popul
   if (!(options.inner_tolerance > 0.0) || options.max_inner_iterations < 1)
     throw InvalidArgument(
         "estimation options: inner_tolerance must be > 0 and max_inner_iterations >= 1");
+}
 
+}  // namespace detail
+
+PopulationObjective population_objective(const Predictor& predictor, const PopulationModel& model,
+                                         const EstimationOptions& options,
+                                         const PopulationObjective* start) {
+  detail::check_population_model(predictor, model, options);
+  const int q = static_cast<int>(model.eta_columns.size());
   Shared sh{predictor, model, options, Matrix(), 0.0, q};
   const Eigen::LLT<Matrix> llt(model.omega);
   if (llt.info() != Eigen::Success)

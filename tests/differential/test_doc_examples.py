@@ -104,8 +104,9 @@ def run_fit_file(text, doc, tmp_path):
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     main = tmp_path / doc["output"]["path"]
-    assert main.read_text().splitlines()[0] == "name,estimate,se,rse,fixed"
-    assert main.with_name(main.stem + ".subjects.csv").exists()
+    assert main.read_text().splitlines()[0] == "name,estimate,se,rse,fixed,cv,shrinkage"
+    for companion in (".subjects.csv", ".table.csv", ".ext"):
+        assert main.with_name(main.stem + companion).exists()
 
 
 @pytest.mark.parametrize("text", examples())

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/plot_test_support.hpp"
 #include "support/cli_test_support.hpp"
 
 namespace pkscan::cli::test {
@@ -45,7 +46,7 @@ const std::string kTheoInitial =
 std::map<std::string, double> estimates(const std::string& path) {
   std::map<std::string, double> out;
   const std::vector<std::string> lines = split_lines(read_text(path));
-  EXPECT_EQ(lines.at(0), "name,estimate,se,rse,fixed");
+  EXPECT_EQ(lines.at(0), "name,estimate,se,rse,fixed,cv,shrinkage");
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const std::vector<std::string> f = split_csv(lines[i]);
     out[f.at(0)] = std::stod(f.at(1));
@@ -174,7 +175,63 @@ TEST(FitFile, TheExampleRuns) {
   text = replace(text, "dataset: theo.csv", "dataset: " + kExample + "theo.csv");
   text = replace(text, "path: theo_fit.csv", "path: " + dir.file("fit.csv"));
   EXPECT_NEAR(run_ofv(text, dir), 192.65025555940014, 1e-3);
-  EXPECT_EQ(dir.names(), (std::vector<std::string>{"fit.csv", "fit.subjects.csv", "fit.yaml"}));
+  EXPECT_EQ(dir.names(), (std::vector<std::string>{"fit.csv", "fit.ext", "fit.subjects.csv",
+                                                   "fit.table.csv", "fit.yaml"}));
+}
+
+// The .ext table in NONMEM's format: the title and header lines and the iteration-0 row of
+// NONMEM 7.4.1's THEO-FOCEI.ext (asancpt/nmw-nonmem, tests/data/estimation/README.md) for the same
+// fit at its initial estimates, character for character up to the objective (NONMEM's own
+// objective differs from pkscan's after the 9th digit), then the final row and the fixed flags.
+TEST(FitFile, TheExtTableIsNonmems) {
+  TempDir dir;
+  std::string text = read_text(kExample + "theo.yaml");
+  text = replace(text, "dataset: theo.csv", "dataset: " + kExample + "theo.csv");
+  text = replace(text, "path: theo_fit.csv", "path: " + dir.file("fit.csv"));
+  run_ofv(text, dir);
+  const std::vector<std::string> ext = split_lines(read_text(dir.file("fit.ext")));
+  ASSERT_EQ(ext.size(), 6u);
+  EXPECT_EQ(ext[0],
+            "TABLE NO.     1: First Order Conditional Estimation with Interaction: Goal "
+            "Function=MINIMUM VALUE OF OBJECTIVE FUNCTION: Problem=1 Subproblem=0 "
+            "Superproblem1=0 Iteration1=0 Superproblem2=0 Iteration2=0");
+  EXPECT_EQ(ext[1],
+            " ITERATION    THETA1       THETA2       THETA3       SIGMA(1,1)   SIGMA(2,1)   "
+            "SIGMA(2,2)   OMEGA(1,1)   OMEGA(2,1)   OMEGA(2,2)   OMEGA(3,1)   OMEGA(3,2)   "
+            "OMEGA(3,3)   OBJ");
+  const std::string nonmem_row0 =
+      "            0  2.00000E+00  5.00000E+01  1.00000E-01  1.00000E-01  0.00000E+00  "
+      "1.00000E-01  2.00000E-01  1.00000E-01  2.00000E-01  1.00000E-01  1.00000E-01  "
+      "2.00000E-01    192.65025555940014";
+  const std::size_t obj = nonmem_row0.size() - 22;  // the objective's field
+  EXPECT_EQ(ext[2].substr(0, obj), nonmem_row0.substr(0, obj));
+  EXPECT_NEAR(std::stod(ext[2].substr(obj)), 192.65025555940014, 1e-3);
+  EXPECT_EQ(ext[3].substr(0, 13), "  -1000000000");
+  EXPECT_EQ(ext[3].substr(13), ext[2].substr(13));
+  // Fixed flags: SIGMA(2,1) is not a parameter (NONMEM: 1).
+  EXPECT_EQ(ext[4].substr(0, 13), "  -1000000004");  // SDs and correlations
+  EXPECT_EQ(ext[5],
+            "  -1000000006  0.00000E+00  0.00000E+00  0.00000E+00  0.00000E+00  1.00000E+00  "
+            "0.00000E+00  0.00000E+00  0.00000E+00  0.00000E+00  0.00000E+00  0.00000E+00  "
+            "0.00000E+00    0.0000000000000000");
+}
+
+// `pkscan plot` of the fit's table: the goodness-of-fit plots; a table that is cut short is bad
+// input (exit status 2).
+TEST(FitFile, PlotDrawsTheTable) {
+  REQUIRE_GNUPLOT();
+  TempDir dir;
+  std::string text = read_text(kExample + "theo.yaml");
+  text = replace(text, "dataset: theo.csv", "dataset: " + kExample + "theo.csv");
+  text = replace(text, "path: theo_fit.csv", "path: " + dir.file("fit.csv"));
+  run_ofv(text, dir);
+  expect_png(dir, {dir.file("fit.table.csv"), "-o", dir.file("gof.png")}, dir.file("gof.png"), 800,
+             500, "goodness of fit of 132 observations");
+  const std::vector<std::string> lines = split_lines(read_text(dir.file("fit.table.csv")));
+  fs::remove(dir.file("gof.png"));
+  write_text(dir.file("cut.table.csv"), lines.at(0) + "\n" + lines.at(1).substr(0, 20) + "\n");
+  expect_error(dir, {dir.file("cut.table.csv"), "-o", dir.file("cut.png")}, 2,
+               "but a fit table has at least 12");
 }
 
 // Bad input: exit status 2, one line on stderr naming the problem, nothing written.

@@ -34,6 +34,8 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <pkscan/predictor.hpp>
 #include <string>
 #include <string_view>
@@ -147,6 +149,13 @@ struct PopulationFitSpec {
   bool estimate_sigma = true;
 };
 
+/// One iterate of a population fit: a row of NONMEM's .ext table.
+struct FitIteration {
+  int iteration = 0;      ///< 0: the initial estimates
+  PopulationModel model;  ///< THETA, OMEGA, SIGMA there
+  double ofv = 0.0;       ///< the objective there
+};
+
 /// The end of a population fit.
 struct PopulationFit {
   PopulationModel estimates;      ///< THETA, OMEGA, SIGMA at the end
@@ -155,6 +164,8 @@ struct PopulationFit {
   int evaluations = 0;            ///< objective evaluations (gradients included)
   bool converged = false;         ///< the gradient tolerance was met
   std::string message;            ///< how it ended, one line
+  /// The initial estimates and every accepted iterate, in order (the last is `estimates`).
+  std::vector<FitIteration> history;
 };
 
 /// Minimizes population_objective over the estimated THETA, OMEGA and SIGMA by BFGS with a
@@ -203,6 +214,13 @@ struct CovarianceStep {
   Eigen::MatrixXd r, s;
   Eigen::MatrixXd covariance;  ///< by the kind asked for (empty when !ok)
   Eigen::VectorXd se;          ///< standard errors (sqrt of the covariance's diagonal)
+  /// The covariance scaled to a unit diagonal (empty when !ok).
+  Eigen::MatrixXd correlation;
+  /// The eigenvalues of `correlation`, ascending (empty when !ok).
+  Eigen::VectorXd eigenvalues;
+  /// The largest over the smallest eigenvalue of `correlation`, as NONMEM prints it (NaN when
+  /// !ok).
+  double condition_number = std::numeric_limits<double>::quiet_NaN();
   bool ok = false;
   std::string message;  ///< why not ok: "R is not positive definite", ...
 };
@@ -217,5 +235,70 @@ struct CovarianceStep {
 /// @throws InvalidArgument as fit_population
 CovarianceStep covariance_step(const Predictor& predictor, const PopulationFitSpec& spec,
                                const EstimationOptions& options, CovarianceKind kind);
+
+}  // namespace pkscan
+
+namespace pkscan {
+
+/// Diagnostics of a population model at its EBEs, with NONMEM's definitions (NONMEM 7 help,
+/// "PRED,RES,WRES"; Hooker, Staatz and Karlsson 2007, Pharm Res 24:2187-2197 for CWRES; Savic
+/// and Karlsson 2009, AAPS J 11:558-569 for shrinkage). One entry per observation (EVID 0, MDV
+/// 0, a DV), subjects in Predictor order and records in dataset order. With F(ETA) the
+/// subject's predictions, G = dF/dETA, R(F) = SIGMA_add + SIGMA_prop F^2 and EBE the subject's
+/// EBE (FO: 0, so that IPRED = PRED):
+/// - PRED = F(0), IPRED = F(EBE), RES = DV - PRED, IRES = DV - IPRED;
+/// - WRES = C0^-1/2 RES, C0 = G(0) OMEGA G(0)' + diag(R(PRED)) (the FO covariance of the data);
+/// - CWRES = C^-1/2 (DV - F(EBE) + G(EBE) EBE), C = G(EBE) OMEGA G(EBE)' + diag(R(PRED))
+///   (conditional, without interaction); CWRESI the same with diag(R(IPRED)) (with
+///   interaction, NONMEM's CWRESI: the FOCEI form);
+/// - IWRES = IRES / sqrt(R(IPRED)).
+/// C^-1/2 is the symmetric inverse square root (the eigendecomposition's, as the CWRES reference
+/// implementation in Xpose computes it). A value that cannot be computed (a prediction that is
+/// not finite, a subject whose EBE search failed) is NaN.
+struct PopulationDiagnostics {
+  std::vector<std::int64_t> subject;  ///< the observation's subject (Predictor order)
+  std::vector<std::int64_t> line;     ///< its record's line in the dataset file
+  std::vector<double> time, dv, pred, ipred, res, ires, wres, cwres, cwresi, iwres;
+  /// Per ETA, NONMEM's ETAshrinkSD in percent: 100 (1 - SD(EBE_k) / sqrt(OMEGA_kk)), SD the
+  /// sample standard deviation (n - 1) over every subject (NONMEM's default ETASTYPE=0).
+  std::vector<double> eta_shrinkage;
+  /// NONMEM's EPSshrinkSD in percent: 100 (1 - SD(IWRES)) over every observation.
+  double eps_shrinkage = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// The diagnostics of `model` with the EBEs of `objective` (population_objective's result for
+/// the same predictor and model).
+/// @throws InvalidArgument as population_objective, or when `objective` has another subject
+///         count or ETA count
+PopulationDiagnostics population_diagnostics(const Predictor& predictor,
+                                             const PopulationModel& model,
+                                             const PopulationObjective& objective,
+                                             const EstimationOptions& options);
+
+/// A population estimation as `pkscan fit FILE.yaml` and Python's pkscan.fit() run it: the
+/// objective at the initial estimates, the fit (max_evaluations > 0), the covariance step
+/// (when asked for, after a fit that converged or at the estimates given) and the diagnostics
+/// at the estimates.
+struct PopulationEstimate {
+  PopulationModel estimates;                 ///< the fit's estimates, or the initial ones
+  PopulationObjective objective;             ///< the objective and EBEs at `estimates`
+  bool fitted = false;                       ///< a fit ran (max_evaluations > 0)
+  PopulationFit fit;                         ///< the fit, when fitted
+  std::optional<CovarianceStep> covariance;  ///< the covariance step, when it ran
+  PopulationDiagnostics diagnostics;         ///< at `estimates`
+  double estimation_seconds = 0.0;           ///< wall time of the objective or the fit
+  double covariance_seconds = 0.0;           ///< wall time of the covariance step
+};
+
+/// Runs a population estimation of `spec`: max_evaluations 0 evaluates the objective at the
+/// initial estimates (NONMEM's MAXEVAL=0), otherwise fit_population; then covariance_step of
+/// `covariance` (none: no step), skipped after a fit that did not converge; then the
+/// diagnostics.
+/// @throws InvalidArgument as fit_population, or max_evaluations < 0
+/// @throws DomainError when the objective is not finite at the initial estimates (naming the
+///         first subject where it is not)
+PopulationEstimate estimate_population(const Predictor& predictor, const PopulationFitSpec& spec,
+                                       const EstimationOptions& options, int max_evaluations,
+                                       std::optional<CovarianceKind> covariance);
 
 }  // namespace pkscan
