@@ -149,6 +149,9 @@ void bind_design(py::module_& m);
 /// Adds vpc (vpc_bindings.cpp).
 void bind_vpc(py::module_& m);
 
+/// Adds _fit, the population estimation behind pkscan.fit (fit_bindings.cpp).
+void bind_fit(py::module_& m);
+
 /// Adds the Predictor class to the module.
 void bind_predictor(py::module_& m);
 

@@ -140,5 +140,6 @@ A linear model: compartments in state order; flows as (from, to, rate) tuples or
   bind_population(m);
   bind_design(m);
   bind_vpc(m);
+  bind_fit(m);
   bind_datasets(m);
 }
