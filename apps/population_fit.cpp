@@ -139,6 +139,9 @@ std::string ext_table(const config::FitFile& fit, const PopulationEstimate& est,
     case EstimationMethod::Focei:
       method = "First Order Conditional Estimation with Interaction";
       break;
+    case EstimationMethod::Laplace:
+      method = "Laplacian Conditional Estimation with Interaction";
+      break;
   }
   std::string text = "TABLE NO.     1: " + method +
                      ": Goal Function=MINIMUM VALUE OF OBJECTIVE FUNCTION: Problem=1 "

@@ -173,11 +173,11 @@ void parse_estimation(const Loader& L, const YAML::Node& node, FitFile& fit) {
   const Loader::Entries e =
       L.entries(node, "estimation", {"method", "max_evaluations", "covariance"});
   const YAML::Node method = L.require(e, "method", node, "estimation").value;
-  const std::string name = L.scalar_string(method, "estimation.method", "fo, foce or focei");
+  const std::string name = L.scalar_string(method, "estimation.method", "fo, foce, focei or laplace");
   try {
     fit.method = estimation_method_from_string(name);
   } catch (const InvalidArgument&) {
-    L.fail(method, "estimation.method is \"" + name + "\", but must be fo, foce or focei");
+    L.fail(method, "estimation.method is \"" + name + "\", but must be fo, foce, focei or laplace");
   }
   if (auto it = e.find("max_evaluations"); it != e.end())
     fit.max_evaluations =

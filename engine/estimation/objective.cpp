@@ -82,6 +82,44 @@ double linearized(const Shared& sh, const Subject& subj, const Vector& eta, cons
   return std::isfinite(v) ? v : kNaN;
 }
 
+// Half the exact Hessian of sum(e^2 / R + log R) with respect to ETA at `eta` (F = f, dF/dETA =
+// g there), into `half_d`; d2F/dETA2 by central differences of the exact dF/dETA. False when a
+// point of the differences cannot be evaluated.
+bool data_hessian(const Shared& sh, Subject& subj, const Vector& eta, const Vector& f,
+                  const Matrix& g, Matrix& half_d) {
+  constexpr double kDelta = 1e-4;
+  const int q = sh.q;
+  const Eigen::Index n = f.size();
+  std::vector<Matrix> h(static_cast<std::size_t>(n), Matrix::Zero(q, q));
+  Vector fp, fm;
+  Matrix gp, gm;
+  for (int l = 0; l < q; ++l) {
+    Vector e = eta;
+    e(l) += kDelta;
+    if (!subj.evaluate(e, fp, gp)) return false;
+    e(l) = eta(l) - kDelta;
+    if (!subj.evaluate(e, fm, gm)) return false;
+    for (Eigen::Index j = 0; j < n; ++j)
+      h[static_cast<std::size_t>(j)].col(l) = (gp.row(j) - gm.row(j)).transpose() / (2 * kDelta);
+  }
+  const double sp = sh.model.sigma_proportional;
+  Matrix d = Matrix::Zero(q, q);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    Matrix& hj = h[static_cast<std::size_t>(j)];
+    hj = 0.5 * (hj + hj.transpose()).eval();
+    const double e = subj.dv(j) - f(j), rv = variance(sh.model, f(j));
+    const Vector gj = g.row(j).transpose();
+    const Vector r = (2.0 * sp * f(j)) * gj;                         // dR/dETA
+    const Matrix r2 = 2.0 * sp * (gj * gj.transpose() + f(j) * hj);  // d2R/dETA2
+    d.noalias() += (2.0 / rv) * gj * gj.transpose() - (2.0 * e / rv) * hj +
+                   (2.0 * e / (rv * rv)) * (gj * r.transpose() + r * gj.transpose()) +
+                   (2.0 * e * e / (rv * rv * rv) - 1.0 / (rv * rv)) * r * r.transpose() +
+                   ((1.0 - e * e / rv) / rv) * r2;
+  }
+  half_d = 0.5 * d;
+  return half_d.allFinite();
+}
+
 SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Workspace& ws,
                                const std::vector<double>* warm) {
   const PopulationModel& model = sh.model;
@@ -102,7 +140,8 @@ SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Work
   };
   if (!subj.evaluate(eta, f, g)) return not_finite();
   Vector r0;  // FO, FOCE: the residual variance at the population prediction
-  if (method != EstimationMethod::Focei) {
+  const bool interaction = method == EstimationMethod::Focei || method == EstimationMethod::Laplace;
+  if (!interaction) {
     r0.resize(subj.n());
     for (Eigen::Index j = 0; j < subj.n(); ++j) {
       r0(j) = variance(model, f(j));
@@ -183,8 +222,15 @@ SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Work
   if (method == EstimationMethod::Foce) {
     out.obji = linearized(sh, subj, eta, f, g, r0);
   } else {
-    // FOCEI: 2 phi + log det(I + OMEGA M) = 2 phi + log|OMEGA| + log|OMEGA^-1 + M|
-    const Eigen::LLT<Matrix> llt(sh.omega_inv + at.m);
+    // FOCEI: 2 phi + log det(I + OMEGA M) = 2 phi + log|OMEGA| + log|OMEGA^-1 + M|; Laplace:
+    // the same with D / 2 in place of M.
+    Matrix m = at.m;
+    if (method == EstimationMethod::Laplace && !data_hessian(sh, subj, eta, f, g, m)) {
+      out.obji = kNaN;
+      out.status = InnerStatus::NotFinite;
+      return out;
+    }
+    const Eigen::LLT<Matrix> llt(sh.omega_inv + m);
     if (llt.info() != Eigen::Success) {
       out.obji = kNaN;
     } else {
@@ -215,6 +261,8 @@ std::string to_string(EstimationMethod method) {
       return "foce";
     case EstimationMethod::Focei:
       return "focei";
+    case EstimationMethod::Laplace:
+      return "laplace";
   }
   return "focei";
 }
@@ -224,8 +272,9 @@ EstimationMethod estimation_method_from_string(std::string_view name) {
   if (n == "fo") return EstimationMethod::Fo;
   if (n == "foce") return EstimationMethod::Foce;
   if (n == "focei") return EstimationMethod::Focei;
+  if (n == "laplace") return EstimationMethod::Laplace;
   throw InvalidArgument("estimation method is \"" + std::string(name) +
-                        "\", but must be fo, foce or focei");
+                        "\", but must be fo, foce, focei or laplace");
 }
 
 std::string to_string(InnerStatus status) {

@@ -34,7 +34,7 @@ text. theta: {name: value} (estimated without bounds) or {name: {'init', 'lower'
 [lower triangle by rows]} or {'diagonal': [names], 'omega': [variances]} (P = THETA * exp(ETA);
 'fixed': True holds OMEGA), or {name: variance}. error: {'proportional': v, 'additive': v,
 'as': 'variance' (NONMEM's $SIGMA, the default) or 'standard_deviation', 'fixed': bool}.
-estimation: {'method': 'fo' | 'foce' | 'focei' (default), 'covariance': 'sandwich' | 'r' | 's'
+estimation: {'method': 'fo' | 'foce' | 'focei' (default) | 'laplace', 'covariance': 'sandwich' | 'r' | 's'
 | 'none' (default), 'max_evaluations': int (default 10000; 0 evaluates at the estimates
 given)}. threads: 0 for the process default.
 

@@ -23,6 +23,9 @@ def test_objective_at_nonmems_initial_estimates():
     r = pkscan.fit("two_compartment", THEO, THETA0, IIV0, ERROR0,
                    estimation={"method": "fo", "max_evaluations": 0})
     assert r.ofv == pytest.approx(141.30755264437002, abs=1e-3)
+    r = pkscan.fit("two_compartment", THEO, THETA0, IIV0, ERROR0,
+                   estimation={"method": "laplace", "max_evaluations": 0})
+    assert r.ofv == pytest.approx(194.10173581227173, abs=1e-3)  # THEO-LAPLI.ext
 
 
 def test_focei_fit_reaches_nonmems_estimates():

@@ -80,6 +80,14 @@ TEST(FitFile, TheophObjectivesAtTheInitialEstimates) {
     EXPECT_NEAR(run_ofv(theo_file(dir, "fo", kTheoInitial, omega, error), dir), 141.30755264437002,
                 1e-3);
   }
+  {
+    // NONMEM's THEO-LAPLI.ext: the iteration-0 objective and the .ext title of the method.
+    TempDir dir;
+    EXPECT_NEAR(run_ofv(theo_file(dir, "laplace", kTheoInitial, omega, error), dir),
+                194.10173581227173, 1e-3);
+    EXPECT_EQ(split_lines(read_text(dir.file("fit.ext"))).at(0).substr(0, 67),
+              "TABLE NO.     1: Laplacian Conditional Estimation with Interaction:");
+  }
   TempDir dir;
   EXPECT_NEAR(run_ofv(theo_file(dir, "focei", kTheoInitial, omega, error), dir), 192.65025555940014,
               1e-3);
@@ -244,7 +252,7 @@ TEST(FitFile, BadInputWritesNothing) {
   const std::vector<Case> cases = {
       {"omega not positive definite", "omega: [0.2, 0.1, 0.2,", "omega: [0.2, 0.3, 0.2,",
        "not positive definite"},
-      {"unknown method", "method: focei", "method: saem", "must be fo, foce or focei"},
+      {"unknown method", "method: focei", "method: saem", "must be fo, foce, focei or laplace"},
       {"estimation", "max_evaluations: 0", "max_evaluations: -1", "max_evaluations"},
       {"covariance", "max_evaluations: 0", "max_evaluations: 0, covariance: hessian",
        "must be sandwich, r, s or none"},

@@ -152,6 +152,10 @@ TEST(PopulationObjective, TheophAtInitialEstimates) {
   const PopulationObjective focei = population_objective(p, m, o);
   expect_converged(focei);
   EXPECT_NEAR(focei.ofv, 192.65025555940014, 1e-3);
+  o.method = EstimationMethod::Laplace;  // THEO-LAPLI.ext, iteration 0
+  const PopulationObjective laplace = population_objective(p, m, o);
+  expect_converged(laplace);
+  EXPECT_NEAR(laplace.ofv, 194.10173581227173, 1e-3);
   EXPECT_EQ(focei.subjects.size(), 12u);
 }
 

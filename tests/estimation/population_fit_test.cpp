@@ -86,6 +86,18 @@ TEST(PopulationFit, TheophFoceiReachesNonmemsEstimates) {
                     {0.0170386, 0.0828440}});
 }
 
+// NONMEM 7.4.1 THEO-LAPLI (LAPLACIAN INTERACTION): 93.558703845501213.
+TEST(PopulationFit, TheophLaplaceReachesNonmemsEstimates) {
+  const Predictor p = theo_predictor();
+  EstimationOptions o;
+  o.method = EstimationMethod::Laplace;
+  const PopulationFit r = fit_population(p, theo_spec(), o, 5000);
+  expect_nonmem(r, {93.558703845501213,
+                    {1.50518, 32.2951, 0.0873041},
+                    {0.437323, 0.0563439, 0.0186848, -0.00468350, 0.0126441, 0.0198298},
+                    {0.0177161, 0.0755810}});
+}
+
 // NONMEM 7.4.1 THEO-FO: 57.321063706685457.
 TEST(PopulationFit, TheophFoReachesNonmemsEstimates) {
   const Predictor p = theo_predictor();
