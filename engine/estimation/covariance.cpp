@@ -19,7 +19,9 @@ using Kind = EstimatedParameter::Kind;
 
 constexpr double kRelativeStep = 1e-3;
 
-std::vector<EstimatedParameter> estimated(const PopulationFitSpec& spec) {
+}  // namespace
+
+std::vector<EstimatedParameter> estimated_parameters(const PopulationFitSpec& spec) {
   std::vector<EstimatedParameter> out;
   const PopulationModel& m = spec.initial;
   for (int c : spec.theta_columns)
@@ -36,6 +38,8 @@ std::vector<EstimatedParameter> estimated(const PopulationFitSpec& spec) {
   }
   return out;
 }
+
+namespace {
 
 void set(PopulationModel& m, const EstimatedParameter& p, double v) {
   switch (p.kind) {
@@ -55,7 +59,7 @@ class Differences {
  public:
   Differences(const Predictor& predictor, const PopulationFitSpec& spec,
               const EstimationOptions& options)
-      : predictor_(predictor), spec_(spec), options_(options), params_(estimated(spec)) {
+      : predictor_(predictor), spec_(spec), options_(options), params_(estimated_parameters(spec)) {
     base_ = population_objective(predictor, spec.initial, options);
     for (const EstimatedParameter& p : params_) {
       double h = kRelativeStep * std::abs(p.value);

@@ -77,6 +77,15 @@ class Subject {
     return true;
   }
 
+  // After a successful evaluate(): dF/dP of observation j with respect to column `col`, and the
+  // parameter row P evaluated.
+  double jacobian(Eigen::Index j, int col) const {
+    const std::size_t o = static_cast<std::size_t>(index_[static_cast<std::size_t>(j)]);
+    return jac_[o * static_cast<std::size_t>(sh_.predictor.parameters()) +
+                static_cast<std::size_t>(col)];
+  }
+  const std::vector<double>& row() const { return row_; }
+
   double dv(Eigen::Index j) const { return dv_[static_cast<std::size_t>(j)]; }
   // The dataset record of observation j.
   const DatasetRecord& record(Eigen::Index j) const {

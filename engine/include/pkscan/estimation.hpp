@@ -215,6 +215,36 @@ struct EstimatedParameter {
   double value = 0.0;
 };
 
+/// The quantities `spec` estimates, on NONMEM's scale, in the order of the covariance step and
+/// the gradient: the estimated THETAs (spec.theta_columns), OMEGA's elements (the lower triangle
+/// by rows for a block, else the diagonal) when estimated, then the SIGMA variances that are > 0
+/// when estimated (proportional, additive); values at spec.initial.
+std::vector<EstimatedParameter> estimated_parameters(const PopulationFitSpec& spec);
+
+/// The FOCEI objective with its gradient.
+struct PopulationGradient {
+  std::vector<EstimatedParameter> parameters;  ///< estimated_parameters(spec)
+  Eigen::VectorXd gradient;                    ///< dOFV / d(parameter), NONMEM's scale
+  /// Per subject (rows, Predictor order) the gradient of its OBJI (NaN where it cannot be
+  /// evaluated); the rows add up to `gradient`.
+  Eigen::MatrixXd subjects;
+  PopulationObjective objective;  ///< the objective and EBEs at spec.initial
+  bool ok = false;                ///< the gradient is finite
+};
+
+/// The FOCEI objective at spec.initial and its gradient with respect to the quantities `spec`
+/// estimates, on NONMEM's scale (a THETA; an OMEGA element, moving OMEGA_ij and OMEGA_ji
+/// together; a SIGMA variance), by the formula of Almquist, Leander and Jirstrand (2015,
+/// J Pharmacokinet Pharmacodyn 42:191-209, eq. 23 and 27): the partial derivatives at each EBE
+/// plus the EBE's movement through the implicit function theorem, which needs the second
+/// derivatives of the predictions with respect to ETA and THETA. Those are taken by central
+/// differences of the Predictor's exact dF/dP (step 1e-4 in ETA; relative error about 1e-8), the
+/// rest is exact. `start`: as population_objective.
+/// @throws InvalidArgument as population_objective, or for a method other than focei
+PopulationGradient population_gradient(const Predictor& predictor, const PopulationFitSpec& spec,
+                                       const EstimationOptions& options,
+                                       const PopulationObjective* start = nullptr);
+
 /// The covariance step's result.
 struct CovarianceStep {
   std::vector<EstimatedParameter> parameters;  ///< THETA, OMEGA (lower triangle), SIGMA
