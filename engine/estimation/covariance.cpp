@@ -145,7 +145,31 @@ CovarianceStep covariance_step(const Predictor& predictor, const PopulationFitSp
   const std::size_t subjects = d.base().subjects.size();
   Matrix h(ni, ni);
   Matrix g(static_cast<Eigen::Index>(subjects), ni);  // d OBJI_i / d p
-  for (std::size_t i = 0; i < n; ++i) {
+  if (options.method == EstimationMethod::Focei) {
+    // FOCEI: S from each subject's analytic gradient, R from central differences of the
+    // analytic gradient (relative step 1e-4: the differences' error is second order).
+    const PopulationGradient at = population_gradient(predictor, spec, options, &d.base());
+    if (!at.ok) {
+      out.message = "the gradient is not finite at the estimates";
+      return out;
+    }
+    g = at.subjects;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double hi = 0.1 * d.step(i);
+      PopulationFitSpec up = spec, down = spec;
+      set(up.initial, out.parameters[i], out.parameters[i].value + hi);
+      set(down.initial, out.parameters[i], out.parameters[i].value - hi);
+      const PopulationGradient gu = population_gradient(predictor, up, options, &d.base());
+      const PopulationGradient gd = population_gradient(predictor, down, options, &d.base());
+      if (!gu.ok || !gd.ok) {
+        out.message = "the gradient is not finite a step away from the estimates";
+        return out;
+      }
+      h.col(static_cast<Eigen::Index>(i)) = (gu.gradient - gd.gradient) / (2.0 * hi);
+    }
+    h = 0.5 * (h + h.transpose()).eval();
+  }
+  for (std::size_t i = 0; i < n && options.method != EstimationMethod::Focei; ++i) {
     const PopulationObjective up = d.at(i, 1, -1, 0), down = d.at(i, -1, -1, 0);
     if (!up.finite() || !down.finite()) {
       out.message = "the objective is not finite a step away from the estimates";

@@ -1,10 +1,8 @@
 // Population fits (pkscan/estimation.hpp, fit_population): BFGS over NONMEM-like unconstrained
-// parameters, the gradient by central differences of population_objective.
-//
-// The outer gradient is a finite difference of the objective, with the EBEs re-found at every
-// point (inner gradient tolerance 1e-10, so the objective is smooth to about 1e-12 and a central
-// difference with step 1e-4 is accurate to about 1e-8). The exact outer gradient (Almquist et
-// al. 2015) needs the second derivatives of the predictions, which the Predictor does not give.
+// parameters. FOCEI's gradient is population_gradient's (Almquist et al. 2015) chained to those
+// parameters; the other methods' is a central difference of the objective, with the EBEs
+// re-found at every point (inner gradient tolerance 1e-10, so the objective is smooth to about
+// 1e-12 and a central difference with step 1e-4 is accurate to about 1e-8).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -36,6 +34,14 @@ struct ThetaMap {
     if (l) return std::log(v - lower);
     if (u) return std::log(upper - v);
     return v / scale;
+  }
+  // d value / dx at `v`.
+  double derivative(double v) const {
+    const bool l = std::isfinite(lower), u = std::isfinite(upper);
+    if (l && u) return (v - lower) * (upper - v) / (upper - lower);
+    if (l) return v - lower;
+    if (u) return -(upper - v);
+    return scale;
   }
   double from_x(double x) const {
     const bool l = std::isfinite(lower), u = std::isfinite(upper);
@@ -148,8 +154,69 @@ class Problem {
 
   PopulationObjective base;  // the objective and EBEs at the current iterate
 
-  // Central differences (one-sided where one side cannot be evaluated).
+  // The gradient at x, whose objective is fx and whose EBEs are `base`: FOCEI's analytic
+  // gradient (population_gradient) chained to x, else (or where it cannot be evaluated)
+  // central differences.
   Vector gradient(const Vector& x, double fx) {
+    if (options_.method == EstimationMethod::Focei && !options_.finite_difference_gradient) {
+      Vector g = analytic(x);
+      if (g.allFinite()) return g;
+    }
+    return differences(x, fx);
+  }
+
+  Vector analytic(const Vector& x) {
+    ++gradients;
+    ++evaluations;  // the objective at x, found again from the EBEs there
+    PopulationFitSpec at = spec_;
+    at.initial = model(x);
+    const PopulationGradient pg = population_gradient(predictor_, at, options_, &base);
+    if (!pg.ok) return Vector::Constant(x.size(), std::numeric_limits<double>::quiet_NaN());
+    // d(NONMEM scale)/dx, in estimated_parameters' order (the order of x).
+    Vector g(x.size());
+    Eigen::Index k = 0;
+    const PopulationModel& m = at.initial;
+    for (std::size_t i = 0; i < thetas_.size(); ++i, ++k)
+      g(k) = pg.gradient(k) *
+             thetas_[i].derivative(m.theta_row[static_cast<std::size_t>(spec_.theta_columns[i])]);
+    if (spec_.estimate_omega) {
+      if (spec_.omega_block) {
+        // OMEGA = L L': dOMEGA/dL_rc = E_rc L' + L E_cr; x is L_rc, log L_rr on the diagonal.
+        Matrix l = Matrix::Zero(q_, q_);
+        {
+          Eigen::Index t = k;
+          for (int r = 0; r < q_; ++r)
+            for (int c = 0; c <= r; ++c, ++t) l(r, c) = r == c ? std::exp(x(t)) : x(t);
+        }
+        Matrix gw = Matrix::Zero(q_, q_);  // gradient by OMEGA element (lower triangle)
+        {
+          Eigen::Index t = k;
+          for (int r = 0; r < q_; ++r)
+            for (int c = 0; c <= r; ++c, ++t) gw(r, c) = pg.gradient(t);
+        }
+        for (int r = 0; r < q_; ++r)
+          for (int c = 0; c <= r; ++c, ++k) {
+            double sum = 0.0;
+            for (int a = 0; a < q_; ++a)
+              for (int b = 0; b <= a; ++b) {
+                const double d = (a == r ? l(b, c) : 0.0) + (b == r ? l(a, c) : 0.0);
+                sum += gw(a, b) * d;
+              }
+            g(k) = sum * (r == c ? l(r, r) : 1.0);
+          }
+      } else {
+        for (int r = 0; r < q_; ++r, ++k) g(k) = pg.gradient(k) * 2.0 * m.omega(r, r);
+      }
+    }
+    if (spec_.estimate_sigma) {
+      if (m.sigma_proportional > 0.0) g(k) = pg.gradient(k) * m.sigma_proportional, ++k;
+      if (m.sigma_additive > 0.0) g(k) = pg.gradient(k) * m.sigma_additive, ++k;
+    }
+    return g;
+  }
+
+  // Central differences (one-sided where one side cannot be evaluated).
+  Vector differences(const Vector& x, double fx) {
     Vector g(x.size());
     for (Eigen::Index i = 0; i < x.size(); ++i) {
       Vector a = x, b = x;
@@ -169,6 +236,7 @@ class Problem {
   }
 
   int evaluations = 0;
+  int gradients = 0;  // analytic gradients
 
  private:
   const Predictor& predictor_;
@@ -195,6 +263,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
     out.estimates = spec.initial;
     out.objective = population_objective(predictor, spec.initial, options);
     out.evaluations = problem.evaluations;
+    out.gradients = problem.gradients;
     out.message = "the objective is not finite at the initial estimates";
     return out;
   }
@@ -210,7 +279,10 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
       out.message = "converged: the gradient is below " + format_value(kGradientTolerance);
       break;
     }
-    if (problem.evaluations + 2 * n + 1 > max_evaluations) break;
+    const int per_gradient =
+        options.method == EstimationMethod::Focei && !options.finite_difference_gradient ? 1
+                                                                                         : 2 * n;
+    if (problem.evaluations + per_gradient + 1 > max_evaluations) break;
     Vector p = -h * g;
     if (!(g.dot(p) < 0.0)) {  // not a descent direction: restart from steepest descent
       h.setIdentity();
@@ -264,6 +336,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
   out.estimates = problem.model(x);
   out.objective = population_objective(predictor, out.estimates, options, &problem.base);
   out.evaluations = problem.evaluations + 1;
+  out.gradients = problem.gradients;
   return out;
 }
 

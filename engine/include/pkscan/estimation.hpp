@@ -91,6 +91,9 @@ struct EstimationOptions {
   /// Threads over subjects (0: the process default, pkscan/threads.hpp), at most one per 16
   /// subjects.
   int threads = 0;
+  /// fit_population: take FOCEI's outer gradient by central differences of the objective too,
+  /// instead of population_gradient (for comparisons).
+  bool finite_difference_gradient = false;
 };
 
 /// How a subject's inner problem ended.
@@ -171,6 +174,7 @@ struct PopulationFit {
   PopulationObjective objective;  ///< the objective and EBEs there
   int iterations = 0;             ///< quasi-Newton iterations
   int evaluations = 0;            ///< objective evaluations (gradients included)
+  int gradients = 0;              ///< analytic gradients (FOCEI), each also one evaluation
   bool converged = false;         ///< the gradient tolerance was met
   std::string message;            ///< how it ended, one line
   /// The initial estimates and every accepted iterate, in order (the last is `estimates`).
@@ -180,10 +184,12 @@ struct PopulationFit {
 /// Minimizes population_objective over the estimated THETA, OMEGA and SIGMA by BFGS with a
 /// backtracking line search on NONMEM-like unconstrained parameters: a bounded THETA through a
 /// logit (log with one bound), OMEGA through its Cholesky factor with log diagonal, SIGMA through
-/// log variances. The gradient is by central differences of the objective (step 1e-4 in those
-/// parameters; the EBEs are re-found at every point); it stops when every component is below
-/// 1e-4, or after `max_evaluations` objective evaluations. A point where the objective is not
-/// finite is a rejected step.
+/// log variances. FOCEI's gradient is population_gradient's; the other methods' (and FOCEI's
+/// with options.finite_difference_gradient, or where population_gradient cannot be evaluated) is
+/// by central differences of the objective (step 1e-4 in those parameters; the EBEs are re-found
+/// at every point). It stops when every component is below 1e-4, or after `max_evaluations`
+/// objective evaluations (an analytic gradient counts as one). A point where the objective is
+/// not finite is a rejected step.
 /// @throws InvalidArgument as population_objective at the initial estimates, for bounds that do
 ///         not enclose their initial value, or max_evaluations < 1
 PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec& spec,
@@ -265,10 +271,12 @@ struct CovarianceStep {
 };
 
 /// The covariance step at the estimates of `spec.initial`, over the quantities `spec`
-/// estimates, on NONMEM's scale (THETA, the elements of OMEGA, the SIGMA variances). R is the
-/// Hessian of the objective by central second differences (relative step 1e-3; off-diagonal
-/// elements of OMEGA step 1e-3 sqrt(OMEGA_ii OMEGA_jj)), with the EBEs found again at every
-/// point (never held fixed); S from the central first differences of each subject's OBJI.
+/// estimates, on NONMEM's scale (THETA, the elements of OMEGA, the SIGMA variances). FOCEI: S
+/// from each subject's population_gradient, R from central differences of population_gradient
+/// (relative step 1e-4). The other methods: R is the Hessian of the objective by central second
+/// differences (relative step 1e-3; off-diagonal elements of OMEGA step 1e-3
+/// sqrt(OMEGA_ii OMEGA_jj)), S from the central first differences of each subject's OBJI. The
+/// EBEs are found again at every point (never held fixed).
 /// Numerical trouble (R or S not positive definite, an objective that is not finite at a step)
 /// is reported in the result.
 /// @throws InvalidArgument as fit_population
