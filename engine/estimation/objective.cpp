@@ -18,6 +18,7 @@ namespace pkscan {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int kNewtonAfter = 10;  // inner Gauss-Newton iterations before Newton steps
 
 using detail::Shared;
 using detail::Subject;
@@ -86,7 +87,7 @@ double linearized(const Shared& sh, const Subject& subj, const Vector& eta, cons
 // g there), into `half_d`; d2F/dETA2 by central differences of the exact dF/dETA. False when a
 // point of the differences cannot be evaluated.
 bool data_hessian(const Shared& sh, Subject& subj, const Vector& eta, const Vector& f,
-                  const Matrix& g, Matrix& half_d) {
+                  const Matrix& g, const Vector* r0, Matrix& half_d) {
   constexpr double kDelta = 1e-4;
   const int q = sh.q;
   const Eigen::Index n = f.size();
@@ -102,12 +103,13 @@ bool data_hessian(const Shared& sh, Subject& subj, const Vector& eta, const Vect
     for (Eigen::Index j = 0; j < n; ++j)
       h[static_cast<std::size_t>(j)].col(l) = (gp.row(j) - gm.row(j)).transpose() / (2 * kDelta);
   }
-  const double sp = sh.model.sigma_proportional;
+  // With r0 (FOCE) the residual variance is held: R = r0, dR/dETA = 0.
+  const double sp = r0 ? 0.0 : sh.model.sigma_proportional;
   Matrix d = Matrix::Zero(q, q);
   for (Eigen::Index j = 0; j < n; ++j) {
     Matrix& hj = h[static_cast<std::size_t>(j)];
     hj = 0.5 * (hj + hj.transpose()).eval();
-    const double e = subj.dv(j) - f(j), rv = variance(sh.model, f(j));
+    const double e = subj.dv(j) - f(j), rv = r0 ? (*r0)(j) : variance(sh.model, f(j));
     const Vector gj = g.row(j).transpose();
     const Vector r = (2.0 * sp * f(j)) * gj;                         // dR/dETA
     const Matrix r2 = 2.0 * sp * (gj * gj.transpose() + f(j) * hj);  // d2R/dETA2
@@ -182,7 +184,16 @@ SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Work
       break;
     }
     if (it >= sh.options.max_inner_iterations) break;
-    const Eigen::LLT<Matrix> llt(sh.omega_inv + at.m);
+    // Gauss-Newton steps; after kNewtonAfter of them, Newton steps on the exact Hessian where it
+    // is positive definite (Gauss-Newton converges only linearly where the residuals are large).
+    Eigen::LLT<Matrix> llt(sh.omega_inv + at.m);
+    if (it >= kNewtonAfter) {
+      Matrix half_d;
+      if (data_hessian(sh, subj, eta, f, g, rp, half_d)) {
+        const Eigen::LLT<Matrix> newton(sh.omega_inv + half_d);
+        if (newton.info() == Eigen::Success) llt = newton;
+      }
+    }
     if (llt.info() != Eigen::Success) {
       out.status = InnerStatus::Stalled;
       break;
@@ -225,7 +236,7 @@ SubjectObjective solve_subject(const Shared& sh, std::int64_t s, Predictor::Work
     // FOCEI: 2 phi + log det(I + OMEGA M) = 2 phi + log|OMEGA| + log|OMEGA^-1 + M|; Laplace:
     // the same with D / 2 in place of M.
     Matrix m = at.m;
-    if (method == EstimationMethod::Laplace && !data_hessian(sh, subj, eta, f, g, m)) {
+    if (method == EstimationMethod::Laplace && !data_hessian(sh, subj, eta, f, g, nullptr, m)) {
       out.obji = kNaN;
       out.status = InnerStatus::NotFinite;
       return out;
