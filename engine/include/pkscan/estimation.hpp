@@ -30,8 +30,10 @@
 ///   dF/dETA (step 1e-4 in ETA: relative error about 1e-8).
 ///
 /// The EBEs are found by damped Gauss-Newton on the exact derivatives dF/dETA (the Hessian
-/// OMEGA^-1 + M, a backtracking line search) until the gradient of half the conditional
-/// objective is below EstimationOptions::inner_tolerance in every component. A step to a point
+/// OMEGA^-1 + M, a backtracking line search), after 10 iterations by Newton steps on the exact
+/// Hessian of the conditional objective where it is positive definite (d2F/dETA2 by central
+/// differences of the exact dF/dETA), until the gradient of half the conditional objective is
+/// below EstimationOptions::inner_tolerance in every component. A step to a point
 /// where the objective cannot be evaluated (a prediction or residual variance that is not finite
 /// or not > 0, parameters out of the model's domain) is shortened, never an exception.
 ///
