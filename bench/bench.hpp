@@ -42,6 +42,11 @@ struct BenchOptions {
   std::int64_t replicates = 1000;  ///< replicates of the VPC (--design vpc)
   /// replicates of both runs of --design simulate (their per-call costs shared by more values)
   std::int64_t design_replicates = 1;
+  /// A population-estimation workload when not empty (bench_fit.cpp): "theoph" (NONMEM's THEO
+  /// FOCEI fit) or "simulated" (N subjects of a three-compartment oral model, `observations`
+  /// samples each, 4 ETAs): the fit and its covariance step, beside the same fit on a
+  /// finite-difference outer gradient.
+  std::string fit;
 };
 
 /// Best seconds of `repeat` runs (after a warm-up) of the hand-written probe's no-output
@@ -77,6 +82,8 @@ void run_write_bench(const BenchOptions& o, std::ostream& out);
 // --output exact (bench_exact.cpp): a summaries-only population run with exact percentiles
 // beside the same run keeping the sketch's estimates.
 void run_exact_bench(const BenchOptions& o, std::ostream& out);
+// --fit theoph|simulated (bench_fit.cpp).
+void run_fit_bench(const BenchOptions& o, std::ostream& out);
 // --design simulate|vpc (bench_design.cpp).
 void run_design_bench(const BenchOptions& o, std::ostream& out);
 

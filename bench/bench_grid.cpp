@@ -264,6 +264,13 @@ void run_summaries_bench(const BenchOptions& o, std::ostream& out) {
 void run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.n < 1 || o.t < 1) throw InvalidArgument("--n and --t must be >= 1");
   if (o.repeat < 1) throw InvalidArgument("--repeat must be >= 1");
+  if (!o.fit.empty()) {
+    if (!o.dataset.empty() || !o.write_dir.empty() || !o.design.empty())
+      throw InvalidArgument(
+          "--fit is a workload of its own; give it without --dataset, --write or --design");
+    run_fit_bench(o, out);
+    return;
+  }
   if (!o.design.empty()) {
     if (!o.dataset.empty() || !o.write_dir.empty() || o.output == "summaries" ||
         o.output == "exact")

@@ -69,10 +69,16 @@ int run(const std::vector<std::string>& args) {
   app.add_option("--design-replicates", bo.design_replicates,
                  "Replicates of the design and of the grid population (--design simulate)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
+  app.add_option("--fit", bo.fit,
+                 "Population-estimation workload instead: theoph (NONMEM's THEO FOCEI fit and "
+                 "covariance step) or simulated (--n subjects of a three-compartment oral model, "
+                 "--observations samples each), beside the same fit on a finite-difference "
+                 "gradient")
+      ->check(CLI::IsMember({"theoph", "simulated"}));
   app.add_option("--doses", bo.doses, "Doses per subject (--dataset, --design)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--observations", bo.observations,
-                 "Observations per subject (--dataset, --design)")
+                 "Observations per subject (--dataset, --design, --fit simulated)")
       ->check(CLI::Range(1, 100000));
 
   try {
