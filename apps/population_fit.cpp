@@ -269,17 +269,8 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   std::map<std::string, double> se;  // by row name
   if (cov_ok) {
     const CovarianceStep& cov = *est.covariance;
-    for (std::size_t i = 0; i < cov.parameters.size(); ++i) {
-      const EstimatedParameter& p = cov.parameters[i];
-      std::string n;
-      if (p.kind == EstimatedParameter::Kind::Theta)
-        n = "theta." + m.parameters[static_cast<std::size_t>(p.index)].name;
-      else if (p.kind == EstimatedParameter::Kind::Omega)
-        n = "omega." + name(p.index) + "." + name(p.index2);
-      else
-        n = p.index == 0 ? "sigma.proportional" : "sigma.additive";
-      se[n] = cov.se(static_cast<Eigen::Index>(i));
-    }
+    for (std::size_t i = 0; i < cov.parameters.size(); ++i)
+      se[estimated_parameter_name(m, pm, cov.parameters[i])] = cov.se(static_cast<Eigen::Index>(i));
   }
 
   // The estimates: THETA, OMEGA (lower triangle by rows), SIGMA (variances), then the OFV. cv:

@@ -39,6 +39,23 @@ std::vector<EstimatedParameter> estimated_parameters(const PopulationFitSpec& sp
   return out;
 }
 
+std::string estimated_parameter_name(const ModelInfo& info, const PopulationModel& model,
+                                     const EstimatedParameter& p) {
+  const auto column = [&](int k) {
+    return info.parameters[static_cast<std::size_t>(model.eta_columns[static_cast<std::size_t>(k)])]
+        .name;
+  };
+  switch (p.kind) {
+    case Kind::Theta:
+      return "theta." + info.parameters[static_cast<std::size_t>(p.index)].name;
+    case Kind::Omega:
+      return "omega." + column(p.index) + "." + column(p.index2);
+    case Kind::Sigma:
+      break;
+  }
+  return p.index == 0 ? "sigma.proportional" : "sigma.additive";
+}
+
 namespace {
 
 void set(PopulationModel& m, const EstimatedParameter& p, double v) {

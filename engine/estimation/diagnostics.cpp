@@ -144,16 +144,12 @@ PopulationDiagnostics population_diagnostics(const Predictor& predictor,
     c->assign(rows, kNaN);
 
   const Shared sh{predictor, model, options, Matrix(), 0.0, q};
-  const int threads = static_cast<int>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>(resolve_threads(options.threads), subjects / 16)));
-  std::vector<std::unique_ptr<Predictor::Workspace>> workspaces(static_cast<std::size_t>(threads));
-  parallel_for(subjects, threads, [&](std::int64_t s, int worker) {
-    std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];
-    if (!ws) ws = predictor.make_workspace();
-    const SubjectObjective& so = objective.subjects[static_cast<std::size_t>(s)];
-    if (so.observations > 0)
-      subject_rows(sh, s, so, *ws, Rows{d, first[static_cast<std::size_t>(s)]});
-  });
+  detail::for_each_subject(
+      predictor, options.threads, [&](std::int64_t s, Predictor::Workspace& ws) {
+        const SubjectObjective& so = objective.subjects[static_cast<std::size_t>(s)];
+        if (so.observations > 0)
+          subject_rows(sh, s, so, ws, Rows{d, first[static_cast<std::size_t>(s)]});
+      });
 
   for (int k = 0; k < q; ++k) {
     std::vector<double> eta;

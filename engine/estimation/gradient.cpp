@@ -255,19 +255,15 @@ PopulationGradient population_gradient(const Predictor& predictor, const Populat
   const Eigen::LLT<Matrix> llt(model.omega);
   sh.omega_inv = llt.solve(Matrix::Identity(q, q));
   sh.omega_inv = 0.5 * (sh.omega_inv + sh.omega_inv.transpose()).eval();
-  const int threads = static_cast<int>(
-      std::max<std::int64_t>(1, std::min<std::int64_t>(resolve_threads(options.threads), n / 16)));
-  std::vector<std::unique_ptr<Predictor::Workspace>> workspaces(static_cast<std::size_t>(threads));
-  parallel_for(n, threads, [&](std::int64_t s, int worker) {
-    std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];
-    if (!ws) ws = predictor.make_workspace();
-    const SubjectObjective& so = out.objective.subjects[static_cast<std::size_t>(s)];
-    if (so.status == InnerStatus::NotFinite) return;
-    Subject subj(sh, s, *ws);
-    const Vector eta = Eigen::Map<const Vector>(so.eta.data(), q);
-    Vector g;
-    if (subject_gradient(sh, st, subj, eta, g)) out.subjects.row(s) = g.transpose();
-  });
+  detail::for_each_subject(
+      predictor, options.threads, [&](std::int64_t s, Predictor::Workspace& ws) {
+        const SubjectObjective& so = out.objective.subjects[static_cast<std::size_t>(s)];
+        if (so.status == InnerStatus::NotFinite) return;
+        Subject subj(sh, s, ws);
+        const Vector eta = Eigen::Map<const Vector>(so.eta.data(), q);
+        Vector g;
+        if (subject_gradient(sh, st, subj, eta, g)) out.subjects.row(s) = g.transpose();
+      });
   // Summed in subject order: the same bits for any thread count.
   out.gradient = Vector::Zero(np);
   for (std::int64_t s = 0; s < n; ++s) out.gradient += out.subjects.row(s).transpose();

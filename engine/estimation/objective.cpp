@@ -370,19 +370,14 @@ PopulationObjective population_objective(const Predictor& predictor, const Popul
   PopulationObjective out;
   const std::int64_t n = predictor.subjects();
   out.subjects.resize(static_cast<std::size_t>(n));
-  // A subject's inner problem takes microseconds: a thread per at least 16 subjects, so that
-  // small datasets do not pay for starting threads on every evaluation.
-  const int threads = static_cast<int>(
-      std::max<std::int64_t>(1, std::min<std::int64_t>(resolve_threads(options.threads), n / 16)));
-  std::vector<std::unique_ptr<Predictor::Workspace>> workspaces(static_cast<std::size_t>(threads));
-  parallel_for(n, threads, [&](std::int64_t s, int worker) {
-    std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];
-    if (!ws) ws = predictor.make_workspace();
-    const std::vector<double>* warm = start && start->subjects.size() == static_cast<std::size_t>(n)
-                                          ? &start->subjects[static_cast<std::size_t>(s)].eta
-                                          : nullptr;
-    out.subjects[static_cast<std::size_t>(s)] = solve_subject(sh, s, *ws, warm);
-  });
+  detail::for_each_subject(
+      predictor, options.threads, [&](std::int64_t s, Predictor::Workspace& ws) {
+        const std::vector<double>* warm =
+            start && start->subjects.size() == static_cast<std::size_t>(n)
+                ? &start->subjects[static_cast<std::size_t>(s)].eta
+                : nullptr;
+        out.subjects[static_cast<std::size_t>(s)] = solve_subject(sh, s, ws, warm);
+      });
   // Summed in subject order: the same bits for any thread count.
   double sum = 0.0;
   for (const SubjectObjective& s : out.subjects) sum += s.obji;

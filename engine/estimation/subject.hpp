@@ -3,10 +3,13 @@
 // the predictions F and G = dF/dETA there at a given ETA (P = THETA * exp(ETA)). Shared by the
 // objective (objective.cpp) and the diagnostics (diagnostics.cpp).
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <pkscan/error.hpp>
 #include <pkscan/estimation.hpp>
+#include <pkscan/threads.hpp>
 #include <vector>
 
 namespace pkscan::detail {
@@ -103,6 +106,22 @@ class Subject {
   std::vector<double> jac_;
   std::vector<double> row_;
 };
+
+// Runs fn(s, workspace) for every subject of `predictor`: a thread per at least 16 subjects (an
+// inner problem takes microseconds, so small datasets do not pay for starting threads on every
+// evaluation), each with its own Predictor workspace.
+template <class Fn>
+void for_each_subject(const Predictor& predictor, int threads_option, Fn&& fn) {
+  const std::int64_t n = predictor.subjects();
+  const int threads = static_cast<int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>(resolve_threads(threads_option), n / 16)));
+  std::vector<std::unique_ptr<Predictor::Workspace>> workspaces(static_cast<std::size_t>(threads));
+  parallel_for(n, threads, [&](std::int64_t s, int worker) {
+    std::unique_ptr<Predictor::Workspace>& ws = workspaces[static_cast<std::size_t>(worker)];
+    if (!ws) ws = predictor.make_workspace();
+    fn(s, *ws);
+  });
+}
 
 // population_objective's checks of a model and options.
 // @throws InvalidArgument

@@ -366,14 +366,7 @@ py::dict fit_py(py::handle model, py::handle dataset, py::handle theta, py::hand
       py::list order;
       py::dict se;
       for (std::size_t i = 0; i < c.parameters.size(); ++i) {
-        const EstimatedParameter& p = c.parameters[i];
-        std::string n;
-        if (p.kind == EstimatedParameter::Kind::Theta)
-          n = "theta." + m.parameters[static_cast<std::size_t>(p.index)].name;
-        else if (p.kind == EstimatedParameter::Kind::Omega)
-          n = "omega." + eta_name(p.index) + "." + eta_name(p.index2);
-        else
-          n = p.index == 0 ? "sigma.proportional" : "sigma.additive";
+        const std::string n = estimated_parameter_name(m, pm, c.parameters[i]);
         order.append(n);
         se[py::str(n)] = c.se(static_cast<Eigen::Index>(i));
       }

@@ -11,41 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "estimation/theo_model.hpp"
+
 namespace pkscan {
 namespace {
 
-const ModelInfo& two_compartment() { return model_info(ModelKind::TwoCompartment); }
-
-PopulationFitSpec theo_at(const double theta[3], const double lower[6], double sigma_prop,
-                          double sigma_add) {
-  const ModelInfo& m = two_compartment();
-  PopulationFitSpec spec;
-  PopulationModel& pm = spec.initial;
-  for (const ParameterInfo& p : m.parameters) pm.theta_row.push_back(p.default_value);
-  const int ka = parameter_index(m, "ka"), v = parameter_index(m, "v_central"),
-            ke = parameter_index(m, "ke");
-  pm.theta_row[static_cast<std::size_t>(ka)] = theta[0];
-  pm.theta_row[static_cast<std::size_t>(v)] = theta[1];
-  pm.theta_row[static_cast<std::size_t>(ke)] = theta[2];
-  pm.eta_columns = {ka, v, ke};
-  pm.omega.resize(3, 3);
-  int k = 0;
-  for (int r = 0; r < 3; ++r)
-    for (int c = 0; c <= r; ++c) pm.omega(r, c) = pm.omega(c, r) = lower[k++];
-  pm.sigma_proportional = sigma_prop;
-  pm.sigma_additive = sigma_add;
-  spec.theta_columns = {ka, v, ke};
-  spec.theta_lower = {0, 0, 0};
-  spec.theta_upper = {1e6, 1e6, 1e6};
-  spec.omega_block = true;
-  return spec;
-}
-
-Predictor theo_predictor() {
-  return Predictor(read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/tests/data/estimation/theo.csv",
-                                two_compartment()),
-                   ModelKind::TwoCompartment);
-}
+using test::theo_at;
+using test::theo_predictor;
 
 void expect_within(const CovarianceStep& c, const std::vector<double>& nonmem, double relative) {
   ASSERT_TRUE(c.ok) << c.message;

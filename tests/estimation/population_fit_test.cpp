@@ -9,38 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "estimation/theo_model.hpp"
+
 namespace pkscan {
 namespace {
 
-const ModelInfo& two_compartment() { return model_info(ModelKind::TwoCompartment); }
+using test::theo_predictor;
+using test::two_compartment;
 
-PopulationFitSpec theo_spec() {
-  const ModelInfo& m = two_compartment();
-  PopulationFitSpec spec;
-  PopulationModel& pm = spec.initial;
-  for (const ParameterInfo& p : m.parameters) pm.theta_row.push_back(p.default_value);
-  const int ka = parameter_index(m, "ka"), v = parameter_index(m, "v_central"),
-            ke = parameter_index(m, "ke");
-  pm.theta_row[static_cast<std::size_t>(ka)] = 2;
-  pm.theta_row[static_cast<std::size_t>(v)] = 50;
-  pm.theta_row[static_cast<std::size_t>(ke)] = 0.1;
-  pm.eta_columns = {ka, v, ke};
-  pm.omega = Eigen::MatrixXd::Constant(3, 3, 0.1);
-  pm.omega.diagonal().setConstant(0.2);
-  pm.sigma_proportional = 0.1;
-  pm.sigma_additive = 0.1;
-  spec.theta_columns = {ka, v, ke};
-  spec.theta_lower = {0, 0, 0};
-  spec.theta_upper = {1e6, 1e6, 1e6};
-  spec.omega_block = true;
-  return spec;
-}
-
-Predictor theo_predictor() {
-  return Predictor(read_dataset(std::string(PKSCAN_SOURCE_DIR) + "/tests/data/estimation/theo.csv",
-                                two_compartment()),
-                   ModelKind::TwoCompartment);
-}
+PopulationFitSpec theo_spec() { return test::theo_initial(); }
 
 struct Nonmem {
   double ofv;

@@ -229,6 +229,12 @@ struct EstimatedParameter {
 /// when estimated (proportional, additive); values at spec.initial.
 std::vector<EstimatedParameter> estimated_parameters(const PopulationFitSpec& spec);
 
+/// The name of an estimated quantity as the estimates file and Python give it: "theta.<parameter>",
+/// "omega.<row parameter>.<column parameter>" (the parameters of ETA index and index2 of
+/// `model`), "sigma.proportional" or "sigma.additive".
+std::string estimated_parameter_name(const ModelInfo& info, const PopulationModel& model,
+                                     const EstimatedParameter& p);
+
 /// The FOCEI objective with its gradient.
 struct PopulationGradient {
   std::vector<EstimatedParameter> parameters;  ///< estimated_parameters(spec)
