@@ -97,6 +97,15 @@ std::string ext_table(const config::FitFile& fit, const PopulationEstimate& est,
                     },
                     th.fixed ? "" : "theta." + th.name, th.fixed});
   }
+  // The effects' coefficients are THETAs too in NONMEM, after the parameters'.
+  for (std::size_t e = 0; e < pm.effects.size(); ++e) {
+    const bool fixed = fit.effect_fixed[e];
+    const std::string n = estimated_parameter_name(
+        m, pm, {EstimatedParameter::Kind::Effect, static_cast<int>(e), 0, 0.0});
+    cols.push_back({"THETA" + std::to_string(fit.theta.size() + e + 1),
+                    [e](const PopulationModel& x) { return x.effects[e].coefficient; },
+                    fixed ? "" : n, fixed});
+  }
   // SIGMA: the proportional part first (NONMEM's Y = F + F*EPS(1) + EPS(2)).
   std::vector<std::pair<std::string, double PopulationModel::*>> sig;
   if (fit.proportional)
@@ -250,6 +259,7 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
       spec.theta_lower.push_back(t.lower);
       spec.theta_upper.push_back(t.upper);
     }
+  spec.effect_indices = fit.effect_indices;
   spec.omega_block = fit.omega_block;
   spec.estimate_omega = !fit.omega_fixed;
   spec.estimate_sigma = !fit.sigma_fixed;
@@ -293,6 +303,10 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
   for (const config::FitTheta& t : fit.theta)
     text += row("theta." + t.name, pm.theta_row[static_cast<std::size_t>(t.column)], t.fixed, kNone,
                 kNone);
+  for (std::size_t e = 0; e < pm.effects.size(); ++e)
+    text += row(estimated_parameter_name(
+                    m, pm, {EstimatedParameter::Kind::Effect, static_cast<int>(e), 0, 0.0}),
+                pm.effects[e].coefficient, fit.effect_fixed[e], kNone, kNone);
   const int q = static_cast<int>(pm.eta_columns.size());
   for (int i = 0; i < q; ++i)
     for (int j = 0; j <= i; ++j)

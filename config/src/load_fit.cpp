@@ -136,6 +136,80 @@ void parse_iiv(const Loader& L, const YAML::Node& node, const ModelInfo& m, FitF
     L.fail(omega, "iiv.omega is not positive definite (a covariance too large for its variances)");
 }
 
+// `covariates`: [{parameter, covariate, type, coefficient, reference | level}], the covariate a
+// dataset column with one number per subject.
+void parse_covariates(const Loader& L, const YAML::Node& node, const ModelInfo& m,
+                      const Dataset& data, FitFile& fit) {
+  if (!node.IsSequence())
+    L.fail(node,
+           "covariates must be a list of effects, for example [{parameter: cl, covariate: "
+           "WT, type: power, coefficient: 0.75, reference: 70}]");
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    const std::string ctx = "covariates[" + std::to_string(i + 1) + "]";
+    const Loader::Entries e = L.entries(
+        item, ctx, {"parameter", "covariate", "type", "coefficient", "reference", "level"});
+    ParameterEffect effect;
+    const YAML::Node pn = L.require(e, "parameter", item, ctx).value;
+    const std::string raw = L.scalar_string(pn, ctx + ".parameter", "a parameter name");
+    effect.parameter = parameter_index(m, raw);
+    bool in_theta = false;
+    for (const FitTheta& t : fit.theta) in_theta = in_theta || t.column == effect.parameter;
+    if (effect.parameter < 0 || !in_theta)
+      L.fail(pn, ctx + ".parameter: \"" + raw +
+                     "\" is not in theta; an effect scales the parameter's THETA");
+    const YAML::Node cn = L.require(e, "covariate", item, ctx).value;
+    effect.covariate = L.scalar_string(cn, ctx + ".covariate", "a column of the dataset");
+    const YAML::Node tn = L.require(e, "type", item, ctx).value;
+    const std::string type =
+        L.scalar_string(tn, ctx + ".type", "power, exponential, linear or categorical");
+    if (type == "power")
+      effect.form = EffectForm::Power;
+    else if (type == "exponential")
+      effect.form = EffectForm::Exponential;
+    else if (type == "linear")
+      effect.form = EffectForm::Linear;
+    else if (type == "categorical")
+      effect.form = EffectForm::Categorical;
+    else
+      L.fail(tn, ctx + ".type is \"" + type +
+                     "\", but must be power, exponential, linear or categorical");
+    const YAML::Node bn = L.require(e, "coefficient", item, ctx).value;
+    bool fixed = false;
+    if (bn.IsMap()) {
+      const Loader::Entries be = L.entries(bn, ctx + ".coefficient", {"init", "fixed"});
+      effect.coefficient = L.number(L.require(be, "init", bn, ctx + ".coefficient").value,
+                                    ctx + ".coefficient.init");
+      if (auto f = be.find("fixed"); f != be.end())
+        fixed = boolean(L, f->second.value, ctx + ".coefficient.fixed");
+    } else {
+      effect.coefficient = L.number(bn, ctx + ".coefficient");
+    }
+    if (!std::isfinite(effect.coefficient))
+      L.fail(bn, ctx + ".coefficient must be a finite number");
+    const bool categorical = effect.form == EffectForm::Categorical;
+    const char* key = categorical ? "level" : "reference";
+    const YAML::Node rn = L.require(e, key, item, ctx).value;
+    (categorical ? effect.level : effect.reference) = L.number(rn, ctx + "." + key);
+    if (!std::isfinite(categorical ? effect.level : effect.reference) ||
+        (effect.form == EffectForm::Power && !(effect.reference > 0.0)))
+      L.fail(rn, ctx + "." + key + " must be a finite number" +
+                     (effect.form == EffectForm::Power ? " > 0" : ""));
+    if (e.count(categorical ? "reference" : "level") > 0)
+      L.fail(item, ctx + ": a " + type + " effect takes " + key + ", not " +
+                       (categorical ? "reference" : "level"));
+    // One number per subject from the dataset's column.
+    try {
+      effect.values = subject_covariate(data, effect.covariate);
+    } catch (const InvalidArgument& err) {
+      L.fail(cn, ctx + ".covariate: " + err.what());
+    }
+    if (!fixed) fit.effect_indices.push_back(static_cast<int>(fit.population.effects.size()));
+    fit.effect_fixed.push_back(fixed);
+    fit.population.effects.push_back(std::move(effect));
+  }
+}
+
 // `error`: {proportional: V, additive: V, as: variance | standard_deviation}.
 void parse_error(const Loader& L, const YAML::Node& node, FitFile& fit) {
   const Loader::Entries e = L.entries(node, "error", {"proportional", "additive", "as", "fixed"});
@@ -173,7 +247,8 @@ void parse_estimation(const Loader& L, const YAML::Node& node, FitFile& fit) {
   const Loader::Entries e =
       L.entries(node, "estimation", {"method", "max_evaluations", "covariance"});
   const YAML::Node method = L.require(e, "method", node, "estimation").value;
-  const std::string name = L.scalar_string(method, "estimation.method", "fo, foce, focei or laplace");
+  const std::string name =
+      L.scalar_string(method, "estimation.method", "fo, foce, focei or laplace");
   try {
     fit.method = estimation_method_from_string(name);
   } catch (const InvalidArgument&) {
@@ -212,7 +287,8 @@ FitFile parse_fit_file(const std::string& text, const std::string& file) {
                       "the fit file is empty; it must be a YAML mapping with keys model, "
                       "dataset, theta, iiv, error, estimation, output");
   const Loader::Entries top = L.entries(
-      root, "the fit file", {"model", "dataset", "theta", "iiv", "error", "estimation", "output"});
+      root, "the fit file",
+      {"model", "dataset", "theta", "covariates", "iiv", "error", "estimation", "output"});
   FitFile fit;
   fit.file = file;
   fit.model = parse_model(L, top);
@@ -241,6 +317,8 @@ FitFile parse_fit_file(const std::string& text, const std::string& file) {
   const std::string why = check_parameters(m, check.data());
   if (!why.empty()) L.fail(theta, "theta: model " + m.name + ": " + why);
 
+  if (auto it = top.find("covariates"); it != top.end())
+    parse_covariates(L, it->second.value, m, *fit.dataset, fit);
   parse_iiv(L, L.require(top, "iiv", root, "the fit file").value, m, fit);
   parse_error(L, L.require(top, "error", root, "the fit file").value, fit);
   parse_estimation(L, L.require(top, "estimation", root, "the fit file").value, fit);

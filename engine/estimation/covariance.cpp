@@ -26,6 +26,8 @@ std::vector<EstimatedParameter> estimated_parameters(const PopulationFitSpec& sp
   const PopulationModel& m = spec.initial;
   for (int c : spec.theta_columns)
     out.push_back({Kind::Theta, c, 0, m.theta_row[static_cast<std::size_t>(c)]});
+  for (int e : spec.effect_indices)
+    out.push_back({Kind::Effect, e, 0, m.effects[static_cast<std::size_t>(e)].coefficient});
   if (spec.estimate_omega) {
     const int q = static_cast<int>(m.eta_columns.size());
     for (int r = 0; r < q; ++r)
@@ -48,6 +50,11 @@ std::string estimated_parameter_name(const ModelInfo& info, const PopulationMode
   switch (p.kind) {
     case Kind::Theta:
       return "theta." + info.parameters[static_cast<std::size_t>(p.index)].name;
+    case Kind::Effect: {
+      const ParameterEffect& e = model.effects[static_cast<std::size_t>(p.index)];
+      return "effect." + info.parameters[static_cast<std::size_t>(e.parameter)].name + "." +
+             e.covariate;
+    }
     case Kind::Omega:
       return "omega." + column(p.index) + "." + column(p.index2);
     case Kind::Sigma:
@@ -62,6 +69,9 @@ void set(PopulationModel& m, const EstimatedParameter& p, double v) {
   switch (p.kind) {
     case Kind::Theta:
       m.theta_row[static_cast<std::size_t>(p.index)] = v;
+      break;
+    case Kind::Effect:
+      m.effects[static_cast<std::size_t>(p.index)].coefficient = v;
       break;
     case Kind::Omega:
       m.omega(p.index, p.index2) = m.omega(p.index2, p.index) = v;

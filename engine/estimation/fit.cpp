@@ -75,6 +75,13 @@ class Problem {
                               "bounds " + format_value(lo) + " and " + format_value(hi));
       thetas_.push_back({lo, hi, v != 0.0 ? std::abs(v) : 1.0});
     }
+    const double inf = std::numeric_limits<double>::infinity();
+    for (int e : spec.effect_indices) {
+      if (e < 0 || e >= static_cast<int>(m.effects.size()))
+        throw InvalidArgument("population fit: an estimated effect's index is out of range");
+      const double b = m.effects[static_cast<std::size_t>(e)].coefficient;
+      effects_.push_back({-inf, inf, b != 0.0 ? std::abs(b) : 1.0});
+    }
     q_ = static_cast<int>(m.eta_columns.size());
     if (spec.estimate_omega && q_ > 0) {
       const Eigen::LLT<Matrix> llt(m.omega);
@@ -84,8 +91,16 @@ class Problem {
     }
   }
 
+  // The i-th estimated effect of m.
+  const ParameterEffect& effect(const PopulationModel& m, std::size_t i) const {
+    return m.effects[static_cast<std::size_t>(spec_.effect_indices[i])];
+  }
+  ParameterEffect& effect(PopulationModel& m, std::size_t i) const {
+    return m.effects[static_cast<std::size_t>(spec_.effect_indices[i])];
+  }
+
   int size() const {
-    int n = static_cast<int>(thetas_.size());
+    int n = static_cast<int>(thetas_.size() + effects_.size());
     if (spec_.estimate_omega) n += spec_.omega_block ? q_ * (q_ + 1) / 2 : q_;
     if (spec_.estimate_sigma)
       n += (spec_.initial.sigma_proportional > 0.0 ? 1 : 0) +
@@ -99,6 +114,8 @@ class Problem {
     const PopulationModel& m = spec_.initial;
     for (std::size_t i = 0; i < thetas_.size(); ++i)
       x(k++) = thetas_[i].to_x(m.theta_row[static_cast<std::size_t>(spec_.theta_columns[i])]);
+    for (std::size_t i = 0; i < effects_.size(); ++i)
+      x(k++) = effects_[i].to_x(effect(m, i).coefficient);
     if (spec_.estimate_omega)
       for (int r = 0; r < q_; ++r)
         for (int c = 0; c <= r; ++c) {
@@ -119,6 +136,8 @@ class Problem {
     Eigen::Index k = 0;
     for (std::size_t i = 0; i < thetas_.size(); ++i)
       m.theta_row[static_cast<std::size_t>(spec_.theta_columns[i])] = thetas_[i].from_x(x(k++));
+    for (std::size_t i = 0; i < effects_.size(); ++i)
+      effect(m, i).coefficient = effects_[i].from_x(x(k++));
     if (spec_.estimate_omega) {
       if (spec_.omega_block) {
         Matrix l = Matrix::Zero(q_, q_);
@@ -179,6 +198,8 @@ class Problem {
     for (std::size_t i = 0; i < thetas_.size(); ++i, ++k)
       g(k) = pg.gradient(k) *
              thetas_[i].derivative(m.theta_row[static_cast<std::size_t>(spec_.theta_columns[i])]);
+    for (std::size_t i = 0; i < effects_.size(); ++i, ++k)
+      g(k) = pg.gradient(k) * effects_[i].derivative(effect(m, i).coefficient);
     if (spec_.estimate_omega) {
       if (spec_.omega_block) {
         // OMEGA = L L': dOMEGA/dL_rc = E_rc L' + L E_cr; x is L_rc, log L_rr on the diagonal.
@@ -243,6 +264,8 @@ class Problem {
   const PopulationFitSpec& spec_;
   const EstimationOptions& options_;
   std::vector<ThetaMap> thetas_;
+  std::vector<ThetaMap> effects_;  // the estimated coefficients, unbounded
+
   int q_ = 0;
   Matrix chol_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <pkscan/error.hpp>
@@ -302,6 +303,78 @@ std::string to_string(InnerStatus status) {
   return "not_finite";
 }
 
+std::string to_string(EffectForm form) {
+  switch (form) {
+    case EffectForm::Power:
+      return "power";
+    case EffectForm::Exponential:
+      return "exponential";
+    case EffectForm::Linear:
+      return "linear";
+    case EffectForm::Categorical:
+      return "categorical";
+  }
+  return "power";
+}
+
+std::vector<double> subject_covariate(const Dataset& data, const std::string& name) {
+  const auto& cols = data.covariate_columns;
+  const auto at = std::find(cols.begin(), cols.end(), name);
+  if (at == cols.end()) throw InvalidArgument("\"" + name + "\" is not a column of the dataset");
+  const std::size_t col = static_cast<std::size_t>(at - cols.begin());
+  std::vector<double> out;
+  for (const DatasetSubject& subject : data.subjects) {
+    double value = kNaN;
+    for (const DatasetRecord& r : subject.records) {
+      const std::string& cell = r.covariates[col];
+      char* end = nullptr;
+      const double v = std::strtod(cell.c_str(), &end);
+      if (cell.empty() || end == nullptr || *end != '\0' || !std::isfinite(v))
+        throw ConfigError(data.file, r.line, 0,
+                          name + " is \"" + cell +
+                              "\", but a covariate effect needs a finite number on every record");
+      if (!std::isnan(value) && v != value)
+        throw ConfigError(data.file, r.line, 0,
+                          name + " of subject ID " + subject.id + " is " + format_value(v) +
+                              " here and " + format_value(value) +
+                              " before; a covariate effect needs one value per subject");
+      value = v;
+    }
+    out.push_back(value);
+  }
+  return out;
+}
+
+double ParameterEffect::factor(std::int64_t s, double b) const {
+  const double c = values[static_cast<std::size_t>(s)];
+  switch (form) {
+    case EffectForm::Power:
+      return std::pow(c / reference, b);
+    case EffectForm::Exponential:
+      return std::exp(b * (c - reference));
+    case EffectForm::Linear:
+      return 1.0 + b * (c - reference);
+    case EffectForm::Categorical:
+      return c == level ? 1.0 + b : 1.0;
+  }
+  return 1.0;
+}
+
+double ParameterEffect::log_derivative(std::int64_t s, double b) const {
+  const double c = values[static_cast<std::size_t>(s)];
+  switch (form) {
+    case EffectForm::Power:
+      return std::log(c / reference);
+    case EffectForm::Exponential:
+      return c - reference;
+    case EffectForm::Linear:
+      return (c - reference) / (1.0 + b * (c - reference));
+    case EffectForm::Categorical:
+      return c == level ? 1.0 / (1.0 + b) : 0.0;
+  }
+  return 0.0;
+}
+
 bool PopulationObjective::finite() const noexcept { return std::isfinite(ofv); }
 
 std::int64_t PopulationObjective::unconverged() const noexcept {
@@ -344,6 +417,29 @@ void check_population_model(const Predictor& predictor, const PopulationModel& m
                             ", but must be finite and >= 0");
   if (!(model.sigma_proportional > 0.0 || model.sigma_additive > 0.0))
     throw InvalidArgument("population model: SIGMA is 0 (no residual error)");
+  for (std::size_t i = 0; i < model.effects.size(); ++i) {
+    const ParameterEffect& e = model.effects[i];
+    const std::string what =
+        "population model: effect " + std::to_string(i + 1) + " (" + e.covariate + ")";
+    if (e.parameter < 0 || e.parameter >= np ||
+        !std::isfinite(model.theta_row[static_cast<std::size_t>(e.parameter)]))
+      throw InvalidArgument(what + " is on a column without a finite THETA");
+    if (static_cast<std::int64_t>(e.values.size()) != predictor.subjects())
+      throw InvalidArgument(what + " has " + std::to_string(e.values.size()) +
+                            " values, but there are " + std::to_string(predictor.subjects()) +
+                            " subjects");
+    if (!std::isfinite(e.coefficient) || !std::isfinite(e.reference) || !std::isfinite(e.level))
+      throw InvalidArgument(what + ": its coefficient, reference and level must be finite");
+    for (std::size_t s = 0; s < e.values.size(); ++s) {
+      const double f = std::isfinite(e.values[s])
+                           ? e.factor(static_cast<std::int64_t>(s), e.coefficient)
+                           : std::numeric_limits<double>::quiet_NaN();
+      if (!(std::isfinite(f) && f > 0.0))
+        throw InvalidArgument(what + ": the factor of subject ID " +
+                              predictor.dataset().subjects[s].id + " is " + format_value(f) +
+                              ", but must be finite and > 0");
+    }
+  }
   if (!(options.inner_tolerance > 0.0) || options.max_inner_iterations < 1)
     throw InvalidArgument(
         "estimation options: inner_tolerance must be > 0 and max_inner_iterations >= 1");

@@ -46,7 +46,11 @@ class Subject {
     }
     pred_.resize(static_cast<std::size_t>(sh.predictor.observations(s)));
     jac_.resize(pred_.size() * static_cast<std::size_t>(sh.predictor.parameters()));
-    row_ = sh.model.theta_row;
+    // The subject's typical row: THETA times its covariate effects.
+    base_ = sh.model.theta_row;
+    for (const ParameterEffect& e : sh.model.effects)
+      base_[static_cast<std::size_t>(e.parameter)] *= e.factor(s, e.coefficient);
+    row_ = base_;
   }
 
   Eigen::Index n() const { return static_cast<Eigen::Index>(index_.size()); }
@@ -57,7 +61,7 @@ class Subject {
     const std::vector<int>& cols = sh_.model.eta_columns;
     for (int k = 0; k < sh_.q; ++k) {
       const std::size_t c = static_cast<std::size_t>(cols[static_cast<std::size_t>(k)]);
-      row_[c] = sh_.model.theta_row[c] * std::exp(eta(k));
+      row_[c] = base_[c] * std::exp(eta(k));
     }
     try {
       sh_.predictor.predict_gradient(s_, row_.data(), pred_.data(), jac_.data(), ws_);
@@ -104,6 +108,7 @@ class Subject {
   std::vector<const DatasetRecord*> records_;
   std::vector<double> pred_;
   std::vector<double> jac_;
+  std::vector<double> base_;  // THETA with the subject's covariate effects
   std::vector<double> row_;
 };
 

@@ -23,8 +23,9 @@ class FitResult:
 
     Attributes: ``method``; ``ofv`` (NONMEM's objective, without the n log 2 pi constant);
     ``estimates`` ({'theta.ka': ..., 'omega.ka.ka': ..., 'sigma.proportional': ...}: THETA, the
-    OMEGA elements as variances and covariances, SIGMA as variances) and ``fixed`` (the same names:
-    held or estimated); ``converged``, ``iterations``, ``evaluations``, ``message``,
+    OMEGA elements as variances and covariances, SIGMA as variances; with covariates also
+    'effect.<parameter>.<covariate>') and ``fixed`` (the same names: held or estimated);
+    ``converged``, ``iterations``, ``evaluations``, ``message``,
     ``seconds``; ``se`` and ``rse`` (% of |estimate|) of the estimated quantities after a
     covariance step (empty without one), ``covariance`` and ``correlation`` (NumPy arrays over
     ``covariance_names``), ``condition_number``, ``covariance_ok`` (None: no step) and
@@ -58,8 +59,9 @@ class FitResult:
                 f"converged={self.converged}, estimates={self.estimates!r})")
 
 
-def fit(model, dataset, theta, iiv, error, estimation=None, threads=0):
-    return FitResult(_core._fit(model, dataset, theta, iiv, error, estimation, threads))
+def fit(model, dataset, theta, iiv, error, estimation=None, covariates=None, threads=0):
+    return FitResult(_core._fit(model, dataset, theta, iiv, error, estimation, covariates,
+                                threads))
 
 
 fit.__doc__ = _core._fit.__doc__

@@ -36,7 +36,10 @@ text. theta: {name: value} (estimated without bounds) or {name: {'init', 'lower'
 'as': 'variance' (NONMEM's $SIGMA, the default) or 'standard_deviation', 'fixed': bool}.
 estimation: {'method': 'fo' | 'foce' | 'focei' (default) | 'laplace', 'covariance': 'sandwich' | 'r' | 's'
 | 'none' (default), 'max_evaluations': int (default 10000; 0 evaluates at the estimates
-given)}. threads: 0 for the process default.
+given)}. covariates: [{'parameter', 'covariate' (a dataset column, one value per subject),
+'type': 'power' | 'exponential' | 'linear' | 'categorical', 'coefficient': number (estimated)
+or {'init', 'fixed'}, 'reference' (or 'level' for categorical)}]. threads: 0 for the process
+default.
 
 Returns a FitResult. Raises ValueError for bad input (as the fit file's loader) and when the
 objective is not finite at the initial estimates. A fit that does not converge is returned with
@@ -85,11 +88,12 @@ int column_of(const ModelInfo& m, const std::string& name, const std::string& wh
 struct Names {
   std::vector<std::string> theta;  // canonical names, in the order given
   std::vector<bool> theta_fixed;
+  std::vector<bool> effect_fixed;  // per covariate effect
 };
 
 PopulationFitSpec read_spec(const ModelInfo& m, const Dataset& data, py::handle theta,
-                            py::handle iiv, py::handle error, bool& proportional, bool& additive,
-                            Names& names) {
+                            py::handle covariates, py::handle iiv, py::handle error,
+                            bool& proportional, bool& additive, Names& names) {
   PopulationFitSpec spec;
   PopulationModel& pm = spec.initial;
   for (const ParameterInfo& p : m.parameters) pm.theta_row.push_back(p.default_value);
@@ -137,6 +141,65 @@ PopulationFitSpec read_spec(const ModelInfo& m, const Dataset& data, py::handle 
         check[c] = 1.0;
   const std::string why = check_parameters(m, check.data());
   if (!why.empty()) throw InvalidArgument("theta: model " + m.name + ": " + why);
+
+  // covariates: [{parameter, covariate, type, coefficient, reference | level}]
+  if (!covariates.is_none()) {
+    if (!py::isinstance<py::list>(covariates) && !py::isinstance<py::tuple>(covariates))
+      throw InvalidArgument("covariates must be a list of dicts");
+    int i = 0;
+    for (py::handle item : covariates) {
+      const std::string ctx = "covariates[" + std::to_string(++i) + "]";
+      const py::dict e = as_dict(item, ctx);
+      only_keys(e, ctx, {"parameter", "covariate", "type", "coefficient", "reference", "level"});
+      for (const char* key : {"parameter", "covariate", "type", "coefficient"})
+        if (!e.contains(key)) throw InvalidArgument(ctx + " needs '" + key + "'");
+      ParameterEffect effect;
+      const std::string name = py::str(e["parameter"]);
+      effect.parameter = column_of(m, name, ctx + ".parameter");
+      bool in_theta = false;
+      for (const std::string& t : names.theta)
+        in_theta = in_theta || t == m.parameters[static_cast<std::size_t>(effect.parameter)].name;
+      if (!in_theta)
+        throw InvalidArgument(ctx + ".parameter: \"" + name +
+                              "\" is not in theta; an effect scales the parameter's THETA");
+      effect.covariate = py::str(e["covariate"]);
+      const std::string type = py::str(e["type"]);
+      const EffectForm forms[] = {EffectForm::Power, EffectForm::Exponential, EffectForm::Linear,
+                                  EffectForm::Categorical};
+      bool known = false;
+      for (EffectForm f : forms)
+        if (to_string(f) == type) {
+          effect.form = f;
+          known = true;
+        }
+      if (!known)
+        throw InvalidArgument(ctx + ".type is \"" + type +
+                              "\", but must be power, exponential, linear or categorical");
+      bool fixed = false;
+      if (py::isinstance<py::dict>(e["coefficient"])) {
+        const py::dict b = py::reinterpret_borrow<py::dict>(e["coefficient"]);
+        only_keys(b, ctx + ".coefficient", {"init", "fixed"});
+        if (!b.contains("init")) throw InvalidArgument(ctx + ".coefficient needs 'init'");
+        effect.coefficient = number(b["init"], ctx + ".coefficient.init");
+        fixed = flag(b, "fixed", ctx + ".coefficient");
+      } else {
+        effect.coefficient = number(e["coefficient"], ctx + ".coefficient");
+      }
+      const bool categorical = effect.form == EffectForm::Categorical;
+      const char* key = categorical ? "level" : "reference";
+      if (!e.contains(key) || e.contains(categorical ? "reference" : "level"))
+        throw InvalidArgument(ctx + ": a " + type + " effect takes '" + key + "'");
+      (categorical ? effect.level : effect.reference) = number(e[key], ctx + "." + key);
+      try {
+        effect.values = subject_covariate(data, effect.covariate);
+      } catch (const InvalidArgument& err) {
+        throw InvalidArgument(ctx + ".covariate: " + err.what());
+      }
+      if (!fixed) spec.effect_indices.push_back(static_cast<int>(pm.effects.size()));
+      names.effect_fixed.push_back(fixed);
+      pm.effects.push_back(std::move(effect));
+    }
+  }
 
   // iiv
   const py::dict iv = as_dict(iiv, "iiv");
@@ -223,13 +286,13 @@ py::array_t<double> matrix_array(const Eigen::MatrixXd& m) {
 }
 
 py::dict fit_py(py::handle model, py::handle dataset, py::handle theta, py::handle iiv,
-                py::handle error, py::handle estimation, int threads) {
+                py::handle error, py::handle estimation, py::handle covariates, int threads) {
   const PyDataset d = load_dataset(dataset, model);
   const ModelInfo& m = *d.model;
   bool proportional = false, additive = false;
   Names names;
   const PopulationFitSpec spec =
-      read_spec(m, *d.data, theta, iiv, error, proportional, additive, names);
+      read_spec(m, *d.data, theta, covariates, iiv, error, proportional, additive, names);
   EstimationOptions options;
   options.threads = threads;
   int max_evaluations = 10000;
@@ -270,6 +333,12 @@ py::dict fit_py(py::handle model, py::handle dataset, py::handle theta, py::hand
     estimates[py::str("theta." + n)] =
         pm.theta_row[static_cast<std::size_t>(parameter_index(m, n))];
     fixed[py::str("theta." + n)] = static_cast<bool>(names.theta_fixed[t]);
+  }
+  for (std::size_t e = 0; e < pm.effects.size(); ++e) {
+    const std::string n = estimated_parameter_name(
+        m, pm, {EstimatedParameter::Kind::Effect, static_cast<int>(e), 0, 0.0});
+    estimates[py::str(n)] = pm.effects[e].coefficient;
+    fixed[py::str(n)] = static_cast<bool>(names.effect_fixed[e]);
   }
   for (int i = 0; i < q; ++i)
     for (int j = 0; j <= i; ++j)
@@ -384,7 +453,8 @@ py::dict fit_py(py::handle model, py::handle dataset, py::handle theta, py::hand
 
 void bind_fit(py::module_& m) {
   m.def("_fit", &fit_py, py::arg("model"), py::arg("dataset"), py::arg("theta"), py::arg("iiv"),
-        py::arg("error"), py::arg("estimation") = py::none(), py::arg("threads") = 0, kFitDoc);
+        py::arg("error"), py::arg("estimation") = py::none(), py::arg("covariates") = py::none(),
+        py::arg("threads") = 0, kFitDoc);
 }
 
 }  // namespace pkscan::python

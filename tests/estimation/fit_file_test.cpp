@@ -242,6 +242,37 @@ TEST(FitFile, PlotDrawsTheTable) {
                "but a fit table has at least 12");
 }
 
+const std::string kEffect = "covariates: [{parameter: v_central, covariate: WT, ";
+
+// A covariate effect (WT on V, power 1, fixed) in the fit file: its row in the estimates file,
+// its THETA column in the .ext table, and the predictions of the table against the closed form
+// with V_i = THETA_V (WT_i / 70).
+TEST(FitFile, ACovariateEffect) {
+  TempDir dir;
+  const std::string omega = "0.2, 0.1, 0.2, 0.1, 0.1, 0.2";
+  std::string text =
+      theo_file(dir, "focei", kTheoInitial, omega, "proportional: 0.1, additive: 0.1");
+  text = replace(text, "iiv:",
+                 kEffect +
+                     "type: power, coefficient: {init: 1, fixed: true}, "
+                     "reference: 70}]\niiv:");
+  run_ofv(text, dir);
+  const std::vector<std::string> est = split_lines(read_text(dir.file("fit.csv")));
+  EXPECT_EQ(est.at(4), "effect.v_central.WT,1,,,true,,");
+  const std::vector<std::string> ext = split_lines(read_text(dir.file("fit.ext")));
+  EXPECT_EQ(ext.at(1).substr(0, 66),
+            " ITERATION    THETA1       THETA2       THETA3       THETA4       ");
+  const std::vector<std::string> table = split_lines(read_text(dir.file("fit.table.csv")));
+  const std::vector<std::string> data = split_lines(read_text(kData + "theo.csv"));
+  // ID 1 (WT 79.6), its observation at TIME 0.25 (the table's second row; data line 4).
+  const std::vector<std::string> row = split_csv(table.at(2));
+  ASSERT_EQ(row.at(1), "4");
+  EXPECT_EQ(split_csv(data.at(3)).at(7), "79.6");
+  const double v = 50 * 79.6 / 70, t = 0.25, ka = 2, k = 0.1;
+  const double pred = 320 / v * ka / (ka - k) * (std::exp(-k * t) - std::exp(-ka * t));
+  EXPECT_NEAR(std::stod(row.at(4)), pred, 1e-12 * pred);
+}
+
 // Bad input: exit status 2, one line on stderr naming the problem, nothing written.
 TEST(FitFile, BadInputWritesNothing) {
   const std::string omega = "0.2, 0.1, 0.2, 0.1, 0.1, 0.2";
@@ -266,6 +297,20 @@ TEST(FitFile, BadInputWritesNothing) {
        "must be a list of 6"},
       {"init out of bounds", "ka: {init: 2, lower: 0,", "ka: {init: -2, lower: 0,",
        "strictly between"},
+      {"effect type", "iiv:", kEffect + "type: cubic, coefficient: 1, reference: 70}]\niiv:",
+       "must be power, exponential, linear or categorical"},
+      {"effect covariate", "iiv:",
+       "covariates: [{parameter: v_central, covariate: AGE, type: power, coefficient: 1, "
+       "reference: 70}]\niiv:",
+       "\"AGE\" is not a column of the dataset"},
+      {"effect parameter", "iiv:",
+       "covariates: [{parameter: cl, covariate: WT, type: power, coefficient: 1, reference: "
+       "70}]\niiv:",
+       "is not in theta"},
+      {"categorical without level",
+       "iiv:", kEffect + "type: categorical, coefficient: 1, reference: 70}]\niiv:", "level"},
+      {"effect factor not > 0", "iiv:",
+       kEffect + "type: linear, coefficient: -1, reference: 70}]\niiv:", "must be finite and > 0"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

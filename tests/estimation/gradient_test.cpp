@@ -25,6 +25,9 @@ void move(PopulationModel& m, const EstimatedParameter& p, double by) {
     case EstimatedParameter::Kind::Theta:
       m.theta_row[static_cast<std::size_t>(p.index)] += by;
       break;
+    case EstimatedParameter::Kind::Effect:
+      m.effects[static_cast<std::size_t>(p.index)].coefficient += by;
+      break;
     case EstimatedParameter::Kind::Omega:
       m.omega(p.index, p.index2) += by;
       if (p.index != p.index2) m.omega(p.index2, p.index) += by;
@@ -50,7 +53,7 @@ void expect_gradient(const Predictor& p, const PopulationFitSpec& spec, double r
   EXPECT_EQ(sum, g.gradient);
   for (std::size_t i = 0; i < g.parameters.size(); ++i) {
     const EstimatedParameter& par = g.parameters[i];
-    double h = 1e-4 * std::abs(par.value);
+    double h = 1e-4 * std::max(std::abs(par.value), 1e-2);
     if (par.kind == EstimatedParameter::Kind::Omega && par.index != par.index2)
       h = 1e-4 * std::sqrt(spec.initial.omega(par.index, par.index) *
                            spec.initial.omega(par.index2, par.index2));
@@ -88,6 +91,44 @@ TEST(PopulationGradient, AThetaWithoutEtaAndADiagonalOmega) {
   spec.initial.omega = spec.initial.omega.topLeftCorner(2, 2).eval();
   spec.omega_block = false;
   expect_gradient(theo_predictor(), spec, 1e-5);
+}
+
+// The dataset's covariate `name`, one value per subject (its first record's).
+std::vector<double> covariate(const Predictor& p, const std::string& name) {
+  const auto& cols = p.dataset().covariate_columns;
+  const std::size_t c =
+      static_cast<std::size_t>(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  std::vector<double> v;
+  for (const DatasetSubject& s : p.dataset().subjects)
+    v.push_back(std::stod(s.records.front().covariates.at(c)));
+  return v;
+}
+
+// Every form of covariate effect, each coefficient estimated: power (WT on V), exponential (WT
+// on K), linear (WT on KA) and categorical (DOSE 4.4 mg/kg on K).
+TEST(PopulationGradient, CovariateEffects) {
+  const Predictor p = theo_predictor();
+  const double theta[3] = {1.5, 32, 0.09};
+  const double omega[6] = {0.4, 0.05, 0.02, 0.0, 0.01, 0.02};
+  PopulationFitSpec spec = theo_at(theta, omega, 0.02, 0.08);
+  const ModelInfo& m = test::two_compartment();
+  const auto effect = [&](const char* parameter, const char* cov, EffectForm form, double b,
+                          double reference_or_level) {
+    ParameterEffect e;
+    e.parameter = parameter_index(m, parameter);
+    e.covariate = cov;
+    e.form = form;
+    e.coefficient = b;
+    (form == EffectForm::Categorical ? e.level : e.reference) = reference_or_level;
+    e.values = covariate(p, cov);
+    spec.initial.effects.push_back(e);
+    spec.effect_indices.push_back(static_cast<int>(spec.initial.effects.size()) - 1);
+  };
+  effect("v_central", "WT", EffectForm::Power, 0.8, 70);
+  effect("ke", "WT", EffectForm::Exponential, 0.01, 70);
+  effect("ka", "WT", EffectForm::Linear, 0.02, 70);
+  effect("ke", "DOSE", EffectForm::Categorical, -0.2, 4.4);
+  expect_gradient(p, spec, 1e-5);
 }
 
 TEST(PopulationGradient, OnlyFocei) {

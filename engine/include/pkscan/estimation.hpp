@@ -68,6 +68,41 @@ std::string to_string(EstimationMethod method);
 /// @throws InvalidArgument "estimation method is "x", but must be fo, foce, focei or laplace"
 EstimationMethod estimation_method_from_string(std::string_view name);
 
+/// The form of a covariate effect in a population model: how a subject's covariate value `c`
+/// scales a parameter, with coefficient b.
+enum class EffectForm {
+  Power,        ///< (c / reference)^b (allometric scaling); c, reference > 0
+  Exponential,  ///< exp(b (c - reference))
+  Linear,       ///< 1 + b (c - reference), which must stay > 0
+  Categorical,  ///< 1 + b where c == level, 1 elsewhere (NONMEM's THETA(1) * (1 + THETA(k) * IND))
+};
+
+/// "power", "exponential", "linear" or "categorical".
+std::string to_string(EffectForm form);
+
+/// One covariate effect: the subject's parameter is THETA times the effect's factor (times every
+/// other effect's on that parameter) times exp(ETA) where the parameter has one.
+struct ParameterEffect {
+  int parameter = -1;     ///< column (ModelInfo::parameters), with a finite THETA
+  std::string covariate;  ///< its name (messages, output)
+  EffectForm form = EffectForm::Power;
+  double coefficient = 0.0;  ///< b, finite
+  double reference = 1.0;    ///< Power, Exponential, Linear: the reference value
+  double level = 0.0;        ///< Categorical: the value of the category that b applies to
+  /// The covariate's value per subject (Predictor order), finite; one value per subject.
+  std::vector<double> values;
+  /// The factor for subject s at coefficient b.
+  double factor(std::int64_t s, double b) const;
+  /// d log(factor) / d b for subject s at coefficient b.
+  double log_derivative(std::int64_t s, double b) const;
+};
+
+/// The values of the dataset's covariate column `name` (Dataset::covariate_columns), one per
+/// subject in dataset order, for ParameterEffect::values.
+/// @throws InvalidArgument when there is no such column; ConfigError (the file and line) for a
+///         cell that is not a finite number or a subject whose records hold different values
+std::vector<double> subject_covariate(const Dataset& data, const std::string& name);
+
 /// A population model at fixed parameters.
 struct PopulationModel {
   /// The typical parameter row (Predictor::parameters() values in ModelInfo::parameters order):
@@ -80,6 +115,8 @@ struct PopulationModel {
   /// $SIGMA variances, finite and >= 0, not both 0.
   double sigma_proportional = 0.0;
   double sigma_additive = 0.0;
+  /// Covariate effects, applied in this order (none: every subject's typical row is theta_row).
+  std::vector<ParameterEffect> effects;
 };
 
 /// How the objective is computed.
@@ -161,6 +198,8 @@ struct PopulationFitSpec {
   bool estimate_omega = true;
   /// Estimate the SIGMA variances that are > 0 in `initial` (false: held).
   bool estimate_sigma = true;
+  /// Indices into initial.effects whose coefficients are estimated (unbounded).
+  std::vector<int> effect_indices;
 };
 
 /// One iterate of a population fit: a row of NONMEM's .ext table.
@@ -217,21 +256,24 @@ CovarianceKind covariance_kind_from_string(std::string_view name);
 
 /// One estimated quantity of a covariance step, on NONMEM's scale.
 struct EstimatedParameter {
-  enum class Kind { Theta, Omega, Sigma } kind = Kind::Theta;
-  int index = 0;   ///< Theta: column of theta_row; Omega: row; Sigma: 0 proportional, 1 additive
+  enum class Kind { Theta, Effect, Omega, Sigma } kind = Kind::Theta;
+  /// Theta: column of theta_row; Effect: index into PopulationModel::effects (its coefficient);
+  /// Omega: row; Sigma: 0 proportional, 1 additive
+  int index = 0;
   int index2 = 0;  ///< Omega: column (<= index)
   double value = 0.0;
 };
 
 /// The quantities `spec` estimates, on NONMEM's scale, in the order of the covariance step and
-/// the gradient: the estimated THETAs (spec.theta_columns), OMEGA's elements (the lower triangle
+/// the gradient: the estimated THETAs (spec.theta_columns), the estimated effect coefficients
+/// (spec.effect_indices), OMEGA's elements (the lower triangle
 /// by rows for a block, else the diagonal) when estimated, then the SIGMA variances that are > 0
 /// when estimated (proportional, additive); values at spec.initial.
 std::vector<EstimatedParameter> estimated_parameters(const PopulationFitSpec& spec);
 
 /// The name of an estimated quantity as the estimates file and Python give it: "theta.<parameter>",
-/// "omega.<row parameter>.<column parameter>" (the parameters of ETA index and index2 of
-/// `model`), "sigma.proportional" or "sigma.additive".
+/// "effect.<parameter>.<covariate>", "omega.<row parameter>.<column parameter>" (the parameters of
+/// ETA index and index2 of `model`), "sigma.proportional" or "sigma.additive".
 std::string estimated_parameter_name(const ModelInfo& info, const PopulationModel& model,
                                      const EstimatedParameter& p);
 
@@ -252,8 +294,8 @@ struct PopulationGradient {
 /// J Pharmacokinet Pharmacodyn 42:191-209, eq. 23 and 27): the partial derivatives at each EBE
 /// plus the EBE's movement through the implicit function theorem, which needs the second
 /// derivatives of the predictions with respect to ETA and THETA. Those are taken by central
-/// differences of the Predictor's exact dF/dP (step 1e-4 in ETA; relative error about 1e-8), the
-/// rest is exact. `start`: as population_objective.
+/// differences of the Predictor's exact dF/dP (fourth order, step 1e-3 in ETA; relative error
+/// about 1e-12), the rest is exact. `start`: as population_objective.
 /// @throws InvalidArgument as population_objective, or for a method other than focei
 PopulationGradient population_gradient(const Predictor& predictor, const PopulationFitSpec& spec,
                                        const EstimationOptions& options,

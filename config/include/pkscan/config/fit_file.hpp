@@ -33,11 +33,14 @@ struct FitFile {
   std::shared_ptr<const Dataset> dataset;  ///< `dataset`, read
   std::vector<FitTheta> theta;             ///< `theta`, in file order
   PopulationModel population;              ///< THETA, OMEGA, SIGMA at the initial estimates
-  bool omega_block = false;   ///< `iiv.block` (a full OMEGA) rather than `iiv.diagonal`
-  bool omega_fixed = false;   ///< `iiv.fixed`: OMEGA is not estimated
-  bool sigma_fixed = false;   ///< `error.fixed`: SIGMA is not estimated
-  bool proportional = false;  ///< `error` has a proportional part
-  bool additive = false;      ///< `error` has an additive part
+  /// `covariates`: the effects are in population.effects; these are estimated (indices)
+  std::vector<int> effect_indices;
+  std::vector<bool> effect_fixed;  ///< per effect: `coefficient: {fixed: true}`
+  bool omega_block = false;        ///< `iiv.block` (a full OMEGA) rather than `iiv.diagonal`
+  bool omega_fixed = false;        ///< `iiv.fixed`: OMEGA is not estimated
+  bool sigma_fixed = false;        ///< `error.fixed`: SIGMA is not estimated
+  bool proportional = false;       ///< `error` has a proportional part
+  bool additive = false;           ///< `error` has an additive part
   EstimationMethod method = EstimationMethod::Focei;  ///< `estimation.method`
   /// `estimation.max_evaluations`: 0 evaluates at the estimates given (NONMEM's MAXEVAL=0)
   int max_evaluations = 10000;
