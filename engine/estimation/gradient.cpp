@@ -27,7 +27,9 @@ namespace pkscan {
 
 namespace {
 
+using detail::Direction;
 using detail::Matrix;
+using detail::Point;
 using detail::Shared;
 using detail::Subject;
 using detail::variance;
@@ -36,43 +38,6 @@ using Kind = EstimatedParameter::Kind;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kDelta = 1e-3;  // central-difference step in ETA for the second derivatives
-
-// The movement of each observation along one direction a: dF/da, dR/da, dG/da, dr/da (r =
-// dR/dETA).
-struct Direction {
-  Vector f;   // n
-  Vector r;   // n: dR/da
-  Matrix g;   // n x q
-  Matrix rr;  // n x q: d(dR/dETA)/da
-};
-
-// What the subject's point gives every direction.
-struct Point {
-  Vector e, rv, f;  // residual, variance, prediction
-  Matrix g, r;      // dF/dETA, dR/dETA (n x q)
-};
-
-// dL/da (data part), d2L/dETA da (data part, q) and dM/da (q x q) along `d`.
-void along(const Point& p, const Direction& d, double& l, Vector& le, Matrix& m) {
-  const Eigen::Index n = p.f.size(), q = p.g.cols();
-  l = 0.0;
-  le.setZero(q);
-  m.setZero(q, q);
-  for (Eigen::Index j = 0; j < n; ++j) {
-    const double e = p.e(j), rv = p.rv(j), fa = d.f(j), ra = d.r(j);
-    const double u = 1.0 - e * e / rv, ua = 2.0 * e * fa / rv + e * e * ra / (rv * rv);
-    l += -2.0 * e * fa / rv + u * ra / rv;
-    const auto g = p.g.row(j).transpose();
-    const auto r = p.r.row(j).transpose();
-    const auto ga = d.g.row(j).transpose();
-    const auto rra = d.rr.row(j).transpose();
-    le += (2.0 * fa / rv) * g - (2.0 * e / rv) * ga + (2.0 * e * ra / (rv * rv)) * g +
-          (ua / rv) * r + u * (rra / rv - (ra / (rv * rv)) * r);
-    m += (ga * g.transpose() + g * ga.transpose()) / rv - (ra / (rv * rv)) * (g * g.transpose()) +
-         (rra * r.transpose() + r * rra.transpose()) / (2.0 * rv * rv) -
-         (ra / (rv * rv * rv)) * (r * r.transpose());
-  }
-}
 
 struct Setup {
   const PopulationFitSpec& spec;
@@ -141,6 +106,12 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
     hj = 0.5 * (hj + hj.transpose()).eval();
   }
 
+  // The ETA directions: the exact Hessian of L and dM/dETA_l.
+  Matrix hess;
+  std::vector<Matrix> m_eta;
+  detail::eta_directions(p, h, sp, hess, &m_eta);
+  hess += 2.0 * sh.omega_inv;
+  hess = 0.5 * (hess + hess.transpose()).eval();
   Direction d;
   d.f.resize(n);
   d.r.resize(n);
@@ -149,21 +120,6 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
   double l = 0.0;
   Vector le;
   Matrix ma;
-  // The ETA directions: the exact Hessian of L and dM/dETA_l.
-  Matrix hess = 2.0 * sh.omega_inv;
-  std::vector<Matrix> m_eta(static_cast<std::size_t>(q));
-  for (int k = 0; k < q; ++k) {
-    for (Eigen::Index j = 0; j < n; ++j) {
-      d.f(j) = p.g(j, k);
-      d.r(j) = p.r(j, k);
-      d.g.row(j) = h[static_cast<std::size_t>(j)].col(k).transpose();
-      d.rr.row(j) = 2.0 * sp * (p.g(j, k) * p.g.row(j) + p.f(j) * d.g.row(j));
-    }
-    along(p, d, l, le, ma);
-    hess.col(k) += le;
-    m_eta[static_cast<std::size_t>(k)] = ma;
-  }
-  hess = 0.5 * (hess + hess.transpose()).eval();
   const Eigen::LLT<Matrix> hess_llt(hess);
   Matrix mm = Matrix::Zero(q, q);
   for (Eigen::Index j = 0; j < n; ++j) {
@@ -260,10 +216,7 @@ PopulationGradient population_gradient(const Predictor& predictor, const Populat
   out.subjects = Matrix::Constant(n, np, kNaN);
   if (!out.objective.finite()) return out;
 
-  Shared sh{predictor, model, options, Matrix(), 0.0, q};
-  const Eigen::LLT<Matrix> llt(model.omega);
-  sh.omega_inv = llt.solve(Matrix::Identity(q, q));
-  sh.omega_inv = 0.5 * (sh.omega_inv + sh.omega_inv.transpose()).eval();
+  const Shared sh = detail::make_shared(predictor, model, options);
   detail::for_each_subject(
       predictor, options.threads, [&](std::int64_t s, Predictor::Workspace& ws) {
         const SubjectObjective& so = out.objective.subjects[static_cast<std::size_t>(s)];

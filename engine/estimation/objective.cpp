@@ -106,19 +106,22 @@ bool data_hessian(const Shared& sh, Subject& subj, const Vector& eta, const Vect
   }
   // With r0 (FOCE) the residual variance is held: R = r0, dR/dETA = 0.
   const double sp = r0 ? 0.0 : sh.model.sigma_proportional;
-  Matrix d = Matrix::Zero(q, q);
+  detail::Point p;
+  p.f = f;
+  p.g = g;
+  p.e.resize(n);
+  p.rv.resize(n);
+  p.r.resize(n, q);
   for (Eigen::Index j = 0; j < n; ++j) {
     Matrix& hj = h[static_cast<std::size_t>(j)];
     hj = 0.5 * (hj + hj.transpose()).eval();
-    const double e = subj.dv(j) - f(j), rv = r0 ? (*r0)(j) : variance(sh.model, f(j));
-    const Vector gj = g.row(j).transpose();
-    const Vector r = (2.0 * sp * f(j)) * gj;                         // dR/dETA
-    const Matrix r2 = 2.0 * sp * (gj * gj.transpose() + f(j) * hj);  // d2R/dETA2
-    d.noalias() += (2.0 / rv) * gj * gj.transpose() - (2.0 * e / rv) * hj +
-                   (2.0 * e / (rv * rv)) * (gj * r.transpose() + r * gj.transpose()) +
-                   (2.0 * e * e / (rv * rv * rv) - 1.0 / (rv * rv)) * r * r.transpose() +
-                   ((1.0 - e * e / rv) / rv) * r2;
+    p.e(j) = subj.dv(j) - f(j);
+    p.rv(j) = r0 ? (*r0)(j) : variance(sh.model, f(j));
+    p.r.row(j) = (2.0 * sp * f(j)) * g.row(j);
   }
+  Matrix d;
+  detail::eta_directions(p, h, sp, d, nullptr);
+  d = 0.5 * (d + d.transpose()).eval();
   half_d = 0.5 * d;
   return half_d.allFinite();
 }
@@ -451,17 +454,7 @@ PopulationObjective population_objective(const Predictor& predictor, const Popul
                                          const EstimationOptions& options,
                                          const PopulationObjective* start) {
   detail::check_population_model(predictor, model, options);
-  const int q = static_cast<int>(model.eta_columns.size());
-  Shared sh{predictor, model, options, Matrix(), 0.0, q};
-  const Eigen::LLT<Matrix> llt(model.omega);
-  if (llt.info() != Eigen::Success)
-    throw InvalidArgument("population model: OMEGA is not positive definite");
-  sh.omega_inv = llt.solve(Matrix::Identity(q, q));
-  sh.omega_inv = 0.5 * (sh.omega_inv + sh.omega_inv.transpose()).eval();
-  {
-    const Matrix l = llt.matrixL();
-    sh.log_det_omega = 2.0 * l.diagonal().array().log().sum();
-  }
+  const Shared sh = detail::make_shared(predictor, model, options);
 
   PopulationObjective out;
   const std::int64_t n = predictor.subjects();

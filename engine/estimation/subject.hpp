@@ -112,6 +112,88 @@ class Subject {
   std::vector<double> row_;
 };
 
+// The movement of each observation along one direction a: dF/da, dR/da, dG/da, dr/da (r =
+// dR/dETA).
+struct Direction {
+  Vector f;   // n
+  Vector r;   // n: dR/da
+  Matrix g;   // n x q
+  Matrix rr;  // n x q: d(dR/dETA)/da
+};
+
+// What the subject's point gives every direction.
+struct Point {
+  Vector e, rv, f;  // residual, variance, prediction
+  Matrix g, r;      // dF/dETA, dR/dETA (n x q)
+};
+
+// dL/da (data part), d2L/dETA da (data part, q) and dM/da (q x q) along `d`.
+inline void along(const Point& p, const Direction& d, double& l, Vector& le, Matrix& m) {
+  const Eigen::Index n = p.f.size(), q = p.g.cols();
+  l = 0.0;
+  le.setZero(q);
+  m.setZero(q, q);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const double e = p.e(j), rv = p.rv(j), fa = d.f(j), ra = d.r(j);
+    const double u = 1.0 - e * e / rv, ua = 2.0 * e * fa / rv + e * e * ra / (rv * rv);
+    l += -2.0 * e * fa / rv + u * ra / rv;
+    const auto g = p.g.row(j).transpose();
+    const auto r = p.r.row(j).transpose();
+    const auto ga = d.g.row(j).transpose();
+    const auto rra = d.rr.row(j).transpose();
+    le += (2.0 * fa / rv) * g - (2.0 * e / rv) * ga + (2.0 * e * ra / (rv * rv)) * g +
+          (ua / rv) * r + u * (rra / rv - (ra / (rv * rv)) * r);
+    m += (ga * g.transpose() + g * ga.transpose()) / rv - (ra / (rv * rv)) * (g * g.transpose()) +
+         (rra * r.transpose() + r * rra.transpose()) / (2.0 * rv * rv) -
+         (ra / (rv * rv * rv)) * (r * r.transpose());
+  }
+}
+
+// Along each ETA direction l (f moves by G_l, G by h[j].col(l), R by r_l): the columns of the
+// Hessian D of sum(e^2 / R + log R) with respect to ETA into `d` and, with `m_eta`, dM/dETA_l.
+// sp: SIGMA_prop (0 where R is held, as FOCE holds it).
+inline void eta_directions(const Point& p, const std::vector<Matrix>& h, double sp, Matrix& d,
+                           std::vector<Matrix>* m_eta) {
+  const Eigen::Index n = p.f.size(), q = p.g.cols();
+  Direction dir;
+  dir.f.resize(n);
+  dir.r.resize(n);
+  dir.g.resize(n, q);
+  dir.rr.resize(n, q);
+  d.setZero(q, q);
+  if (m_eta) m_eta->resize(static_cast<std::size_t>(q));
+  double l = 0.0;
+  Vector le;
+  Matrix ma;
+  for (Eigen::Index k = 0; k < q; ++k) {
+    for (Eigen::Index j = 0; j < n; ++j) {
+      dir.f(j) = p.g(j, k);
+      dir.r(j) = p.r(j, k);
+      dir.g.row(j) = h[static_cast<std::size_t>(j)].col(k).transpose();
+      dir.rr.row(j) = 2.0 * sp * (p.g(j, k) * p.g.row(j) + p.f(j) * dir.g.row(j));
+    }
+    along(p, dir, l, le, ma);
+    d.col(k) = le;
+    if (m_eta) (*m_eta)[static_cast<std::size_t>(k)] = ma;
+  }
+}
+
+// The Shared of a checked model: OMEGA's inverse (symmetrized) and log-determinant.
+// @throws InvalidArgument when OMEGA is not positive definite
+inline Shared make_shared(const Predictor& predictor, const PopulationModel& model,
+                          const EstimationOptions& options) {
+  const int q = static_cast<int>(model.eta_columns.size());
+  Shared sh{predictor, model, options, Matrix(), 0.0, q};
+  const Eigen::LLT<Matrix> llt(model.omega);
+  if (llt.info() != Eigen::Success)
+    throw InvalidArgument("population model: OMEGA is not positive definite");
+  sh.omega_inv = llt.solve(Matrix::Identity(q, q));
+  sh.omega_inv = 0.5 * (sh.omega_inv + sh.omega_inv.transpose()).eval();
+  const Matrix l = llt.matrixL();
+  sh.log_det_omega = 2.0 * l.diagonal().array().log().sum();
+  return sh;
+}
+
 // Runs fn(s, workspace) for every subject of `predictor`: a thread per at least 16 subjects (an
 // inner problem takes microseconds, so small datasets do not pay for starting threads on every
 // evaluation), each with its own Predictor workspace.

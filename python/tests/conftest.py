@@ -16,6 +16,19 @@ SOURCE_DIR = pathlib.Path(
 )
 
 
+def with_dv(rows, dv):
+    """CSV text of dataset `rows` (a header and records whose 5th field is EVID and 6th DV) with
+    the values `dv` written into the observation records (EVID 0), in order."""
+    values = iter(dv)
+    out = [rows[0]]
+    for row in rows[1:]:
+        f = row.split(",")
+        if f[4] == "0":
+            f[5] = repr(float(next(values)))
+        out.append(",".join(f))
+    return "\n".join(out) + "\n"
+
+
 def bateman(t, dose, ka, ke):
     """Amount in central after an oral bolus `dose` at t = 0 into a depot (closed form)."""
     t = np.asarray(t, dtype=float)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pkscan
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, with_dv
 
 THEO = str(SOURCE_DIR / "tests" / "data" / "estimation" / "theo.csv")
 THETA0 = {"ka": {"init": 2, "lower": 0, "upper": 1e6},
@@ -151,14 +151,7 @@ def test_a_covariate_effect_is_recovered():
         effects=[{"parameter": "cl", "covariate": "WT", "type": "power", "coefficient": 0.75,
                   "reference": 70}],
         residual={"proportional": 0.1}, seed=11)
-    values = iter(sim["dv"])
-    data = [rows[0]]
-    for row in rows[1:]:
-        f = row.split(",")
-        if f[4] == "0":
-            f[5] = repr(float(next(values)))
-        data.append(",".join(f))
-    r = pkscan.fit("two_compartment", "\n".join(data) + "\n",
+    r = pkscan.fit("two_compartment", with_dv(rows, sim["dv"]),
                    theta={k: {"init": v, "lower": 0} for k, v in truth.items()},
                    covariates=[{"parameter": "cl", "covariate": "WT", "type": "power",
                                 "coefficient": 0.3, "reference": 70}],

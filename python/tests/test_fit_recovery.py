@@ -15,6 +15,7 @@ import math
 import pytest
 
 import pkscan
+from conftest import with_dv
 
 TIMES = [0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 24, 48]
 SUBJECTS = 50
@@ -30,17 +31,6 @@ def design_rows():
         rows.append(f"{i},0,100,1,1,.")
         rows += [f"{i},{t},.,2,0,." for t in TIMES]
     return rows
-
-
-def with_dv(rows, dv):
-    values = iter(dv)
-    out = [rows[0]]
-    for row in rows[1:]:
-        f = row.split(",")
-        if f[4] == "0":
-            f[5] = repr(float(next(values)))
-        out.append(",".join(f))
-    return "\n".join(out) + "\n"
 
 
 def test_truth_inside_the_covariance_steps_intervals():
