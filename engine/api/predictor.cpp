@@ -106,7 +106,8 @@ struct Predictor::Workspace::State {
         jac(impl.max_obs * static_cast<std::size_t>(impl.setup.np)) {}
   const Prepared* owner;
   std::unique_ptr<detail::EventSolver> solver;
-  std::vector<double> pred, jac;  // log_likelihood's predictions and Jacobian
+  std::vector<double> pred, jac;               // log_likelihood's predictions and Jacobian
+  std::vector<double> hess, grad, sigma_grad;  // log_likelihood_hessian's
 };
 
 Predictor::Workspace::Workspace(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -192,6 +193,44 @@ void Predictor::predict_gradient(std::int64_t s, const double* params, double* o
   if ((out == nullptr || jacobian == nullptr) && observations(s) > 0)
     throw_invalid("Predictor::predict_gradient: out or jacobian is null");
   ws.state_->solver->predict(impl_->plans[static_cast<std::size_t>(s)], s, params, out, jacobian);
+}
+
+namespace {
+// predict_hessian's columns: in range and distinct; the subject without steady-state doses.
+void check_columns(const Prepared& impl, std::int64_t s, const int* columns, int count,
+                   const char* what) {
+  const std::string who = std::string("Predictor::") + what + ": ";
+  if (count < 0 || (count > 0 && columns == nullptr))
+    throw_invalid(who + "columns is null or count is negative");
+  for (int a = 0; a < count; ++a) {
+    if (columns[a] < 0 || columns[a] >= impl.setup.np)
+      throw_invalid(who + "columns[" + std::to_string(a) + "] is " + std::to_string(columns[a]) +
+                    ", but must be in 0.." + std::to_string(impl.setup.np - 1));
+    for (int b = 0; b < a; ++b)
+      if (columns[b] == columns[a])
+        throw_invalid(who + "column " + std::to_string(columns[a]) + " is listed twice");
+  }
+  const detail::SubjectPlan& plan = impl.plans[static_cast<std::size_t>(s)];
+  for (const detail::EventTemplate& t : plan.events)
+    if (t.e.kind == detail::kSteady)
+      throw_invalid(who + "ID \"" + impl.data.subjects[static_cast<std::size_t>(s)].id +
+                    "\" (subject " + std::to_string(s + 1) +
+                    ") has a steady-state dose (SS=1 or 2), whose second derivatives are not "
+                    "available");
+}
+}  // namespace
+
+void Predictor::predict_hessian(std::int64_t s, const double* params, const int* columns, int count,
+                                double* out, double* jacobian, double* hessian,
+                                Workspace& ws) const {
+  impl_->check_subject(s);
+  check_call(*impl_, ws.state_->owner, params, "predict_hessian");
+  check_columns(*impl_, s, columns, count, "predict_hessian");
+  if ((out == nullptr || jacobian == nullptr || (hessian == nullptr && count > 0)) &&
+      observations(s) > 0)
+    throw_invalid("Predictor::predict_hessian: out, jacobian or hessian is null");
+  ws.state_->solver->predict_hessian(impl_->plans[static_cast<std::size_t>(s)], s, params, out,
+                                     jacobian, columns, count, hessian);
 }
 
 namespace {
@@ -377,6 +416,121 @@ double Predictor::log_likelihood(std::int64_t s, const double* params, const Err
     return reject(np, error.parameter_count(), gradient, sigma_gradient);
   }
   return likelihood(*impl_, s, pred, jac, error, sigma, gradient, sigma_gradient);
+}
+
+namespace {
+// The first (d) and second (h) derivatives of one observation's log-density in
+// (IPRED, sigma_add, sigma_prop). With V = sd^2 and q = (DV - IPRED)^2 (log DV and log IPRED on
+// the log scale), the density is -log(2 pi) / 2 - log(V) / 2 - q / (2 V), differentiated term
+// by term; on the log scale the IPRED derivatives go through log IPRED.
+void density_derivatives(const ErrorModel& error, double dv, double f, double sa, double sp,
+                         double d[3], double h[3][3]) {
+  const bool add = error.kind != ErrorModelKind::Proportional;
+  const bool prop = error.kind != ErrorModelKind::Additive;
+  const double u = error.log_scale ? std::log(dv) - std::log(f) : dv - f;
+  const double q = u * u;
+  const double qv[3] = {-2.0 * u, 0.0, 0.0};
+  double v = 0.0, vv[3] = {0.0, 0.0, 0.0}, vvv[3][3] = {};
+  if (add) {
+    v += sa * sa;
+    vv[1] = 2.0 * sa;
+    vvv[1][1] = 2.0;
+  }
+  if (prop) {
+    v += sp * sp * f * f;
+    vv[0] = 2.0 * sp * sp * f;
+    vvv[0][0] = 2.0 * sp * sp;
+    vv[2] = 2.0 * sp * f * f;
+    vvv[2][2] = 2.0 * f * f;
+    vvv[0][2] = vvv[2][0] = 4.0 * sp * f;
+  }
+  for (int i = 0; i < 3; ++i) {
+    d[i] = -0.5 * vv[i] / v - 0.5 * qv[i] / v + 0.5 * q * vv[i] / (v * v);
+    for (int j = 0; j < 3; ++j) {
+      const double qij = i == 0 && j == 0 ? 2.0 : 0.0;
+      h[i][j] = -0.5 * vvv[i][j] / v + 0.5 * vv[i] * vv[j] / (v * v) - 0.5 * qij / v +
+                0.5 * (qv[i] * vv[j] + qv[j] * vv[i]) / (v * v) + 0.5 * q * vvv[i][j] / (v * v) -
+                q * vv[i] * vv[j] / (v * v * v);
+    }
+  }
+  if (!error.log_scale) return;
+  // Variable 0 was log IPRED: d/df = (1/f) d/dg, d2/df2 = (d2/dg2 - d/dg) / f^2.
+  h[0][0] = (h[0][0] - d[0]) / (f * f);
+  for (int j = 1; j < 3; ++j) h[0][j] = h[j][0] = h[0][j] / f;
+  d[0] /= f;
+}
+}  // namespace
+
+double Predictor::log_likelihood_hessian(std::int64_t s, const double* params, const int* columns,
+                                         int count, const ErrorModel& error, const double* sigma,
+                                         double* gradient, double* hessian, Workspace& ws) const {
+  impl_->check_subject(s);
+  check_call(*impl_, ws.state_->owner, params, "log_likelihood_hessian");
+  check_error_model(error, sigma);
+  check_dv(*impl_, s, error);
+  check_columns(*impl_, s, columns, count, "log_likelihood_hessian");
+  const int ns = error.parameter_count();
+  const std::size_t nv = static_cast<std::size_t>(count + ns);
+  const auto reject_all = [&] {
+    if (gradient != nullptr) std::fill(gradient, gradient + nv, 0.0);
+    if (hessian != nullptr) std::fill(hessian, hessian + nv * nv, 0.0);
+    return -kInf;
+  };
+  if (!sigma_in_domain(error, sigma)) return reject_all();
+  const detail::SubjectPlan& plan = impl_->plans[static_cast<std::size_t>(s)];
+  Workspace::State& st = *ws.state_;
+  const std::size_t m = static_cast<std::size_t>(count);
+  st.hess.resize(static_cast<std::size_t>(plan.obs_count) * m * m);
+  st.grad.resize(static_cast<std::size_t>(impl_->setup.np));
+  st.sigma_grad.resize(static_cast<std::size_t>(ns));
+  try {
+    st.solver->predict_hessian(plan, s, params, st.pred.data(), st.jac.data(), columns, count,
+                               st.hess.data());
+  } catch (const DomainError&) {
+    return reject_all();
+  }
+  const double ll = likelihood(*impl_, s, st.pred.data(), st.jac.data(), error, sigma,
+                               st.grad.data(), st.sigma_grad.data());
+  if (ll == -kInf) return reject_all();
+  if (gradient != nullptr) {
+    for (std::size_t a = 0; a < m; ++a) gradient[a] = st.grad[static_cast<std::size_t>(columns[a])];
+    for (int j = 0; j < ns; ++j) gradient[m + static_cast<std::size_t>(j)] = st.sigma_grad[j];
+  }
+  if (hessian == nullptr) return ll;
+  std::fill(hessian, hessian + nv * nv, 0.0);
+  const bool add = error.kind != ErrorModelKind::Proportional;
+  const double sa = add ? sigma[0] : 0.0;
+  const double sp = error.kind != ErrorModelKind::Additive ? sigma[add ? 1 : 0] : 0.0;
+  // The density's variable of each sigma: 1 sigma_add, 2 sigma_prop.
+  const int var_of[2] = {add ? 1 : 2, 2};
+  const std::size_t np = static_cast<std::size_t>(impl_->setup.np);
+  for (std::size_t i = 0; i < plan.ll_obs.size(); ++i) {
+    const std::size_t o = static_cast<std::size_t>(plan.ll_obs[i]);
+    double d[3], h[3][3];
+    density_derivatives(error, plan.ll_dv[i], st.pred[o], sa, sp, d, h);
+    const double* jr = st.jac.data() + o * np;
+    const double* hr = st.hess.data() + o * m * m;
+    for (std::size_t a = 0; a < m; ++a) {
+      const double ja = jr[columns[a]];
+      for (std::size_t b = a; b < m; ++b) {
+        const double v = h[0][0] * ja * jr[columns[b]] + d[0] * hr[a * m + b];
+        hessian[a * nv + b] += v;
+        if (b != a) hessian[b * nv + a] += v;
+      }
+      for (int j = 0; j < ns; ++j) {
+        const double v = h[0][var_of[j]] * ja;
+        hessian[a * nv + m + static_cast<std::size_t>(j)] += v;
+        hessian[(m + static_cast<std::size_t>(j)) * nv + a] += v;
+      }
+    }
+    for (int j = 0; j < ns; ++j)
+      for (int k = 0; k < ns; ++k)  // h is symmetric: entries (j, k) and (k, j) get the same
+        hessian[(m + static_cast<std::size_t>(j)) * nv + m + static_cast<std::size_t>(k)] +=
+            h[std::min(var_of[j], var_of[k])][std::max(var_of[j], var_of[k])];
+  }
+  for (std::size_t i = 0; i < nv * nv; ++i)
+    if (!std::isfinite(hessian[i])) hessian[i] = 0.0;
+  return ll;
 }
 
 namespace {

@@ -28,4 +28,39 @@ void block_frechet_dynamic(Eigen::Index n, const double* a, const double* e, dou
   Eigen::Map<RowMajor>(dg, n, n) = x.block(n, 2 * n, n, n);
 }
 
+// Second derivatives of K(tau) and G(tau) in the directions p, q: blocks of the exponential of
+// the 5n x 5n block-triangular matrix of z = [x; s_p; s_q; S_pq; r],
+// z' = [A x + r; E_p x + A s_p; E_q x + A s_q; E_pq x + E_q s_p + E_p s_q + A S_pq; 0].
+void block_second_dynamic(Eigen::Index n, const double* a, const double* ep, const double* eq,
+                          const double* epq, double tau, double* d2k, double* d2g) {
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Block = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 30, 30>;
+  const Eigen::Map<const RowMajor> am(a, n, n), pm(ep, n, n), qm(eq, n, n);
+  Block m = Block::Zero(5 * n, 5 * n);
+  for (Eigen::Index b = 0; b < 4; ++b) m.block(b * n, b * n, n, n) = am * tau;
+  m.block(0, 4 * n, n, n) = RowMajor::Identity(n, n) * tau;
+  m.block(n, 0, n, n) = pm * tau;
+  m.block(2 * n, 0, n, n) = qm * tau;
+  if (epq != nullptr) m.block(3 * n, 0, n, n) = Eigen::Map<const RowMajor>(epq, n, n) * tau;
+  m.block(3 * n, n, n, n) = qm * tau;
+  m.block(3 * n, 2 * n, n, n) = pm * tau;
+  const Block x = m.exp();
+  Eigen::Map<RowMajor>(d2k, n, n) = x.block(3 * n, 0, n, n);
+  Eigen::Map<RowMajor>(d2g, n, n) = x.block(3 * n, 4 * n, n, n);
+}
+
+// exp[a, b, c] and exp[a, b, c, 0]: entries (0, 2) and (0, 3) of the exponential of the upper
+// bidiagonal matrix with diagonal a, b, c, 0 and ones above it (McCurdy, Ng and Parlett 1984),
+// accurate for any spacing of the points, equal ones included.
+void exp_divided_differences(double a, double b, double c, double& abc, double& abc0) {
+  Eigen::Matrix4d z = Eigen::Matrix4d::Zero();
+  z(0, 0) = a;
+  z(1, 1) = b;
+  z(2, 2) = c;
+  z(0, 1) = z(1, 2) = z(2, 3) = 1.0;
+  const Eigen::Matrix4d x = z.exp();
+  abc = x(0, 2);
+  abc0 = x(0, 3);
+}
+
 }  // namespace pkscan::detail

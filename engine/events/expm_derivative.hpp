@@ -43,6 +43,15 @@ __attribute__((always_inline)) inline void divided_differences(
 void block_frechet_dynamic(Eigen::Index n, const double* a, const double* e, double tau, double* dk,
                            double* dg);
 
+// Second derivatives d2K_pq, d2G_pq of K(tau) = expm(A tau) and G(tau) in the directions E_p,
+// E_q with second derivative E_pq of A (null: 0): blocks of a 5n x 5n block exponential.
+// Allocates nothing.
+void block_second_dynamic(Eigen::Index n, const double* a, const double* ep, const double* eq,
+                          const double* epq, double tau, double* d2k, double* d2g);
+
+// The divided differences exp[a, b, c] and exp[a, b, c, 0], accurate for any spacing.
+void exp_divided_differences(double a, double b, double c, double& abc, double& abc0);
+
 // dK_k and dG_k (block_frechet_dynamic) of the directions da[0 .. p-1] for the interval lengths
 // of one rate matrix A, computed once per length: a subject's intervals repeat a few lengths
 // (dosing intervals). At most 64 lengths; then the last slot is reused. clear() when A changes.

@@ -11,7 +11,8 @@
 #include "core/dispatch.hpp"
 #include "core/rate_structure.hpp"
 #include "events/event_list.hpp"
-#include "events/expm_derivative.hpp"
+#include "events/second_order.hpp"
+#include "events/sensitivities.hpp"
 #include "kernels/event_step.hpp"
 
 namespace pkscan::detail {
@@ -30,19 +31,21 @@ struct VirtualStop {
 };
 
 template <int N>
-class Solver final : public EventSolver {
+class Solver final : public EventSolver, Sensitivities<N> {
+  using S = Sensitivities<N>;
+  using S::add_to, S::add_unit, S::basis_fast_, S::da_, S::dir_col_, S::dir_of_, S::dy_,
+      S::enter_basis, S::frechet, S::orig, S::pa_, S::p_, S::prop_, S::propagate, S::ps_, S::s_,
+      S::saved_, S::set_orig, S::tmp2_, S::tmp_;
+
  public:
-  Solver(const DatasetSetup& setup, std::size_t max_rows, std::size_t max_events) : setup_(&setup) {
+  Solver(const DatasetSetup& setup, std::size_t max_rows, std::size_t max_events)
+      : Sensitivities<N>(static_cast<std::size_t>(setup.np)), setup_(&setup) {
     const std::size_t np = static_cast<std::size_t>(setup.np);
     rows_.reserve(max_rows * np);
     ev_.reserve(max_events);
     running_.reserve(max_events);
     vstops_.reserve(16);
     runs_.reserve(16);
-    for (std::vector<Vec<N>>* v : {&s_, &tmp_, &tmp2_, &dy_, &saved_}) v->resize(np);
-    for (std::vector<int>* v : {&dir_col_, &dir_of_}) v->resize(np);
-    da_.resize(np);
-    et_.resize(np);
   }
 
   void predict(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
@@ -50,10 +53,24 @@ class Solver final : public EventSolver {
     const auto write = [out](std::int64_t row, std::int64_t, int, const double*, double c) {
       out[row] = c;
     };
+    cols_ = nullptr;
+    m_ = 0;
     if (jac != nullptr)
       simulate<true>(plan, s, params, jac, write);
     else
       simulate<false>(plan, s, params, nullptr, write);
+  }
+
+  void predict_hessian(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
+                       double* jac, const int* cols, int m, double* hess) override {
+    const auto write = [out](std::int64_t row, std::int64_t, int, const double*, double c) {
+      out[row] = c;
+    };
+    cols_ = cols;
+    m_ = m;
+    hess_ = hess;
+    std::fill(hess, hess + static_cast<std::size_t>(plan.obs_count * m * m), 0.0);
+    simulate<true>(plan, s, params, jac, write);
   }
 
   bool simulate_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
@@ -101,24 +118,9 @@ class Solver final : public EventSolver {
   std::vector<Running> running_;
   std::vector<VirtualStop> vstops_;  // ascending (time, id)
   std::vector<std::pair<double, double>> runs_;
-  Propagator<N> prop_;
   int prop_row_ = -1;
   std::size_t cursor_ = 0;
   Vec<N> x_;
-
-  // ---- Sensitivities. Directions: [0, pa_) move A, [pa_, ps_) only the inputs (f_, lag_),
-  // [ps_, p_) only the concentrations (volumes of observed compartments). ----
-  int pa_ = 0, ps_ = 0, p_ = 0;
-  std::vector<int> dir_col_;             // per direction: model column
-  std::vector<int> dir_of_;              // per column: direction or -1
-  std::vector<Vec<N>> s_;                // per state direction: dx/dp (eigenbasis when basis_fast_)
-  bool basis_fast_ = false;              // s_ holds V^-1 s of the current propagator
-  std::vector<Mat<N>> da_;               // per A direction: dA/dp (original coordinates)
-  std::vector<Square> et_;               // per A direction: V^-1 dA/dp V (fast path)
-  Square inv_;                           // 1 / (l_i - l_j) (fast path)
-  std::vector<Vec<N>> tmp_, tmp2_, dy_;  // per direction scratch
-  std::vector<Vec<N>> saved_;            // the sensitivities before an SS=2 steady state
-  FrechetCache<N> fallback_;  // fallback path: dK_k, dG_k per interval length (current row)
 
   const double* row_ptr(int row) const {
     return rows_.data() + static_cast<std::size_t>(row) * static_cast<std::size_t>(np_);
@@ -145,6 +147,7 @@ class Solver final : public EventSolver {
   Propagator<N>& use(std::int64_t j) {
     const int row = plan_->row_of[static_cast<std::size_t>(j)];
     if (row == prop_row_) return prop_;
+    if (G && h_.active()) h_.leave_basis(*this);
     if (G && basis_fast_)
       for (int k = 0; k < ps_; ++k) s_[k] = prop_.v() * s_[k];
     Mat<N> a;
@@ -155,8 +158,9 @@ class Solver final : public EventSolver {
     return prop_;
   }
 
-  // dA/dp_k of row `row` for the A directions, their eigenbasis forms, and the basis change.
-  void setup_row(int row) {
+  // dA/dp_k of row `row` for the A directions into da (pa_ matrices; a column that the row's
+  // dataset cells override has none).
+  void row_derivatives(int row, Mat<N>* da) const {
     const double* pr = row_ptr(row);
     const std::uint64_t overridden = plan_->rows[static_cast<std::size_t>(row)].overridden;
     auto dir_if_free = [&](int col) -> int {
@@ -164,128 +168,94 @@ class Solver final : public EventSolver {
       const int k = dir_of_[static_cast<std::size_t>(col)];
       return k < pa_ ? k : -1;
     };
-    for (int k = 0; k < pa_; ++k) da_[k].setZero();
+    for (int k = 0; k < pa_; ++k) da[k].setZero();
     const RateStructure& rs = setup_->rates;
     for (std::size_t i = 0; i < rs.micro.size(); ++i) {
       const Eigen::Map<const Mat<N>> b(rs.b[i].data());
       const int mc = rs.micro[i];
       if (!std::isnan(pr[mc])) {
         const int k = dir_if_free(mc);
-        if (k >= 0) da_[k] += b;
+        if (k >= 0) da[k] += b;
         continue;
       }
       const int c = rs.clearance[i], v = rs.volume[i];
       if (c < 0 || std::isnan(pr[c])) continue;
       const int kc = dir_if_free(c), kv = dir_if_free(v);
-      if (kc >= 0) da_[kc] += b / pr[v];
-      if (kv >= 0) da_[kv] -= b * (pr[c] / (pr[v] * pr[v]));
-    }
-    fallback_.clear();
-    basis_fast_ = prop_.fast();
-    if (!basis_fast_) return;
-    const Square& v = prop_.v();
-    const Square& vi = prop_.vinv();
-    for (int k = 0; k < pa_; ++k) et_[k].noalias() = vi * (da_[k] * v);
-    const Vec<N>& l = prop_.lambda();
-    for (int i = 0; i < N; ++i)
-      for (int j = 0; j < N; ++j) inv_(i, j) = l(i) != l(j) ? 1.0 / (l(i) - l(j)) : 0.0;
-    for (int k = 0; k < ps_; ++k) s_[k] = vi * s_[k];
-  }
-
-  // Adds `v` (original coordinates) times `scale` to the sensitivity of direction k.
-  void add_to(int k, const Vec<N>& v, double scale) {
-    if (basis_fast_)
-      s_[k].noalias() += prop_.vinv() * (v * scale);
-    else
-      s_[k] += v * scale;
-  }
-  // Adds scale * e_cmt.
-  void add_unit(int k, int cmt, double scale) {
-    if (basis_fast_)
-      s_[k] += prop_.vinv().col(cmt) * scale;
-    else
-      s_[k](cmt) += scale;
-  }
-  // Sensitivity of direction k in original coordinates.
-  Vec<N> orig(int k) const {
-    if (basis_fast_) return prop_.v() * s_[k];
-    return s_[k];
-  }
-  // Sets the sensitivity of direction k from original coordinates.
-  void set_orig(int k, const Vec<N>& v) {
-    if (basis_fast_)
-      s_[k].noalias() = prop_.vinv() * v;
-    else
-      s_[k] = v;
-  }
-
-  // Phi o (V^-1 y)^T + Psi o (V^-1 r)^T over tau in the current (fast) propagator: with
-  // E~_k = V^-1 dA/dp_k V, V^-1 (dK_k y + dG_k r) = rowsum(E~_k o W). e, sg: its eigen terms.
-  Square eigen_weights(double tau, const Vec<N>& e, const Vec<N>& sg, const Vec<N>& y,
-                       const Vec<N>& r, bool has_r) const {
-    Square phi, psi;
-    divided_differences<N>(prop_.lambda(), inv_, tau, e, sg, has_r, phi, psi);
-    const Vec<N> yt = prop_.vinv() * y;
-    Square w = phi * yt.asDiagonal();
-    if (has_r) {
-      const Vec<N> rt = prop_.vinv() * r;
-      w += psi * rt.asDiagonal();
-    }
-    return w;
-  }
-
-  // dK_k(tau) y + dG_k(tau) r for every A direction, in original coordinates, into tmp_.
-  void frechet(double tau, const Vec<N>& y, const Vec<N>& r) {
-    for (int k = 0; k < pa_; ++k) tmp_[k].setZero();
-    if (tau == 0.0 || pa_ == 0) return;
-    const bool has_r = !r.isZero(0.0);
-    if (prop_.fast()) {
-      Vec<N> e, sg;
-      prop_.eigen_terms(tau, e, sg);
-      const Square w = eigen_weights(tau, e, sg, y, r, has_r);
-      for (int k = 0; k < pa_; ++k) {
-        const Vec<N> u = et_[k].cwiseProduct(w).rowwise().sum();
-        tmp_[k].noalias() = prop_.v() * u;
-      }
-      return;
-    }
-    for (int k = 0; k < pa_; ++k) {
-      Mat<N> dk, dg;
-      block_frechet_dynamic(N, prop_.a().data(), da_[k].data(), tau, dk.data(), dg.data());
-      tmp_[k].noalias() = dk * y;
-      if (has_r) tmp_[k].noalias() += dg * r;
+      if (kc >= 0) da[kc] += b / pr[v];
+      if (kv >= 0) da[kv] -= b * (pr[c] / (pr[v] * pr[v]));
     }
   }
 
-  // Moves the sensitivities over an interval of length d (x_old: the state at its start).
-  // e, sg: the eigenvalue terms of the step (fast path).
-  void propagate(double d, const Mat<N>& k, const Vec<N>& x_old, const Vec<N>& r, bool has_r,
-                 const Vec<N>& e, const Vec<N>& sg) {
-    if (basis_fast_) {
-      if (pa_ > 0) {
-        const Square w = eigen_weights(d, e, sg, x_old, r, has_r);
-        for (int q = 0; q < pa_; ++q) {
-          Vec<N>& sq = s_[q];
-          const Square& eq = et_[q];
-          for (int i = 0; i < N; ++i) {
-            double acc = e(i) * sq(i);
-            for (int j = 0; j < N; ++j) acc += eq(i, j) * w(i, j);
-            sq(i) = acc;
-          }
-        }
-      }
-      for (int q = pa_; q < ps_; ++q) s_[q] = s_[q].cwiseProduct(e);
-      return;
+  // dA/dp of row `row` for the A directions, their eigenbasis forms, and the basis change; with
+  // second derivatives, also d2A/dp dq and S in the new basis.
+  void setup_row(int row) {
+    row_derivatives(row, da_.data());
+    enter_basis();
+    if (!h_.active()) return;
+    const std::uint64_t overridden = plan_->rows[static_cast<std::size_t>(row)].overridden;
+    h_.set_row(setup_->rates, row_ptr(row), [&](int col) {
+      if (col < 0 || ((overridden >> col) & 1u)) return -1;
+      const int k = dir_of_[static_cast<std::size_t>(col)];
+      return k < pa_ ? k : -1;
+    });
+    h_.enter_basis(*this);
+  }
+
+  // ---- Second order (predict_hessian): the caller's columns and S_pq. ----
+  const int* cols_ = nullptr;
+  int m_ = 0;
+  double* hess_ = nullptr;
+  SecondOrder<N> h_;
+  std::vector<Mat<N>> ejump_;
+
+  // The second-order jump of an event at t whose time moves with the listed columns
+  // (SecondOrder::jump, after its start_jump and set_tau): b the bolus, dr = r- - r+.
+  void second_jump(double t, const Vec<N>& b, const Vec<N>& dr) {
+    governing(t);
+    Mat<N> a;
+    jump_matrix(t, a);
+    const std::vector<EventRecord>& rs = *recs_;
+    std::size_t j = cursor_;
+    while (j < rs.size() && rs[j].time <= t) ++j;
+    if (j == rs.size()) j = rs.size() - 1;
+    const int row = plan_->row_of[j];
+    const Mat<N>* ea = da_.data();
+    if (row != prop_row_) {
+      ejump_.resize(static_cast<std::size_t>(pa_));
+      row_derivatives(row, ejump_.data());
+      ea = ejump_.data();
     }
-    // Fallback: dK_k, dG_k from block exponentials, cached per length for this row.
-    const Mat<N>* dkg = fallback_.get(prop_.a(), da_.data(), pa_, d);
-    for (int q = 0; q < pa_; ++q) {
-      Vec<N> y = k * s_[q];
-      y.noalias() += dkg[2 * q] * x_old;
-      if (has_r) y.noalias() += dkg[2 * q + 1] * r;
-      s_[q] = y;
+    h_.jump(*this, b, dr, a, ea);
+  }
+
+  // The second-order jumps of a dose arrival (a bolus amount, or an infusion's rate) and of an
+  // infusion's end, for the listed lag and F of record seq.
+  void arrival_second(std::int64_t seq, int cmt, double t, double bolus, double rate) {
+    const ModelInfo& m = *setup_->model;
+    const int lag = m.lag_parameter[static_cast<std::size_t>(cmt)];
+    const int f = m.f_parameter[static_cast<std::size_t>(cmt)];
+    h_.start_jump();
+    if (!h_.set_tau(lag, free_in(seq, lag) ? 1.0 : 0.0)) return;
+    Vec<N> b = Vec<N>::Zero(), dr = Vec<N>::Zero();
+    if (rate > 0.0) {
+      dr(cmt) = -rate;
+    } else {
+      b(cmt) = bolus;
+      if (free_in(seq, f)) h_.set_db(f, cmt, (*recs_)[static_cast<std::size_t>(seq)].amt);
     }
-    for (int q = pa_; q < ps_; ++q) s_[q] = k * s_[q];
+    second_jump(t, b, dr);
+  }
+  void stop_second(std::int64_t seq, int cmt, double t, double rate) {
+    const ModelInfo& m = *setup_->model;
+    const int lag = m.lag_parameter[static_cast<std::size_t>(cmt)];
+    const int f = m.f_parameter[static_cast<std::size_t>(cmt)];
+    h_.start_jump();
+    const bool moves = h_.set_tau(lag, free_in(seq, lag) ? 1.0 : 0.0);
+    const double amt = (*recs_)[static_cast<std::size_t>(seq)].amt;
+    if (!(h_.set_tau(f, free_in(seq, f) ? amt / rate : 0.0) || moves)) return;
+    Vec<N> dr = Vec<N>::Zero();
+    dr(cmt) = rate;
+    second_jump(t, Vec<N>::Zero(), dr);
   }
 
   Vec<N> rates() const {
@@ -419,6 +389,7 @@ class Solver final : public EventSolver {
           pr.step(d, k, g, e, sg);
         else
           pr.step(d, k, g);
+        if (G && h_.active()) h_.propagate(*this, d, k, x_, r, !running_.empty(), e, sg);
         if (G) propagate(d, k, x_, r, !running_.empty(), e, sg);
         step_state_hd<N>(k.data(), g.data(), x_.data(), running_.empty() ? nullptr : r.data(),
                          x_.data());
@@ -565,6 +536,7 @@ class Solver final : public EventSolver {
     const std::size_t np = static_cast<std::size_t>(np_);
     if (G) {
       setup_directions(params);
+      h_.begin(cols_, m_, dir_of_.data(), pa_, ps_);
       std::fill(jac, jac + static_cast<std::size_t>(plan_->obs_count) * np, 0.0);
     }
     std::int64_t next_id = plan_->infusion_ids;
@@ -578,7 +550,10 @@ class Solver final : public EventSolver {
       advance_to<G>(e.time, k, g);
       switch (e.kind) {
         case kStop:
-          if (stop_infusion(e.id) && G) stop_jump(e.seq, e.cmt, e.rate);
+          if (stop_infusion(e.id) && G) {
+            stop_jump(e.seq, e.cmt, e.rate);
+            if (h_.active()) stop_second(e.seq, e.cmt, e.time, e.rate);
+          }
           break;
         case kReset:
           x_.setZero();
@@ -587,6 +562,7 @@ class Solver final : public EventSolver {
           vstops_.clear();
           if (G)
             for (int q = 0; q < ps_; ++q) s_[q].setZero();
+          if (G) h_.clear();
           break;
         case kSteady: {
           if (e.ss == 1) cancel_below = std::max(cancel_below, e.seq);
@@ -657,6 +633,7 @@ class Solver final : public EventSolver {
             // s += xdot- - xdot+ (d tau / d lag = 1).
             const Vec<N> jump = xdot_before - (a_jump * x_ + rates());
             add_to(kl, jump, 1.0);
+            if (h_.active()) arrival_second(e.seq, e.cmt, e.time, e.amount, e.rate);
           }
           break;
         }
@@ -675,6 +652,9 @@ class Solver final : public EventSolver {
             }
             const int kv = dir_of_[static_cast<std::size_t>(vcol)];
             if (kv >= 0 && free_in(e.seq, vcol)) jr[vcol] -= c / v;
+            if (h_.active())
+              h_.observe(*this, x_, cmt, v, kv >= 0 && free_in(e.seq, vcol) ? kv : -1,
+                         hess_ + static_cast<std::size_t>(e.row * m_ * m_));
           }
           break;
         }

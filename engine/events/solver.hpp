@@ -46,6 +46,12 @@ class EventSolver {
   virtual void predict(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
                        double* jac) = 0;
 
+  // predict() with jac, and the Hessians of the predictions with respect to the columns
+  // cols[0 .. m) into hess (obs_count x m x m; events/second_order.hpp). The plan has no
+  // steady-state record (the caller checks).
+  virtual void predict_hessian(const SubjectPlan& plan, std::int64_t s, const double* params,
+                               double* out, double* jac, const int* cols, int m, double* hess) = 0;
+
   // simulate_dataset()'s rows of subject s, from row `first_row` on: amounts and concentrations
   // of every compartment, the prediction and the index columns at each observation record.
   // Returns false when some amount is not finite.

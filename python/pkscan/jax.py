@@ -1,7 +1,8 @@
 """pkscan as JAX operations: log-likelihoods and predictions of a pkscan.Predictor inside `jit`,
 `grad`, `value_and_grad` and `vmap`, evaluated by pkscan's C++ engine through XLA's foreign
 function interface (jax.ffi; the handlers are python/src/jax_ffi.cpp), with pkscan's exact
-gradients (jax.custom_jvp: forward and reverse mode).
+gradients (jax.custom_jvp: forward and reverse mode) and exact second derivatives
+(jax.hessian, jax.jacfwd(jax.grad(f)), also under vmap).
 
 - A vmap (NumPyro's chain_method="vectorized", or a vmap over parameter sets) is one call that
   evaluates every batch element and subject on all cores (vmap_method="broadcast_all").
@@ -119,6 +120,31 @@ def _loglik_function(predictor, kind, log_scale):
             params, sigma, predictor=np.int64(addr), error_kind=np.int64(kind),
             log_scale=np.int64(log_scale), with_gradient=np.int64(with_gradient))
 
+    def hessian_call(params, sigma):
+        S, P = params.shape[-2:]
+        K = sigma.shape[-1]
+        shape = jax.ShapeDtypeStruct((S, P + K, P + K), params.dtype)
+        return jax.ffi.ffi_call("pkscan_loglik_hessian", shape, vmap_method="broadcast_all")(
+            params, sigma, predictor=np.int64(addr), error_kind=np.int64(kind),
+            log_scale=np.int64(log_scale))
+
+    # The value with its gradients, differentiable once more through the exact per-subject
+    # Hessians over (params, sigma): jax.hessian and jacfwd(grad) work.
+    @jax.custom_jvp
+    def with_gradient(params, sigma):
+        return call(params, sigma, 1)
+
+    @with_gradient.defjvp
+    def with_gradient_jvp(primals, tangents):
+        params, sigma = primals
+        t_params, t_sigma = tangents
+        ll, g, gs = call(params, sigma, 1)
+        h = hessian_call(params, sigma)
+        P = params.shape[-1]
+        t = jnp.concatenate([t_params, jnp.broadcast_to(t_sigma, gs.shape)], axis=-1)
+        dh = jnp.einsum("sij,sj->si", h, t)
+        return (ll, g, gs), (jnp.sum(g * t_params, axis=-1) + gs @ t_sigma, dh[:, :P], dh[:, P:])
+
     # custom_jvp with a rule linear in the tangents: JAX gets forward mode from it and reverse
     # mode by transposing it; either way one handler call with gradients (the residuals g, gs).
     @jax.custom_jvp
@@ -129,7 +155,7 @@ def _loglik_function(predictor, kind, log_scale):
     def per_subject_jvp(primals, tangents):
         params, sigma = primals
         t_params, t_sigma = tangents
-        ll, g, gs = call(params, sigma, 1)
+        ll, g, gs = with_gradient(params, sigma)
         return ll, jnp.sum(g * t_params, axis=-1) + gs @ t_sigma
 
     cache[key] = per_subject
@@ -177,10 +203,12 @@ def log_likelihood(predictor, params, sigma, error="additive", log_scale=False,
     return (total, ll) if per_subject else total
 
 
-def _ffi_rows(target, out_shape, attrs, tangent):
+def _ffi_rows(target, out_shape, attrs, tangent, hessian=None):
     """params -> the first output of the FFI target `target` (shape out_shape), as a custom_jvp
     function whose tangent is tangent(jacobian, t_params), with the Jacobian (out_shape + (P,))
-    the target's second output when asked for (with_gradient=1)."""
+    the target's second output when asked for (with_gradient=1). With hessian = (target,
+    tangent2) the Jacobian is differentiable once more: its tangent is tangent2(H, t_params),
+    H (out_shape + (P, P)) that target's output."""
 
     def call(params, with_gradient):
         dt = params.dtype
@@ -189,6 +217,26 @@ def _ffi_rows(target, out_shape, attrs, tangent):
         return jax.ffi.ffi_call(target, shapes, vmap_method="broadcast_all")(
             params, with_gradient=np.int64(with_gradient), **attrs)
 
+    def value_and_jacobian(params):
+        return call(params, 1)
+
+    if hessian is not None:
+        hessian_target, tangent2 = hessian
+
+        @jax.custom_jvp
+        def value_and_jacobian(params):
+            return call(params, 1)
+
+        @value_and_jacobian.defjvp
+        def value_and_jacobian_jvp(primals, tangents):
+            (params,), (t_params,) = primals, tangents
+            value, jac = call(params, 1)
+            P = params.shape[-1]
+            shape = jax.ShapeDtypeStruct(out_shape + (P, P), params.dtype)
+            h = jax.ffi.ffi_call(hessian_target, shape, vmap_method="broadcast_all")(
+                params, **attrs)
+            return (value, jac), (tangent(jac, t_params), tangent2(h, t_params))
+
     @jax.custom_jvp
     def rows(params):
         return call(params, 0)[0]
@@ -196,7 +244,7 @@ def _ffi_rows(target, out_shape, attrs, tangent):
     @rows.defjvp
     def rows_jvp(primals, tangents):
         (params,), (t_params,) = primals, tangents
-        value, jac = call(params, 1)
+        value, jac = value_and_jacobian(params)
         return value, tangent(jac, t_params)
 
     return rows
@@ -211,7 +259,9 @@ def _predict_function(predictor):
         subject_of = np.asarray(predictor.observation_subjects, dtype=np.int32)
         cache["predict"] = _ffi_rows(
             "pkscan_predict", (predictor.observations,), {"predictor": np.int64(addr)},
-            lambda jac, t: jnp.sum(jac * t[subject_of], axis=-1))
+            lambda jac, t: jnp.sum(jac * t[subject_of], axis=-1),
+            hessian=("pkscan_predict_hessian",
+                     lambda h, t: jnp.einsum("ipq,iq->ip", h, t[subject_of])))
     return cache["predict"]
 
 

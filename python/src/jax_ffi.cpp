@@ -235,6 +235,79 @@ ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
   });
 }
 
+// Per-subject Hessians of the log-likelihood over (params, sigma): params [B, S, P], sigma
+// [B, K] -> hessian [B, S, P + K, P + K] (Predictor::log_likelihood_hessian with every column;
+// zeros out of the domain).
+ffi::Error loglik_hessian_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
+                               ffi::Result<ffi::AnyBuffer> hessian, std::int64_t predictor,
+                               std::int64_t error_kind, std::int64_t log_scale) {
+  return handle("pkscan.jax.log_likelihood", [&] {
+    const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
+    const ErrorModel error = error_model(error_kind, log_scale);
+    const std::int64_t S = p.subjects(), P = p.parameters(), K = error.parameter_count();
+    if (!floating(sigma.element_type()))
+      return ffi::Error::InvalidArgument("pkscan.jax: params and sigma must be float32 or float64");
+    std::int64_t B = 0;
+    if (ffi::Error e = batch_of(params, static_cast<std::size_t>(S * P), B); e.failure()) return e;
+    if (sigma.element_count() != static_cast<std::size_t>(B * K))
+      return ffi::Error::InvalidArgument("pkscan.jax: sigma has the wrong shape");
+    const std::size_t V = static_cast<std::size_t>(P + K);
+    if (ffi::Error e = check_result(hessian, static_cast<std::size_t>(B * S) * V * V, "hessian");
+        e.failure())
+      return e;
+    const Doubles x(params), sg(sigma);
+    std::vector<int> cols(static_cast<std::size_t>(P));
+    for (std::size_t c = 0; c < cols.size(); ++c) cols[c] = static_cast<int>(c);
+    std::vector<double> h(static_cast<std::size_t>(B * S) * V * V, 0.0);
+    const std::string failure =
+        for_each_pair(p, B, [&](Predictor::Workspace& ws, std::int64_t b, std::int64_t s) {
+          const std::size_t k = static_cast<std::size_t>(b * S + s);
+          p.log_likelihood_hessian(
+              s, x.data() + k * static_cast<std::size_t>(P), cols.data(), static_cast<int>(P),
+              error, sg.data() + static_cast<std::size_t>(b * K), nullptr, &h[k * V * V], ws);
+        });
+    if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.log_likelihood: " + failure);
+    store(h, hessian);
+    return ffi::Error::Success();
+  });
+}
+
+// Hessians of the predictions: params [B, S, P] -> hessian [B, N, P, P] (row i: d2 pred[i] /
+// d params[subject of i]^2; zeros for a subject out of the domain).
+ffi::Error predict_hessian_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> hessian,
+                                std::int64_t predictor) {
+  return handle("pkscan.jax.predict", [&] {
+    const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
+    const std::int64_t S = p.subjects(), P = p.parameters(), N = p.observations();
+    std::int64_t B = 0;
+    if (ffi::Error e = batch_of(params, static_cast<std::size_t>(S * P), B); e.failure()) return e;
+    const std::size_t pp = static_cast<std::size_t>(P * P);
+    if (ffi::Error e = check_result(hessian, static_cast<std::size_t>(B * N) * pp, "hessian");
+        e.failure())
+      return e;
+    const Doubles x(params);
+    std::vector<int> cols(static_cast<std::size_t>(P));
+    for (std::size_t c = 0; c < cols.size(); ++c) cols[c] = static_cast<int>(c);
+    std::vector<double> h(static_cast<std::size_t>(B * N) * pp, 0.0);
+    const std::string failure =
+        for_each_pair(p, B, [&](Predictor::Workspace& ws, std::int64_t b, std::int64_t s) {
+          const std::size_t n = static_cast<std::size_t>(p.observations(s));
+          const std::size_t o = static_cast<std::size_t>(b * N + p.observation_offset(s));
+          std::vector<double> pred(n), jac(n * static_cast<std::size_t>(P));
+          try {
+            p.predict_hessian(s, x.data() + static_cast<std::size_t>((b * S + s) * P), cols.data(),
+                              static_cast<int>(P), pred.data(), jac.data(), &h[o * pp], ws);
+          } catch (const DomainError&) {  // NaN predictions: zero derivatives
+            std::fill(h.begin() + static_cast<std::ptrdiff_t>(o * pp),
+                      h.begin() + static_cast<std::ptrdiff_t>((o + n) * pp), 0.0);
+          }
+        });
+    if (!failure.empty()) return ffi::Error::Internal("pkscan.jax.predict: " + failure);
+    store(h, hessian);
+    return ffi::Error::Success();
+  });
+}
+
 // Predictions: params [B, S, P] -> predictions [B, N], jacobian [B, N, P] (row i: d pred[i] /
 // d params[subject of i]; zeros when with_gradient is 0).
 ffi::Error predict_impl(ffi::AnyBuffer params, ffi::Result<ffi::AnyBuffer> out,
@@ -340,6 +413,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_loglik, loglik_impl,
                                   .Attr<std::int64_t>("log_scale")
                                   .Attr<std::int64_t>("with_gradient"));
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_loglik_hessian, loglik_hessian_impl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<std::int64_t>("predictor")
+                                  .Attr<std::int64_t>("error_kind")
+                                  .Attr<std::int64_t>("log_scale"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    pkscan_jax_predict_hessian, predict_hessian_impl,
+    ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<std::int64_t>("predictor"));
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(pkscan_jax_predict, predict_impl,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()
@@ -366,6 +452,10 @@ void bind_jax_ffi(py::module_& m) {
             py::capsule(reinterpret_cast<void*>(&pkscan_jax_loglik), "xla._CUSTOM_CALL_TARGET");
         d["pkscan_predict"] =
             py::capsule(reinterpret_cast<void*>(&pkscan_jax_predict), "xla._CUSTOM_CALL_TARGET");
+        d["pkscan_loglik_hessian"] = py::capsule(
+            reinterpret_cast<void*>(&pkscan_jax_loglik_hessian), "xla._CUSTOM_CALL_TARGET");
+        d["pkscan_predict_hessian"] = py::capsule(
+            reinterpret_cast<void*>(&pkscan_jax_predict_hessian), "xla._CUSTOM_CALL_TARGET");
         d["pkscan_grid"] =
             py::capsule(reinterpret_cast<void*>(&pkscan_jax_grid), "xla._CUSTOM_CALL_TARGET");
         return d;

@@ -156,7 +156,8 @@ class PyPredictor {
     return out;
   }
 
-  py::tuple predict_gradient(std::int64_t s, py::handle params) const {
+  py::tuple predict_gradient(std::int64_t s, py::handle params, bool hessian,
+                             py::handle columns) const {
     check_subject(s);
     const DoubleArray p = row(params);
     const auto n = static_cast<py::ssize_t>(predictor_->observations(s));
@@ -164,20 +165,53 @@ class PyPredictor {
     py::array_t<double> jac({n, static_cast<py::ssize_t>(parameters())});
     double* o = out.mutable_data();
     double* j = jac.mutable_data();
+    if (!hessian) {
+      if (!columns.is_none()) throw InvalidArgument("columns is only read with hessian=True");
+      {
+        py::gil_scoped_release nogil;
+        const Lease lease(*this);
+        predictor_->predict_gradient(s, p.data(), o, j, *lease.ws);
+      }
+      return py::make_tuple(out, jac);
+    }
+    const std::vector<int> cols = column_list(columns);
+    const auto m = static_cast<py::ssize_t>(cols.size());
+    py::array_t<double> hess({n, m, m});
+    double* h = hess.mutable_data();
     {
       py::gil_scoped_release nogil;
       const Lease lease(*this);
-      predictor_->predict_gradient(s, p.data(), o, j, *lease.ws);
+      predictor_->predict_hessian(s, p.data(), cols.data(), static_cast<int>(cols.size()), o, j, h,
+                                  *lease.ws);
     }
-    return py::make_tuple(out, jac);
+    return py::make_tuple(out, jac, hess);
   }
 
   py::object log_likelihood(std::int64_t s, py::handle params, const std::string& error,
-                            py::handle sigma, bool log_scale, bool gradient) const {
+                            py::handle sigma, bool log_scale, bool gradient, bool hessian,
+                            py::handle columns) const {
     check_subject(s);
     const DoubleArray p = row(params);
     const ErrorModel e = error_model(error, log_scale);
     const std::vector<double> sig = read_sigma(sigma, e);
+    if (hessian) {
+      const std::vector<int> cols = column_list(columns);
+      const auto nv = static_cast<py::ssize_t>(cols.size()) + e.parameter_count();
+      py::array_t<double> g(nv);
+      py::array_t<double> h({nv, nv});
+      double* gp = g.mutable_data();
+      double* hp = h.mutable_data();
+      double value = 0.0;
+      {
+        py::gil_scoped_release nogil;
+        const Lease lease(*this);
+        value = predictor_->log_likelihood_hessian(s, p.data(), cols.data(),
+                                                   static_cast<int>(cols.size()), e, sig.data(), gp,
+                                                   hp, *lease.ws);
+      }
+      return py::make_tuple(value, g, h);
+    }
+    if (!columns.is_none()) throw InvalidArgument("columns is only read with hessian=True");
     py::array_t<double> g(gradient ? parameters() : 0);
     py::array_t<double> gs(gradient ? e.parameter_count() : 0);
     double* gp = gradient ? g.mutable_data() : nullptr;
@@ -298,6 +332,31 @@ class PyPredictor {
     return p;
   }
 
+  // columns: None (every parameter column) or a sequence of names (parameter_names) or indices.
+  std::vector<int> column_list(py::handle columns) const {
+    std::vector<int> cols;
+    std::vector<std::string> names;
+    for (const ParameterInfo& p : model_->parameters) names.push_back(p.name);
+    if (columns.is_none()) {
+      for (int c = 0; c < parameters(); ++c) cols.push_back(c);
+      return cols;
+    }
+    if (py::isinstance<py::str>(columns))
+      throw InvalidArgument("columns must be a sequence of parameter names or indices, not a str");
+    for (py::handle item : py::iter(columns)) {
+      if (py::isinstance<py::str>(item)) {
+        const std::string name = item.cast<std::string>();
+        const auto it = std::find(names.begin(), names.end(), name);
+        if (it == names.end())
+          throw InvalidArgument("columns: \"" + name + "\" is not a parameter of this predictor");
+        cols.push_back(static_cast<int>(it - names.begin()));
+      } else {
+        cols.push_back(py::cast<int>(item));
+      }
+    }
+    return cols;
+  }
+
   DoubleArray matrix(py::handle params) const {
     DoubleArray p = DoubleArray::ensure(params);
     if (!p || p.ndim() != 2 || p.shape(0) != subjects() || p.shape(1) != parameters()) {
@@ -395,18 +454,26 @@ value per subject}; the model's defaults elsewhere (NaN = not given, e.g. cl whe
 Predictions (concentration of the observed compartment) at subject's observation records.
 params: [len(parameter_names)]. Returns [observation_counts[subject]].)doc")
       .def("predict_gradient", &PyPredictor::predict_gradient, py::arg("subject"),
-           py::arg("params"), R"doc(
-(predictions [n], jacobian [n, len(parameter_names)]): d prediction[i] / d params[k].)doc")
+           py::arg("params"), py::arg("hessian") = false, py::arg("columns") = py::none(), R"doc(
+(predictions [n], jacobian [n, len(parameter_names)]): d prediction[i] / d params[k].
+With hessian=True also the exact second derivatives with respect to `columns` (names or
+indices; default every column): (predictions, jacobian, hessian [n, m, m]) with
+hessian[i, a, b] = d2 prediction[i] / d params[columns[a]] d params[columns[b]]. A subject with
+a steady-state dose (SS=1/2) raises ValueError (not differentiated twice).)doc")
       .def("log_likelihood", &PyPredictor::log_likelihood, py::arg("subject"), py::arg("params"),
            py::arg("error") = "additive", py::arg("sigma") = py::none(),
-           py::arg("log_scale") = false, py::arg("gradient") = true, R"doc(
+           py::arg("log_scale") = false, py::arg("gradient") = true, py::arg("hessian") = false,
+           py::arg("columns") = py::none(), R"doc(
 Log-likelihood of subject's observed DV: the full Gaussian density (log-normal on the DV scale
 with log_scale). error: 'additive' (sd = sigma_add), 'proportional' (sd = sigma_prop * pred) or
 'combined' (sd = sqrt(sigma_add^2 + (sigma_prop pred)^2)); sigma: a number, or
 [sigma_add, sigma_prop] for combined. Returns the value, or with gradient=True
 (value, d/d params [len(parameter_names)], d/d sigma [1 or 2]). Out of the domain (a parameter
 predict rejects, a sigma not finite and > 0, non-finite predictions, no density): -inf with zero
-gradients, not an exception (docs/python.md).)doc")
+gradients, not an exception (docs/python.md).
+With hessian=True: (value, gradient [m + k], hessian [m + k, m + k]) over the variables
+(params[columns] (names or indices; default every column), sigma), exact; -inf with zeros out of
+the domain.)doc")
       .def_property("device", &PyPredictor::device, &PyPredictor::set_device, R"doc(
 Where predict_all, predict_gradient_all and log_likelihood_all run: 'cpu' (the default) or
 'cuda' (the event walk on the GPU, one device thread per subject, gradients included; the

@@ -179,6 +179,36 @@ class Predictor {
   void predict_gradient(std::int64_t s, const double* params, double* out, double* jacobian,
                         Workspace& ws) const;
 
+  /// Predictions, their Jacobian (every column, as predict_gradient()) and their Hessians with
+  /// respect to the `count` columns `columns` (0-based, distinct; only these are differentiated
+  /// twice: 3 of 15 columns cost 3 x 3). Exact, as the first derivatives: second-order forward
+  /// sensitivities through doses, ADDL/II, resets, time-varying parameters, F and lag (the
+  /// second-order terms of the Frechet derivative of expm on the eigenbasis or block-exponential
+  /// path, and of the jumps of event times that move with lag_* and F;
+  /// engine/events/second_order.hpp). At the non-differentiable points of the class comment the
+  /// one-sided second derivative of the same side is returned. Steady-state doses (SS=1/2) are not
+  /// differentiated twice: a subject with one is refused.
+  /// @param hessian observations(s) x count x count values, row-major and symmetric:
+  ///        hessian[(o * count + a) * count + b] = d2 pred_o / d params[columns[a]] d
+  ///        params[columns[b]]
+  /// @throws as predict_gradient(); InvalidArgument for a column out of range or listed twice, or
+  ///         a subject with a steady-state dose record
+  void predict_hessian(std::int64_t s, const double* params, const int* columns, int count,
+                       double* out, double* jacobian, double* hessian, Workspace& ws) const;
+
+  /// log_likelihood() with its gradient and Hessian with respect to the variables
+  /// v = (params[columns[0]], ..., params[columns[count - 1]], sigma[0], ..., sigma[ns - 1])
+  /// (ns = error.parameter_count()), from predict_hessian() and the exact derivatives of each
+  /// observation's log-density in IPRED and the sigmas. The value and the gradient are
+  /// log_likelihood()'s (the same bits), and so is the domain: out of it, -infinity with zero
+  /// gradient and Hessian. A Hessian entry whose terms leave the range of double is 0.
+  /// @param gradient count + ns values (or null)
+  /// @param hessian (count + ns) x (count + ns) values, row-major and symmetric
+  /// @throws as log_likelihood() and predict_hessian()
+  double log_likelihood_hessian(std::int64_t s, const double* params, const int* columns, int count,
+                                const ErrorModel& error, const double* sigma, double* gradient,
+                                double* hessian, Workspace& ws) const;
+
   /// Log-likelihood of subject `s`'s observed DV (EVID 0 with MDV 0 and DV present) under
   /// `error` with error-model parameters `sigma` (error.parameter_count() values), the full
   /// Gaussian density including -0.5 log(2 pi) terms (log-normal density on the DV scale for
