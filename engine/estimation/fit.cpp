@@ -19,7 +19,14 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kStep = 1e-4;               // central-difference step in the parameters x
 constexpr double kGradientTolerance = 1e-4;  // max |dOFV/dx| at convergence
-constexpr double kMaxStep = 2.0;             // largest change of one x in one step
+// Also converged: the objective changed by at most kStallChange relative over kStallSteps
+// accepted steps in a row (the change is at the rounding of the objective: scipy's L-BFGS-B
+// stops on the same kind of test, factr * eps) with the gradient's max-norm below
+// kStallGradient (the objective's rounding noise then limits the gradient test).
+constexpr double kStallChange = 1e-13;
+constexpr int kStallSteps = 3;
+constexpr double kStallGradient = 1e-2;
+constexpr double kMaxStep = 2.0;  // largest change of one x in one step
 
 using Matrix = Eigen::MatrixXd;
 using Vector = Eigen::VectorXd;
@@ -294,12 +301,20 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
   Vector g = problem.gradient(x, f);
   Matrix h = Matrix::Identity(n, n);  // inverse Hessian approximation
   bool scaled = false;
+  int stalled = 0;  // accepted steps in a row that changed the objective by <= kStallChange
   out.message = "the maximum number of evaluations was reached";
   for (int it = 0;; ++it) {
     out.iterations = it;
     if (n == 0 || g.lpNorm<Eigen::Infinity>() <= kGradientTolerance) {
       out.converged = true;
       out.message = "converged: the gradient is below " + format_value(kGradientTolerance);
+      break;
+    }
+    if (stalled >= kStallSteps && g.lpNorm<Eigen::Infinity>() <= kStallGradient) {
+      out.converged = true;
+      out.message = "converged: the objective changed by less than " + format_value(kStallChange) +
+                    " (relative) over " + std::to_string(kStallSteps) +
+                    " steps, gradient max-norm " + format_value(g.lpNorm<Eigen::Infinity>());
       break;
     }
     const int per_gradient =
@@ -351,6 +366,7 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
       const Matrix i_rsy = Matrix::Identity(n, n) - rho * s * y.transpose();
       h = i_rsy * h * i_rsy.transpose() + rho * s * s.transpose();
     }
+    stalled = f - fn <= kStallChange * std::max(1.0, std::fabs(f)) ? stalled + 1 : 0;
     x = xn;
     f = fn;
     g = gn;

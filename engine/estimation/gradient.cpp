@@ -7,9 +7,10 @@
 // all partial derivatives at the EBE (dL/dETA = 0 there, so the EBE's own movement adds nothing
 // to L). Every term is a derivative of F along some direction: a direction moves F by f_a,
 // G = dF/dETA by g_a and R by R_a, and the same three formulas (dL/da, d2L/dETAda, dM/da) serve
-// THETA, SIGMA and each ETA (f_a = G_l, g_a = d2F/dETA dETA_l). The second derivatives of F come
-// from central differences of the Predictor's exact dF/dP in each ETA's direction:
-// d2F/dETA2 and, by the symmetry of second derivatives, d2F/dETA dP for every column P (fourth
+// THETA, SIGMA and each ETA (f_a = G_l, g_a = d2F/dETA dETA_l). The second derivatives of F,
+// d2F/dETA2 and d2F/dETA dP for every column P, are the Predictor's exact ones
+// (Predictor::predict_hessian); for a subject with steady-state doses, which it does not
+// differentiate twice, central differences of its exact dF/dP in each ETA's direction (fourth
 // order, step 1e-3: relative error about 1e-12).
 #include <algorithm>
 #include <cmath>
@@ -65,11 +66,23 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
   for (Eigen::Index j = 0; j < n; ++j)
     for (std::size_t c = 0; c < nc; ++c)
       jc(j, static_cast<Eigen::Index>(c)) = subj.jacobian(j, st.cols[c]);
-  // dl[l](j, c) = d(dF_j/dP_cols[c]) / dETA_l by central differences.
+  // dl[l](j, c) = d(dF_j/dP_cols[c]) / dETA_l: from the Predictor's exact second derivatives
+  // (d2F/dP_c dP_l times P_l; the ETA columns lead st.cols), or for a subject it does not
+  // differentiate twice (steady-state doses) by central differences.
   std::vector<Matrix> dl(static_cast<std::size_t>(q), Matrix(n, static_cast<Eigen::Index>(nc)));
+  std::vector<Matrix> hp;
+  if (subj.exact_second()) {
+    if (!subj.evaluate_second(eta, st.cols, fx, gx, hp)) return false;
+    for (int l = 0; l < q; ++l)
+      for (Eigen::Index j = 0; j < n; ++j)
+        for (std::size_t c = 0; c < nc; ++c)
+          dl[static_cast<std::size_t>(l)](j, static_cast<Eigen::Index>(c)) =
+              hp[static_cast<std::size_t>(j)](static_cast<Eigen::Index>(c), l) *
+              prow[static_cast<std::size_t>(st.cols[static_cast<std::size_t>(l)])];
+  }
   // Fourth-order central differences: (8 (J(+d) - J(-d)) - (J(+2d) - J(-2d))) / (12 d), error
   // O(d^4), about 1e-12 relative at d = 1e-3 (the gradient's accuracy at an optimum depends on it).
-  for (int l = 0; l < q; ++l) {
+  for (int l = 0; l < q && !subj.exact_second(); ++l) {
     Matrix& out_l = dl[static_cast<std::size_t>(l)];
     out_l.setZero();
     const double steps[4] = {kDelta, -kDelta, 2 * kDelta, -2 * kDelta};

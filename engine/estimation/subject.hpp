@@ -36,6 +36,7 @@ class Subject {
     const DatasetSubject& subject = sh.predictor.dataset().subjects[static_cast<std::size_t>(s)];
     std::int64_t k = 0;
     for (const DatasetRecord& r : subject.records) {
+      exact_second_ = exact_second_ && r.ss == 0;
       if (r.evid != 0) continue;
       if (!r.mdv && !std::isnan(r.dv)) {
         index_.push_back(k);
@@ -68,6 +69,13 @@ class Subject {
     } catch (const Error&) {
       return false;
     }
+    return read(f, g);
+  }
+
+ private:
+  // F and G from the predictions and Jacobian just computed.
+  bool read(Vector& f, Matrix& g) const {
+    const std::vector<int>& cols = sh_.model.eta_columns;
     const std::size_t np = static_cast<std::size_t>(sh_.predictor.parameters());
     f.resize(n());
     g.resize(n(), sh_.q);
@@ -80,6 +88,39 @@ class Subject {
         g(j, k) = jac_[o * np + c] * row_[c];  // dF/dETA = dF/dP * P
         if (!std::isfinite(g(j, k))) return false;
       }
+    }
+    return true;
+  }
+
+ public:
+  // Whether the Predictor differentiates this subject twice (no steady-state dose records).
+  bool exact_second() const { return exact_second_; }
+
+  // evaluate() with the exact second derivatives d2F_j / dP_a dP_b of each observation with
+  // respect to the columns `cols` (distinct; Predictor::predict_hessian) into hp[j] (m x m, with
+  // respect to P, not ETA). Only when exact_second().
+  bool evaluate_second(const Vector& eta, const std::vector<int>& cols, Vector& f, Matrix& g,
+                       std::vector<Matrix>& hp) {
+    const std::vector<int>& etas = sh_.model.eta_columns;
+    for (int k = 0; k < sh_.q; ++k) {
+      const std::size_t c = static_cast<std::size_t>(etas[static_cast<std::size_t>(k)]);
+      row_[c] = base_[c] * std::exp(eta(k));
+    }
+    const Eigen::Index m = static_cast<Eigen::Index>(cols.size());
+    hess_.resize(pred_.size() * static_cast<std::size_t>(m * m));
+    try {
+      sh_.predictor.predict_hessian(s_, row_.data(), cols.data(), static_cast<int>(m), pred_.data(),
+                                    jac_.data(), hess_.data(), ws_);
+    } catch (const Error&) {
+      return false;
+    }
+    if (!read(f, g)) return false;
+    hp.resize(static_cast<std::size_t>(n()));
+    for (Eigen::Index j = 0; j < n(); ++j) {
+      const std::size_t o = static_cast<std::size_t>(index_[static_cast<std::size_t>(j)]);
+      Matrix& h = hp[static_cast<std::size_t>(j)];
+      h = Eigen::Map<const Matrix>(hess_.data() + o * static_cast<std::size_t>(m * m), m, m);
+      if (!h.allFinite()) return false;
     }
     return true;
   }
@@ -110,6 +151,8 @@ class Subject {
   std::vector<double> jac_;
   std::vector<double> base_;  // THETA with the subject's covariate effects
   std::vector<double> row_;
+  std::vector<double> hess_;
+  bool exact_second_ = true;
 };
 
 // The movement of each observation along one direction a: dF/da, dR/da, dG/da, dr/da (r =

@@ -3,6 +3,8 @@
 #include "events/expm_derivative.hpp"
 
 #include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
 #include <unsupported/Eigen/MatrixFunctions>
 
 namespace pkscan::detail {
@@ -49,10 +51,69 @@ void block_second_dynamic(Eigen::Index n, const double* a, const double* ep, con
   Eigen::Map<RowMajor>(d2g, n, n) = x.block(3 * n, 4 * n, n, n);
 }
 
-// exp[a, b, c] and exp[a, b, c, 0]: entries (0, 2) and (0, 3) of the exponential of the upper
-// bidiagonal matrix with diagonal a, b, c, 0 and ones above it (McCurdy, Ng and Parlett 1984),
-// accurate for any spacing of the points, equal ones included.
+namespace {
+
+// exp[p, q] = exp(hi) (1 - exp(-(hi - lo))) / (hi - lo): no cancellation, no overflow.
+double exp_dd2(double p, double q) {
+  const double hi = std::max(p, q), delta = std::fabs(p - q);
+  if (delta == 0.0) return std::exp(hi);
+  return std::exp(hi) * (-std::expm1(-delta) / delta);
+}
+
+// exp[z_0, ..., z_k] (k + 1 = count <= 4 points less than 1 apart) by its series about the
+// midpoint mu: exp(mu) sum_m h_m(z - mu) / (m + k)!, h_m the complete homogeneous symmetric
+// polynomials (|z_i - mu| < 0.5: term m is below C(m + 3, 3) 0.5^m / (m + 3)!, under 1e-30 of
+// the first by m = 30).
+double exp_dd_series(const double* z, int count) {
+  double lo = z[0], hi = z[0];
+  for (int i = 1; i < count; ++i) {
+    lo = std::min(lo, z[i]);
+    hi = std::max(hi, z[i]);
+  }
+  const double mu = 0.5 * (lo + hi);
+  double h[4] = {1.0, 1.0, 1.0, 1.0};  // h[i]: h_m of the first i + 1 variables
+  double fact = 1.0;
+  for (int i = 2; i < count; ++i) fact *= i;
+  double sum = 1.0 / fact;
+  for (int m = 1; m <= 30; ++m) {
+    h[0] *= z[0] - mu;
+    for (int i = 1; i < count; ++i) h[i] = h[i - 1] + (z[i] - mu) * h[i];
+    fact *= m + count - 1;
+    sum += h[count - 1] / fact;
+  }
+  return std::exp(mu) * sum;
+}
+
+// exp[z_0, ..., z_{count-1}] for 3 or 4 points: the series when they are less than 1 apart,
+// otherwise (f[without the lowest] - f[without the highest]) / (highest - lowest), where the
+// difference loses at most a factor 2 to cancellation.
+double exp_dd(double* z, int count) {
+  std::sort(z, z + count);
+  if (z[count - 1] - z[0] < 1.0) return exp_dd_series(z, count);
+  double upper[3], lower[3];
+  for (int i = 0; i < count - 1; ++i) {
+    upper[i] = z[i + 1];
+    lower[i] = z[i];
+  }
+  const double fu = count == 3 ? exp_dd2(upper[0], upper[1]) : exp_dd(upper, count - 1);
+  const double fl = count == 3 ? exp_dd2(lower[0], lower[1]) : exp_dd(lower, count - 1);
+  return (fu - fl) / (z[count - 1] - z[0]);
+}
+
+}  // namespace
+
+// exp[a, b, c] and exp[a, b, c, 0], accurate for any spacing, equal points included.
 void exp_divided_differences(double a, double b, double c, double& abc, double& abc0) {
+  double z3[3] = {a, b, c};
+  abc = exp_dd(z3, 3);
+  double z4[4] = {a, b, c, 0.0};
+  abc0 = exp_dd(z4, 4);
+}
+
+// The same from the exponential of the upper bidiagonal matrix with diagonal a, b, c, 0 and
+// ones above it (entries (0, 2) and (0, 3); McCurdy, Ng and Parlett 1984): an independent
+// reference for the tests.
+void exp_divided_differences_reference(double a, double b, double c, double& abc, double& abc0) {
   Eigen::Matrix4d z = Eigen::Matrix4d::Zero();
   z(0, 0) = a;
   z(1, 1) = b;

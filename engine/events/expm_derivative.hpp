@@ -49,8 +49,12 @@ void block_frechet_dynamic(Eigen::Index n, const double* a, const double* e, dou
 void block_second_dynamic(Eigen::Index n, const double* a, const double* ep, const double* eq,
                           const double* epq, double tau, double* d2k, double* d2g);
 
-// The divided differences exp[a, b, c] and exp[a, b, c, 0], accurate for any spacing.
+// The divided differences exp[a, b, c] and exp[a, b, c, 0], accurate for any spacing (a series
+// for close points, otherwise the recursion on the extreme points).
 void exp_divided_differences(double a, double b, double c, double& abc, double& abc0);
+// The same from the exponential of a bidiagonal matrix (Eigen's scaling and squaring): the
+// tests' independent reference.
+void exp_divided_differences_reference(double a, double b, double c, double& abc, double& abc0);
 
 // dK_k and dG_k (block_frechet_dynamic) of the directions da[0 .. p-1] for the interval lengths
 // of one rate matrix A, computed once per length: a subject's intervals repeat a few lengths

@@ -120,3 +120,29 @@ TEST(SecondOrder, FormsAgreeAtCloseEigenvalues) {
 
 }  // namespace
 }  // namespace pkscan::detail
+
+namespace pkscan::detail {
+namespace {
+
+// The divided differences of exp at three points (and with 0) against the exponential of a
+// bidiagonal matrix, for equal, close (1e-9 to 1e-2 apart) and spread points (-60 to 0).
+TEST(SecondOrder, DividedDifferencesOfExpEqualTheBidiagonalExponential) {
+  const double base[] = {-60.0, -7.3, -1.1, -0.2, -1e-3, 0.0};
+  const double gaps[] = {0.0, 1e-9, 1e-5, 3e-3, 0.015, 0.3, 2.0};
+  int checked = 0;
+  for (double a : base)
+    for (double g1 : gaps)
+      for (double g2 : gaps) {
+        const double b = a - g1, c = a + g2;
+        double f3, f4, r3, r4;
+        exp_divided_differences(a, b, c, f3, f4);
+        exp_divided_differences_reference(a, b, c, r3, r4);
+        PKSCAN_EXPECT_CLOSE(r3, f3, 1e-12, 1e-300, a << " " << b << " " << c);
+        PKSCAN_EXPECT_CLOSE(r4, f4, 1e-12, 1e-300, a << " " << b << " " << c << " 0");
+        ++checked;
+      }
+  EXPECT_EQ(checked, 6 * 7 * 7);
+}
+
+}  // namespace
+}  // namespace pkscan::detail
