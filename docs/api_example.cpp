@@ -1,7 +1,9 @@
 // The example of docs/api.md: a population, a regimen and a time grid built in code, one call,
 // amounts and concentrations back. Built and run by the tests (test name api_example).
+#include <cmath>
 #include <cstdio>
 #include <pkscan/pkscan.hpp>
+#include <utility>
 #include <vector>
 
 int main() {
@@ -58,6 +60,35 @@ int main() {
       std::printf("%s\nfield %s, rule: %s\n", e.what(), e.field().c_str(), e.rule().c_str());
       if (e.field() != "doses[1].time") return 1;
     }
+    // Fitting (docs/api.md, "Fitting"): a dataset prepared once, predictions, the likelihood
+    // and their exact first and second derivatives.
+    const pkscan::ModelInfo& m = pkscan::model_info(pkscan::ModelKind::ThreeCompartment);
+    pkscan::Dataset data = pkscan::parse_dataset(
+        "ID,TIME,AMT,CMT,EVID,DV\n1,0,100,1,1,.\n1,1,.,2,0,2.1\n1,6,.,2,0,1.4\n", "data.csv", m);
+    pkscan::Predictor pred(std::move(data), pkscan::ModelKind::ThreeCompartment);
+    auto ws = pred.make_workspace();
+    std::vector<double> p;  // the model's defaults (NaN: required, or the unused alternative)
+    for (const pkscan::ParameterInfo& info : m.parameters) p.push_back(info.default_value);
+    for (const auto& [name, value] : {std::pair<const char*, double>{"ka", 1.2},
+                                      {"cl", 5.0},
+                                      {"q", 8.0},
+                                      {"v_central", 20.0},
+                                      {"v_peripheral", 70.0}})
+      p[static_cast<std::size_t>(pkscan::parameter_index(m, name))] = value;
+    std::vector<double> ipred(pred.observations(0)), pjac(ipred.size() * pred.parameters());
+    pred.predict_gradient(0, p.data(), ipred.data(), pjac.data(), *ws);
+    const pkscan::ErrorModel err{pkscan::ErrorModelKind::Proportional};
+    double sigma = 0.1, dsigma = 0;
+    std::vector<double> grad(pred.parameters());
+    const double ll = pred.log_likelihood(0, p.data(), err, &sigma, grad.data(), &dsigma, *ws);
+    const int cols[2] = {pkscan::parameter_index(m, "cl"), pkscan::parameter_index(m, "v_central")};
+    std::vector<double> hess(ipred.size() * 2 * 2), g2(3), h2(3 * 3);
+    pred.predict_hessian(0, p.data(), cols, 2, ipred.data(), pjac.data(), hess.data(), *ws);
+    const double ll2 =
+        pred.log_likelihood_hessian(0, p.data(), cols, 2, err, &sigma, g2.data(), h2.data(), *ws);
+    std::printf("log-likelihood %.6f (%.6f), d2/dCL2 %.6g, d2 IPRED(1 h)/dCL dV %.6g\n", ll, ll2,
+                h2[0], hess[1]);
+    if (ll != ll2 || !std::isfinite(h2[0])) return 1;
     std::printf("ran %s on %s\n", pkscan::to_string(r.summary().method).c_str(),
                 pkscan::to_string(r.summary().device).c_str());
     return r.summary().non_finite_subjects == 0 ? 0 : 1;
