@@ -196,9 +196,8 @@ void Predictor::predict_gradient(std::int64_t s, const double* params, double* o
 }
 
 namespace {
-// predict_hessian's columns: in range and distinct; the subject without steady-state doses.
-void check_columns(const Prepared& impl, std::int64_t s, const int* columns, int count,
-                   const char* what) {
+// predict_hessian's columns: in range and distinct.
+void check_columns(const Prepared& impl, const int* columns, int count, const char* what) {
   const std::string who = std::string("Predictor::") + what + ": ";
   if (count < 0 || (count > 0 && columns == nullptr))
     throw_invalid(who + "columns is null or count is negative");
@@ -210,13 +209,6 @@ void check_columns(const Prepared& impl, std::int64_t s, const int* columns, int
       if (columns[b] == columns[a])
         throw_invalid(who + "column " + std::to_string(columns[a]) + " is listed twice");
   }
-  const detail::SubjectPlan& plan = impl.plans[static_cast<std::size_t>(s)];
-  for (const detail::EventTemplate& t : plan.events)
-    if (t.e.kind == detail::kSteady)
-      throw_invalid(who + "ID \"" + impl.data.subjects[static_cast<std::size_t>(s)].id +
-                    "\" (subject " + std::to_string(s + 1) +
-                    ") has a steady-state dose (SS=1 or 2), whose second derivatives are not "
-                    "available");
 }
 }  // namespace
 
@@ -225,7 +217,7 @@ void Predictor::predict_hessian(std::int64_t s, const double* params, const int*
                                 Workspace& ws) const {
   impl_->check_subject(s);
   check_call(*impl_, ws.state_->owner, params, "predict_hessian");
-  check_columns(*impl_, s, columns, count, "predict_hessian");
+  check_columns(*impl_, columns, count, "predict_hessian");
   if ((out == nullptr || jacobian == nullptr || (hessian == nullptr && count > 0)) &&
       observations(s) > 0)
     throw_invalid("Predictor::predict_hessian: out, jacobian or hessian is null");
@@ -468,7 +460,7 @@ double Predictor::log_likelihood_hessian(std::int64_t s, const double* params, c
   check_call(*impl_, ws.state_->owner, params, "log_likelihood_hessian");
   check_error_model(error, sigma);
   check_dv(*impl_, s, error);
-  check_columns(*impl_, s, columns, count, "log_likelihood_hessian");
+  check_columns(*impl_, columns, count, "log_likelihood_hessian");
   const int ns = error.parameter_count();
   const std::size_t nv = static_cast<std::size_t>(count + ns);
   const auto reject_all = [&] {

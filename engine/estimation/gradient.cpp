@@ -9,9 +9,7 @@
 // G = dF/dETA by g_a and R by R_a, and the same three formulas (dL/da, d2L/dETAda, dM/da) serve
 // THETA, SIGMA and each ETA (f_a = G_l, g_a = d2F/dETA dETA_l). The second derivatives of F,
 // d2F/dETA2 and d2F/dETA dP for every column P, are the Predictor's exact ones
-// (Predictor::predict_hessian); for a subject with steady-state doses, which it does not
-// differentiate twice, central differences of its exact dF/dP in each ETA's direction (fourth
-// order, step 1e-3: relative error about 1e-12).
+// (Predictor::predict_hessian).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -38,7 +36,6 @@ using detail::Vector;
 using Kind = EstimatedParameter::Kind;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kDelta = 1e-3;  // central-difference step in ETA for the second derivatives
 
 struct Setup {
   const PopulationFitSpec& spec;
@@ -66,37 +63,17 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
   for (Eigen::Index j = 0; j < n; ++j)
     for (std::size_t c = 0; c < nc; ++c)
       jc(j, static_cast<Eigen::Index>(c)) = subj.jacobian(j, st.cols[c]);
-  // dl[l](j, c) = d(dF_j/dP_cols[c]) / dETA_l: from the Predictor's exact second derivatives
-  // (d2F/dP_c dP_l times P_l; the ETA columns lead st.cols), or for a subject it does not
-  // differentiate twice (steady-state doses) by central differences.
+  // dl[l](j, c) = d(dF_j/dP_cols[c]) / dETA_l from the Predictor's exact second derivatives:
+  // d2F/dP_c dP_l times P_l (the ETA columns lead st.cols).
   std::vector<Matrix> dl(static_cast<std::size_t>(q), Matrix(n, static_cast<Eigen::Index>(nc)));
   std::vector<Matrix> hp;
-  if (subj.exact_second()) {
-    if (!subj.evaluate_second(eta, st.cols, fx, gx, hp)) return false;
-    for (int l = 0; l < q; ++l)
-      for (Eigen::Index j = 0; j < n; ++j)
-        for (std::size_t c = 0; c < nc; ++c)
-          dl[static_cast<std::size_t>(l)](j, static_cast<Eigen::Index>(c)) =
-              hp[static_cast<std::size_t>(j)](static_cast<Eigen::Index>(c), l) *
-              prow[static_cast<std::size_t>(st.cols[static_cast<std::size_t>(l)])];
-  }
-  // Fourth-order central differences: (8 (J(+d) - J(-d)) - (J(+2d) - J(-2d))) / (12 d), error
-  // O(d^4), about 1e-12 relative at d = 1e-3 (the gradient's accuracy at an optimum depends on it).
-  for (int l = 0; l < q && !subj.exact_second(); ++l) {
-    Matrix& out_l = dl[static_cast<std::size_t>(l)];
-    out_l.setZero();
-    const double steps[4] = {kDelta, -kDelta, 2 * kDelta, -2 * kDelta};
-    const double weights[4] = {8.0, -8.0, -1.0, 1.0};
-    for (int side = 0; side < 4; ++side) {
-      Vector e = eta;
-      e(l) += steps[side];
-      if (!subj.evaluate(e, fx, gx)) return false;
-      for (Eigen::Index j = 0; j < n; ++j)
-        for (std::size_t c = 0; c < nc; ++c)
-          out_l(j, static_cast<Eigen::Index>(c)) +=
-              weights[side] * subj.jacobian(j, st.cols[c]) / (12.0 * kDelta);
-    }
-  }
+  if (!subj.evaluate_second(eta, st.cols, fx, gx, hp)) return false;
+  for (int l = 0; l < q; ++l)
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (std::size_t c = 0; c < nc; ++c)
+        dl[static_cast<std::size_t>(l)](j, static_cast<Eigen::Index>(c)) =
+            hp[static_cast<std::size_t>(j)](static_cast<Eigen::Index>(c), l) *
+            prow[static_cast<std::size_t>(st.cols[static_cast<std::size_t>(l)])];
   const double sp = model.sigma_proportional;
   p.e.resize(n);
   p.rv.resize(n);

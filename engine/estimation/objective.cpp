@@ -85,42 +85,27 @@ double linearized(const Shared& sh, const Subject& subj, const Vector& eta, cons
 }
 
 // Half the exact Hessian of sum(e^2 / R + log R) with respect to ETA at `eta` (F = f, dF/dETA =
-// g there), into `half_d`; d2F/dETA2 from the Predictor's exact second derivatives
-// (d2F/dETA_k dETA_l = d2F/dP_k dP_l P_k P_l + [k = l] G_k), or for a subject it does not
-// differentiate twice (steady-state doses) by central differences of the exact dF/dETA. False
-// when a point cannot be evaluated.
+// g there), into `half_d`; d2F/dETA2 from the Predictor's exact second derivatives:
+// d2F/dETA_k dETA_l = d2F/dP_k dP_l P_k P_l + [k = l] G_k. False when a point cannot be evaluated.
 bool data_hessian(const Shared& sh, Subject& subj, const Vector& eta, const Vector& f,
                   const Matrix& g, const Vector* r0, Matrix& half_d) {
-  constexpr double kDelta = 1e-4;
   const int q = sh.q;
   const Eigen::Index n = f.size();
   std::vector<Matrix> h(static_cast<std::size_t>(n), Matrix::Zero(q, q));
-  Vector fp, fm;
-  Matrix gp, gm;
-  if (subj.exact_second()) {
-    std::vector<Matrix> hp;
-    if (!subj.evaluate_second(eta, sh.model.eta_columns, fp, gp, hp)) return false;
-    const std::vector<double>& row = subj.row();
-    for (Eigen::Index j = 0; j < n; ++j)
-      for (int k = 0; k < q; ++k)
-        for (int l = 0; l < q; ++l) {
-          const double pk =
-              row[static_cast<std::size_t>(sh.model.eta_columns[static_cast<std::size_t>(k)])];
-          const double pl =
-              row[static_cast<std::size_t>(sh.model.eta_columns[static_cast<std::size_t>(l)])];
-          h[static_cast<std::size_t>(j)](k, l) =
-              hp[static_cast<std::size_t>(j)](k, l) * pk * pl + (k == l ? g(j, k) : 0.0);
-        }
-  }
-  for (int l = 0; l < q && !subj.exact_second(); ++l) {
-    Vector e = eta;
-    e(l) += kDelta;
-    if (!subj.evaluate(e, fp, gp)) return false;
-    e(l) = eta(l) - kDelta;
-    if (!subj.evaluate(e, fm, gm)) return false;
-    for (Eigen::Index j = 0; j < n; ++j)
-      h[static_cast<std::size_t>(j)].col(l) = (gp.row(j) - gm.row(j)).transpose() / (2 * kDelta);
-  }
+  Vector fp;
+  Matrix gp;
+  std::vector<Matrix> hp;
+  if (!subj.evaluate_second(eta, sh.model.eta_columns, fp, gp, hp)) return false;
+  const std::vector<int>& cols = sh.model.eta_columns;
+  const std::vector<double>& row = subj.row();
+  for (Eigen::Index j = 0; j < n; ++j)
+    for (int k = 0; k < q; ++k)
+      for (int l = 0; l < q; ++l) {
+        const double pk = row[static_cast<std::size_t>(cols[static_cast<std::size_t>(k)])];
+        const double pl = row[static_cast<std::size_t>(cols[static_cast<std::size_t>(l)])];
+        h[static_cast<std::size_t>(j)](k, l) =
+            hp[static_cast<std::size_t>(j)](k, l) * pk * pl + (k == l ? g(j, k) : 0.0);
+      }
   // With r0 (FOCE) the residual variance is held: R = r0, dR/dETA = 0.
   const double sp = r0 ? 0.0 : sh.model.sigma_proportional;
   detail::Point p;

@@ -36,7 +36,6 @@ class Subject {
     const DatasetSubject& subject = sh.predictor.dataset().subjects[static_cast<std::size_t>(s)];
     std::int64_t k = 0;
     for (const DatasetRecord& r : subject.records) {
-      exact_second_ = exact_second_ && r.ss == 0;
       if (r.evid != 0) continue;
       if (!r.mdv && !std::isnan(r.dv)) {
         index_.push_back(k);
@@ -93,12 +92,9 @@ class Subject {
   }
 
  public:
-  // Whether the Predictor differentiates this subject twice (no steady-state dose records).
-  bool exact_second() const { return exact_second_; }
-
   // evaluate() with the exact second derivatives d2F_j / dP_a dP_b of each observation with
   // respect to the columns `cols` (distinct; Predictor::predict_hessian) into hp[j] (m x m, with
-  // respect to P, not ETA). Only when exact_second().
+  // respect to P, not ETA).
   bool evaluate_second(const Vector& eta, const std::vector<int>& cols, Vector& f, Matrix& g,
                        std::vector<Matrix>& hp) {
     const std::vector<int>& etas = sh_.model.eta_columns;
@@ -152,7 +148,6 @@ class Subject {
   std::vector<double> base_;  // THETA with the subject's covariate effects
   std::vector<double> row_;
   std::vector<double> hess_;
-  bool exact_second_ = true;
 };
 
 // The movement of each observation along one direction a: dF/da, dR/da, dG/da, dr/da (r =

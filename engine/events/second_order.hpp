@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/rate_structure.hpp"
@@ -206,11 +208,160 @@ class SecondOrder {
       };
       moved(pq.q, pq.b, tp);
       moved(pq.p, pq.a, tq);
-      if (sv.basis_fast_)
-        s2_[i].noalias() += sv.prop_.vinv() * delta;
-      else
-        s2_[i] += delta;
+      add(sv, i, delta);
     }
+  }
+
+  // SS=2: the state's S before the steady state is added (save), then added back (restore_add).
+  void save() { saved_ = s2_; }
+  void restore_add() {
+    for (std::size_t i = 0; i < s2_.size(); ++i) s2_[i] += saved_[i];
+  }
+
+  // The steady state's dependence on its phase (kernels/steady_state.hpp: the state at the record
+  // time t0 is the steady state `ii - lag` after the last implied arrival; d/d lag = -(A xs +
+  // r_before), the first-order term): S_{lag,lag} += A (A xs + r_before), S_{lag,p} -= E_p xs +
+  // A s_p (s_p before the lag's own first-order term). kl: the lag's direction.
+  void steady_state_phase(Sensitivities<N>& sv, int kl, const Vec<N>& xs, const Vec<N>& r_before) {
+    const Mat<N>& a = sv.prop_.a();
+    for (std::size_t i = 0; i < pairs_.size(); ++i) {
+      const Pair& pq = pairs_[i];
+      if (pq.p != kl && pq.q != kl) continue;
+      Vec<N> delta;
+      if (pq.p == kl && pq.q == kl) {
+        delta = a * (a * xs + r_before);
+      } else {
+        const int p = pq.p == kl ? pq.q : pq.p;
+        delta = -(a * sv.orig(p));
+        if (p < pa_) delta -= sv.da_[p] * xs;
+      }
+      add(sv, i, delta);
+    }
+  }
+
+  // S of the steady state xs of dose e at its (virtual) arrival, replacing the state's S, in
+  // closed form: the first-order forms of Sensitivities::steady_state_derivative differentiated
+  // once more (their first derivatives are sv.tmp2_ on entry). kf: the direction of the dose's F
+  // (or -1), amt: its AMT. Constant infusion: A xs + r = 0. Bolus: xs = K y, (I - K) y = b.
+  // Infusion of duration D = F AMT / R: xs = sum_{k < k0} G(k ii) r + K(tau2) y,
+  // (I - K) y = G(D) r, tau2 = k0 ii - D.
+  void steady_state(Sensitivities<N>& sv, const Event& e, const Vec<N>& xs, int kf, double amt) {
+    if (pairs_.empty()) return;
+    std::vector<Vec<N>>& out = ss_;
+    out.assign(pairs_.size(), Vec<N>::Zero());
+    if (!xs.allFinite()) {
+      for (Vec<N>& v : out) v.setConstant(std::numeric_limits<double>::quiet_NaN());
+      install(sv, out);
+      return;
+    }
+    dx_.assign(sv.tmp2_.begin(), sv.tmp2_.begin() + ps_);  // d xs / dp
+    const Mat<N>& a = sv.prop_.a();
+    const Vec<N> zero = Vec<N>::Zero();
+    const auto ea = [&](int p, const Vec<N>& v) { return p < pa_ ? Vec<N>(sv.da_[p] * v) : zero; };
+    if (e.ii == 0.0) {  // A S_pq = -(E_pq xs + E_p dxs_q + E_q dxs_p)
+      const auto lu = a.fullPivLu();
+      for (std::size_t i = 0; i < pairs_.size(); ++i) {
+        const Pair& pq = pairs_[i];
+        Vec<N> v = ea(pq.p, dx_[pq.q]) + ea(pq.q, dx_[pq.p]);
+        if (has_epq_[i]) v += epq_[i] * xs;
+        out[i] = -lu.solve(v);
+      }
+      install(sv, out);
+      return;
+    }
+    Mat<N> kii, gii;
+    sv.prop_.step(e.ii, kii, gii);
+    const Square m = Square::Identity() - kii;
+    const auto lu = m.fullPivLu();
+    Vec<N> r = Vec<N>::Zero(), c = Vec<N>::Zero();
+    const bool bolus = e.rate <= 0.0;
+    double dur = 0.0, d_dur = 0.0, tau2 = 0.0;
+    Mat<N> kd, gd, kt, gt;
+    std::int64_t k0 = 0;
+    if (bolus) {
+      c(e.cmt) = e.amount;
+    } else {
+      r(e.cmt) = e.rate;
+      dur = e.duration;
+      d_dur = kf >= 0 ? amt / e.rate : 0.0;
+      k0 = steady_state_k0(dur, e.ii);
+      tau2 = static_cast<double>(k0) * e.ii - dur;
+      sv.prop_.step(dur, kd, gd);
+      sv.prop_.step(tau2, kt, gt);
+      c = gd * r;
+      for (std::int64_t k = 1; k < k0; ++k) {  // sum_k d2G(k ii) r
+        second_terms(sv, static_cast<double>(k) * e.ii, zero, r);
+        for (std::size_t i = 0; i < pairs_.size(); ++i) out[i] += d2_[i];
+      }
+    }
+    const Vec<N> y = lu.solve(c);
+    // c_p = dc/dp: bolus b_F = AMT e_cmt; infusion dG_p(D) r + [p = F] K(D) r dD/dF.
+    std::vector<Vec<N>>& cp = cp_;
+    cp.assign(static_cast<std::size_t>(ps_), zero);
+    if (bolus) {
+      if (kf >= 0) cp[static_cast<std::size_t>(kf)](e.cmt) = amt;
+    } else {
+      frechet_all(sv, dur, zero, r, cp);
+      if (kf >= 0) cp[static_cast<std::size_t>(kf)] += kd * r * d_dur;
+    }
+    // y_p = (I - K)^-1 (c_p + dK_p(ii) y)
+    std::vector<Vec<N>>& yp = yp_;
+    frechet_all(sv, e.ii, y, zero, yp);
+    for (int p = 0; p < ps_; ++p) yp[p] = lu.solve(Vec<N>(yp[p] + cp[p]));
+    // dK_p(ii) y_q for the pairs' q, and c_pq (infusion)
+    std::vector<std::vector<Vec<N>>>& kyq = kyq_;
+    kyq.resize(static_cast<std::size_t>(ps_));
+    for (int q = 0; q < ps_; ++q) frechet_all(sv, e.ii, yp[q], zero, kyq[q]);
+    std::vector<Vec<N>> cpq(pairs_.size(), zero);
+    if (!bolus) {
+      second_terms(sv, dur, zero, r);
+      cpq = d2_;
+      std::vector<Vec<N>> dkdr;
+      frechet_all(sv, dur, r, zero, dkdr);  // dK_p(D) r
+      for (std::size_t i = 0; i < pairs_.size(); ++i) {
+        const Pair& pq = pairs_[i];
+        if (pq.q == kf) cpq[i] += dkdr[pq.p] * d_dur;
+        if (pq.p == kf) cpq[i] += dkdr[pq.q] * d_dur;
+        if (pq.p == kf && pq.q == kf) cpq[i] += a * (kd * r) * (d_dur * d_dur);
+      }
+    }
+    // y_pq = (I - K)^-1 (c_pq + d2K_pq(ii) y + dK_p(ii) y_q + dK_q(ii) y_p)
+    second_terms(sv, e.ii, y, zero);
+    std::vector<Vec<N>> ypq(pairs_.size());
+    for (std::size_t i = 0; i < pairs_.size(); ++i) {
+      const Pair& pq = pairs_[i];
+      ypq[i] = lu.solve(Vec<N>(cpq[i] + d2_[i] + kyq[pq.q][pq.p] + kyq[pq.p][pq.q]));
+    }
+    if (bolus) {  // xs = K(ii) y: S = d2K y + dK_p y_q + dK_q y_p + K y_pq
+      for (std::size_t i = 0; i < pairs_.size(); ++i) {
+        const Pair& pq = pairs_[i];
+        out[i] = d2_[i] + kyq[pq.q][pq.p] + kyq[pq.p][pq.q] + kii * ypq[i];
+      }
+      install(sv, out);
+      return;
+    }
+    // K(tau2) y with tau2_p = -[p = F] dD/dF: (K y)_pq = K_pq y + K_p y_q + K_q y_p + K y_pq, with
+    // K_p v = dK_p(tau2) v + tau2_p A K v and K_pq y = d2K_pq(tau2) y + tau2_q (E_p K y +
+    // A dK_p(tau2) y) + tau2_p (E_q K y + A dK_q(tau2) y) + A^2 K y tau2_p tau2_q.
+    const auto t2 = [&](int p) { return p == kf ? -d_dur : 0.0; };
+    const Vec<N> kty = kt * y;
+    second_terms(sv, tau2, y, zero);
+    std::vector<Vec<N>> dkty;
+    frechet_all(sv, tau2, y, zero, dkty);
+    std::vector<std::vector<Vec<N>>>& ktq = ktq_;
+    ktq.resize(static_cast<std::size_t>(ps_));
+    for (int q = 0; q < ps_; ++q) frechet_all(sv, tau2, yp[q], zero, ktq[q]);
+    for (std::size_t i = 0; i < pairs_.size(); ++i) {
+      const Pair& pq = pairs_[i];
+      const double tp = t2(pq.p), tq = t2(pq.q);
+      Vec<N> v = d2_[i] + kt * ypq[i];
+      v += (ea(pq.p, kty) + a * dkty[pq.p]) * tq + (ea(pq.q, kty) + a * dkty[pq.q]) * tp;
+      v += a * (a * kty) * (tp * tq);
+      v += ktq[pq.q][pq.p] + a * (kt * yp[pq.q]) * tp;  // K_p y_q
+      v += ktq[pq.p][pq.q] + a * (kt * yp[pq.p]) * tq;  // K_q y_p
+      out[i] += v;
+    }
+    install(sv, out);
   }
 
   // Component `cmt` of S_pq of pair i in original coordinates.
@@ -227,6 +378,8 @@ class SecondOrder {
   int m_ = 0, pa_ = 0, ps_ = 0;
   const int* cols_ = nullptr;
   std::vector<int> md_, pair_of_;
+  std::vector<Vec<N>> saved_, ss_, dx_, cp_, yp_, d2_;  // steady states' scratch
+  std::vector<std::vector<Vec<N>>> kyq_, ktq_;
   std::vector<double> tau_;  // per listed column: d tau / d column of the current jump
   std::vector<Vec<N>> db_;   // per listed column: d b / d column of the current jump
 
@@ -246,6 +399,54 @@ class SecondOrder {
   std::vector<double> lengths_;
   std::vector<std::vector<double>> tensors_;
   std::vector<std::vector<Mat<N>>> blocks_;
+
+  // Adds `delta` (original coordinates) to S of pair i.
+  void add(const Sensitivities<N>& sv, std::size_t i, const Vec<N>& delta) {
+    if (sv.basis_fast_)
+      s2_[i].noalias() += sv.prop_.vinv() * delta;
+    else
+      s2_[i] += delta;
+  }
+  // Sets S from original coordinates.
+  void install(const Sensitivities<N>& sv, const std::vector<Vec<N>>& v) {
+    for (std::size_t i = 0; i < s2_.size(); ++i)
+      s2_[i] = sv.basis_fast_ ? Vec<N>(sv.prop_.vinv() * v[i]) : v[i];
+  }
+  // dK_p(tau) w + dG_p(tau) v for every state direction p (0 for those that do not move A), in
+  // original coordinates (Sensitivities::frechet).
+  void frechet_all(Sensitivities<N>& sv, double tau, const Vec<N>& w, const Vec<N>& v,
+                   std::vector<Vec<N>>& out) const {
+    out.assign(static_cast<std::size_t>(ps_), Vec<N>::Zero());
+    sv.frechet(tau, w, v);
+    for (int p = 0; p < pa_; ++p) out[static_cast<std::size_t>(p)] = sv.tmp_[p];
+  }
+  // d2K_pq(tau) w + d2G_pq(tau) v of every pair whose directions both move A (others 0), in
+  // original coordinates, into d2_.
+  void second_terms(Sensitivities<N>& sv, double tau, const Vec<N>& w, const Vec<N>& v) {
+    d2_.assign(pairs_.size(), Vec<N>::Zero());
+    if (tau == 0.0) return;
+    const bool has_v = !v.isZero(0.0);
+    if (sv.prop_.fast()) {
+      Vec<N> e, sg;
+      sv.prop_.eigen_terms(tau, e, sg);
+      Square phi, psi;
+      divided_differences<N>(sv.prop_.lambda(), sv.inv_, tau, e, sg, has_v, phi, psi);
+      const Square& vi = sv.prop_.vinv();
+      const Vec<N> wt = vi * w;
+      const Vec<N> vt = has_v ? Vec<N>(vi * v) : Vec<N>(Vec<N>::Zero());
+      const double* t = divided_tensors(sv, tau);
+      for (std::size_t i = 0; i < pairs_.size(); ++i)
+        if (pairs_[i].p < pa_ && pairs_[i].q < pa_)
+          d2_[i] = sv.prop_.v() * aa_term(sv, i, phi, psi, t, wt, vt, has_v);
+      return;
+    }
+    const Mat<N>* d2 = second_blocks(sv, tau);
+    for (std::size_t i = 0; i < pairs_.size(); ++i) {
+      if (pairs_[i].p >= pa_ || pairs_[i].q >= pa_) continue;
+      d2_[i] = d2[2 * i] * w;
+      if (has_v) d2_[i] += d2[2 * i + 1] * v;
+    }
+  }
 
   void clear_caches() {
     lengths_.clear();
@@ -297,6 +498,36 @@ class SecondOrder {
     return t.data();
   }
 
+  // V^-1 (d2K_pq w + d2G_pq v) of pair i (both directions move A) in the eigenbasis, from the
+  // step's Phi, Psi and divided-difference tensors t; xt = V^-1 w, rt = V^-1 v.
+  Vec<N> aa_term(const Sensitivities<N>& sv, std::size_t i, const Square& phi, const Square& psi,
+                 const double* t, const Vec<N>& xt, const Vec<N>& rt, bool has_r) const {
+    const Pair& pq = pairs_[i];
+    Vec<N> y = Vec<N>::Zero();
+    if (has_epq_[i]) {
+      y += etpq_[i].cwiseProduct(phi) * xt;
+      if (has_r) y += etpq_[i].cwiseProduct(psi) * rt;
+    }
+    const Square& ep = sv.et_[pq.p];
+    const Square& eq = sv.et_[pq.q];
+    for (int ii = 0; ii < N; ++ii) {
+      double acc = 0.0;
+      for (int mm = 0; mm < N; ++mm) {
+        const double* f = t + (ii * N + mm) * N;
+        const double* g = f + N * N * N;
+        double aq = 0.0, ap = 0.0;  // sum_j E~_q,mj w_j, sum_j E~_p,mj w_j
+        for (int j = 0; j < N; ++j) {
+          const double w = f[j] * xt(j) + (has_r ? g[j] * rt(j) : 0.0);
+          aq += eq(mm, j) * w;
+          ap += ep(mm, j) * w;
+        }
+        acc += ep(ii, mm) * aq + eq(ii, mm) * ap;
+      }
+      y(ii) += acc;
+    }
+    return y;
+  }
+
   void propagate_fast(const Sensitivities<N>& sv, double d, const Vec<N>& x_old, const Vec<N>& r,
                       bool has_r, const Vec<N>& e, const Vec<N>& sg) {
     Square phi, psi;
@@ -311,28 +542,8 @@ class SecondOrder {
       if (pq.p < pa_) y += (sv.et_[pq.p].cwiseProduct(phi) * sv.s_[pq.q]);
       if (pq.q < pa_) y += (sv.et_[pq.q].cwiseProduct(phi) * sv.s_[pq.p]);
       if (pq.p < pa_ && pq.q < pa_) {
-        if (has_epq_[i]) {
-          y += etpq_[i].cwiseProduct(phi) * xt;
-          if (has_r) y += etpq_[i].cwiseProduct(psi) * rt;
-        }
         if (t == nullptr) t = divided_tensors(sv, d);
-        const Square& ep = sv.et_[pq.p];
-        const Square& eq = sv.et_[pq.q];
-        for (int ii = 0; ii < N; ++ii) {
-          double acc = 0.0;
-          for (int mm = 0; mm < N; ++mm) {
-            const double* f = t + (ii * N + mm) * N;
-            const double* g = f + N * N * N;
-            double aq = 0.0, ap = 0.0;  // sum_j E~_q,mj w_j, sum_j E~_p,mj w_j
-            for (int j = 0; j < N; ++j) {
-              const double w = f[j] * xt(j) + (has_r ? g[j] * rt(j) : 0.0);
-              aq += eq(mm, j) * w;
-              ap += ep(mm, j) * w;
-            }
-            acc += ep(ii, mm) * aq + eq(ii, mm) * ap;
-          }
-          y(ii) += acc;
-        }
+        y += aa_term(sv, i, phi, psi, t, xt, rt, has_r);
       }
       s2_[i] = y;
     }

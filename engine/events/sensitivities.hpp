@@ -5,6 +5,8 @@
 // from it; events/second_order.hpp reads it.
 #include <Eigen/Dense>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "events/event_list.hpp"
@@ -147,6 +149,71 @@ struct Sensitivities {
       s_[q] = y;
     }
     for (int q = pa_; q < ps_; ++q) s_[q] = k * s_[q];
+  }
+
+  // Derivatives of the steady state xs of dose e (original coordinates) into tmp2_ for every
+  // state direction, with prop_ the propagator of its parameters; kf: the direction of its F (or
+  // -1), amt: its record's AMT.
+  void steady_state_derivative(const Event& e, const Vec<N>& xs, int kf, double amt) {
+    for (int k = 0; k < ps_; ++k) tmp2_[k].setZero();
+    if (!xs.allFinite()) {
+      for (int k = 0; k < ps_; ++k) tmp2_[k].setConstant(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    const Mat<N>& a = prop_.a();
+    if (e.ii == 0.0) {  // constant infusion: A xs + r = 0, dxs = -A^-1 dA xs
+      const auto lu = a.fullPivLu();
+      for (int k = 0; k < pa_; ++k) tmp2_[k] = -lu.solve(Vec<N>(da_[k] * xs));
+      return;
+    }
+    Mat<N> kii, gii;
+    prop_.step(e.ii, kii, gii);
+    const Square i_minus_k = Square::Identity() - kii;
+    const auto lu = i_minus_k.fullPivLu();
+    const Vec<N> zero = Vec<N>::Zero();
+    if (e.rate <= 0.0) {  // bolus: y = (I - K)^-1 b, xs = K y
+      Vec<N> b = Vec<N>::Zero();
+      b(e.cmt) = e.amount;
+      const Vec<N> y = lu.solve(b);
+      frechet(e.ii, y, zero);  // dK y
+      for (int k = 0; k < ps_; ++k) {
+        Vec<N> rhs = k < pa_ ? tmp_[k] : zero;
+        if (k == kf) rhs(e.cmt) += amt;
+        const Vec<N> dy = lu.solve(rhs);
+        tmp2_[k] = (k < pa_ ? tmp_[k] : zero) + kii * dy;
+      }
+      return;
+    }
+    // Infusion of duration D: xs = sum_{k<k0} G(k ii) r + K(k0 ii - D) y, y = (I-K)^-1 G(D) r.
+    Vec<N> r = Vec<N>::Zero();
+    r(e.cmt) = e.rate;
+    const double dur = e.duration;
+    const double d_dur = amt / e.rate;  // dD/dF
+    const std::int64_t k0 = steady_state_k0(dur, e.ii);
+    for (std::int64_t q = 1; q < k0; ++q) {
+      frechet(static_cast<double>(q) * e.ii, zero, r);
+      for (int k = 0; k < pa_; ++k) tmp2_[k] += tmp_[k];
+    }
+    Mat<N> kd, gd, kt, gt;
+    prop_.step(dur, kd, gd);
+    const double tau2 = static_cast<double>(k0) * e.ii - dur;
+    prop_.step(tau2, kt, gt);
+    const Vec<N> y = lu.solve(Vec<N>(gd * r));
+    // dy = (I - K)^-1 (dK(ii) y + dG(D) r + K(D) r dD)
+    frechet(e.ii, y, zero);
+    for (int k = 0; k < pa_; ++k) dy_[k] = tmp_[k];
+    frechet(dur, zero, r);
+    for (int k = 0; k < pa_; ++k) dy_[k] += tmp_[k];
+    for (int k = pa_; k < ps_; ++k) dy_[k].setZero();
+    if (kf >= 0) dy_[kf] += kd * r * d_dur;
+    for (int k = 0; k < ps_; ++k) dy_[k] = lu.solve(dy_[k]);
+    // dxs += dK(tau2) y + K(tau2) dy - A K(tau2) y dD
+    frechet(tau2, y, zero);
+    for (int k = 0; k < ps_; ++k) {
+      if (k < pa_) tmp2_[k] += tmp_[k];
+      tmp2_[k] += kt * dy_[k];
+    }
+    if (kf >= 0) tmp2_[kf] -= a * (kt * y) * d_dur;
   }
 };
 

@@ -211,6 +211,10 @@ class Solver final : public EventSolver, Sensitivities<N> {
   // The second-order jump of an event at t whose time moves with the listed columns
   // (SecondOrder::jump, after its start_jump and set_tau): b the bolus, dr = r- - r+.
   void second_jump(double t, const Vec<N>& b, const Vec<N>& dr) {
+    if (std::isnan(t)) {  // inside a steady state's phase: its own row
+      h_.jump(*this, b, dr, prop_.a(), da_.data());
+      return;
+    }
     governing(t);
     Mat<N> a;
     jump_matrix(t, a);
@@ -245,12 +249,13 @@ class Solver final : public EventSolver, Sensitivities<N> {
     }
     second_jump(t, b, dr);
   }
-  void stop_second(std::int64_t seq, int cmt, double t, double rate) {
+  // t: NaN for an implied infusion ending inside a steady state's phase (the row of the SS record).
+  void stop_second(std::int64_t seq, int cmt, double t, double rate, bool with_lag = true) {
     const ModelInfo& m = *setup_->model;
     const int lag = m.lag_parameter[static_cast<std::size_t>(cmt)];
     const int f = m.f_parameter[static_cast<std::size_t>(cmt)];
     h_.start_jump();
-    const bool moves = h_.set_tau(lag, free_in(seq, lag) ? 1.0 : 0.0);
+    const bool moves = with_lag && h_.set_tau(lag, free_in(seq, lag) ? 1.0 : 0.0);
     const double amt = (*recs_)[static_cast<std::size_t>(seq)].amt;
     if (!(h_.set_tau(f, free_in(seq, f) ? amt / rate : 0.0) || moves)) return;
     Vec<N> dr = Vec<N>::Zero();
@@ -366,10 +371,15 @@ class Solver final : public EventSolver, Sensitivities<N> {
     void step(double dt, const double* k, const double* x_old, const double* r, const double* e,
               const double* sg) {
       const Vec<N> rv = CVec(r);
-      sv.propagate(dt, Eigen::Map<const Mat<N>>(k), CVec(x_old), rv, !rv.isZero(0.0), CVec(e),
-                   CVec(sg));
+      const Mat<N> km = Eigen::Map<const Mat<N>>(k);
+      if (sv.h_.active())
+        sv.h_.propagate(sv, dt, km, CVec(x_old), rv, !rv.isZero(0.0), CVec(e), CVec(sg));
+      sv.propagate(dt, km, CVec(x_old), rv, !rv.isZero(0.0), CVec(e), CVec(sg));
     }
-    void stop(const Event& d, double rate) { sv.stop_jump(d.seq, d.cmt, rate, false); }
+    void stop(const Event& d, double rate) {
+      sv.stop_jump(d.seq, d.cmt, rate, false);
+      if (sv.h_.active()) sv.stop_second(d.seq, d.cmt, kNaN, rate, false);
+    }
   };
 
   // Inlined into simulate() (once per event; a call costs a few percent of a dataset run:
@@ -398,78 +408,24 @@ class Solver final : public EventSolver, Sensitivities<N> {
       while (!vstops_.empty() && vstops_.front().time <= x_time_) {
         const VirtualStop vs = vstops_.front();
         vstops_.erase(vstops_.begin());
-        if (stop_infusion(vs.id) && G) stop_jump(vs.seq, vs.cmt, vs.rate, vs.moves_with_lag);
+        if (stop_infusion(vs.id) && G) {
+          stop_jump(vs.seq, vs.cmt, vs.rate, vs.moves_with_lag);
+          if (h_.active()) stop_second(vs.seq, vs.cmt, vs.time, vs.rate, vs.moves_with_lag);
+        }
       }
     }
   }
   double x_time_ = 0.0;
 
-  // Derivatives of the steady state xs of dose e (original coordinates) into tmp2_ for every
-  // state direction. `pr` is the propagator of its parameters.
+  // Derivatives of the steady state xs of dose e into tmp2_
+  // (Sensitivities::steady_state_derivative) and, with second derivatives, S
+  // (SecondOrder::steady_state).
   void steady_state_derivative(const Event& e, const Vec<N>& xs) {
-    const ModelInfo& m = *setup_->model;
-    for (int k = 0; k < ps_; ++k) tmp2_[k].setZero();
-    if (!xs.allFinite()) {
-      for (int k = 0; k < ps_; ++k) tmp2_[k].setConstant(kNaN);
-      return;
-    }
-    const EventRecord& rec = (*recs_)[static_cast<std::size_t>(e.seq)];
-    const int f_col = m.f_parameter[static_cast<std::size_t>(e.cmt)];
+    const int f_col = setup_->model->f_parameter[static_cast<std::size_t>(e.cmt)];
     const int kf = free_in(e.seq, f_col) ? dir_of_[static_cast<std::size_t>(f_col)] : -1;
-    const Mat<N>& a = prop_.a();
-    if (e.ii == 0.0) {  // constant infusion: A xs + r = 0, dxs = -A^-1 dA xs
-      const auto lu = a.fullPivLu();
-      for (int k = 0; k < pa_; ++k) tmp2_[k] = -lu.solve(Vec<N>(da_[k] * xs));
-      return;
-    }
-    Mat<N> kii, gii;
-    prop_.step(e.ii, kii, gii);
-    const Square i_minus_k = Square::Identity() - kii;
-    const auto lu = i_minus_k.fullPivLu();
-    const Vec<N> zero = Vec<N>::Zero();
-    if (e.rate <= 0.0) {  // bolus: y = (I - K)^-1 b, xs = K y
-      Vec<N> b = Vec<N>::Zero();
-      b(e.cmt) = e.amount;
-      const Vec<N> y = lu.solve(b);
-      frechet(e.ii, y, zero);  // dK y
-      for (int k = 0; k < ps_; ++k) {
-        Vec<N> rhs = k < pa_ ? tmp_[k] : zero;
-        if (k == kf) rhs(e.cmt) += rec.amt;
-        const Vec<N> dy = lu.solve(rhs);
-        tmp2_[k] = (k < pa_ ? tmp_[k] : zero) + kii * dy;
-      }
-      return;
-    }
-    // Infusion of duration D: xs = sum_{k<k0} G(k ii) r + K(k0 ii - D) y, y = (I-K)^-1 G(D) r.
-    Vec<N> r = Vec<N>::Zero();
-    r(e.cmt) = e.rate;
-    const double dur = e.duration;
-    const double d_dur = rec.amt / e.rate;  // dD/dF
-    const std::int64_t k0 = detail::steady_state_k0(dur, e.ii);
-    for (std::int64_t q = 1; q < k0; ++q) {
-      frechet(static_cast<double>(q) * e.ii, zero, r);
-      for (int k = 0; k < pa_; ++k) tmp2_[k] += tmp_[k];
-    }
-    Mat<N> kd, gd, kt, gt;
-    prop_.step(dur, kd, gd);
-    const double tau2 = static_cast<double>(k0) * e.ii - dur;
-    prop_.step(tau2, kt, gt);
-    const Vec<N> y = lu.solve(Vec<N>(gd * r));
-    // dy = (I - K)^-1 (dK(ii) y + dG(D) r + K(D) r dD)
-    frechet(e.ii, y, zero);
-    for (int k = 0; k < pa_; ++k) dy_[k] = tmp_[k];
-    frechet(dur, zero, r);
-    for (int k = 0; k < pa_; ++k) dy_[k] += tmp_[k];
-    for (int k = pa_; k < ps_; ++k) dy_[k].setZero();
-    if (kf >= 0) dy_[kf] += kd * r * d_dur;
-    for (int k = 0; k < ps_; ++k) dy_[k] = lu.solve(dy_[k]);
-    // dxs += dK(tau2) y + K(tau2) dy - A K(tau2) y dD
-    frechet(tau2, y, zero);
-    for (int k = 0; k < ps_; ++k) {
-      if (k < pa_) tmp2_[k] += tmp_[k];
-      tmp2_[k] += kt * dy_[k];
-    }
-    if (kf >= 0) tmp2_[kf] -= a * (kt * y) * d_dur;
+    const double amt = (*recs_)[static_cast<std::size_t>(e.seq)].amt;
+    S::steady_state_derivative(e, xs, kf, amt);
+    if (h_.active()) h_.steady_state(*this, e, xs, kf, amt);
   }
 
   // Runs the subject's events; at each observation calls observe(event, compartment, parameter
@@ -569,8 +525,10 @@ class Solver final : public EventSolver, Sensitivities<N> {
           // The SS record's own parameter values (not those of other records at its time).
           Propagator<N>& pr = use<G>(e.seq);
           const double lag = p(e.seq)[m.lag_parameter[static_cast<std::size_t>(e.cmt)]];
-          if (G && e.ss == 2)
+          if (G && e.ss == 2) {
             for (int q = 0; q < ps_; ++q) saved_[q] = s_[q];
+            if (h_.active()) h_.save();
+          }
           runs_.clear();
           Vec<N> r_before;
           Vec<N> xs;
@@ -581,10 +539,14 @@ class Solver final : public EventSolver, Sensitivities<N> {
             const int lag_col = m.lag_parameter[static_cast<std::size_t>(e.cmt)];
             const int kl =
                 free_in(e.seq, lag_col) ? dir_of_[static_cast<std::size_t>(lag_col)] : -1;
-            if (kl >= 0 && e.ii > 0.0 && lag < e.ii)
+            if (kl >= 0 && e.ii > 0.0 && lag < e.ii) {
+              if (h_.active()) h_.steady_state_phase(*this, kl, xs, r_before);
               add_to(kl, Vec<N>(-(pr.a() * xs + r_before)), 1.0);
-            if (e.ss == 2)
+            }
+            if (e.ss == 2) {
               for (int q = 0; q < ps_; ++q) s_[q] += saved_[q];
+              if (h_.active()) h_.restore_add();
+            }
           } else {
             detail::NoSteadyStateHooks hooks;
             xs = detail::record_steady_state(pr, e, lag, runs_, r_before, hooks);

@@ -47,8 +47,7 @@ class EventSolver {
                        double* jac) = 0;
 
   // predict() with jac, and the Hessians of the predictions with respect to the columns
-  // cols[0 .. m) into hess (obs_count x m x m; events/second_order.hpp). The plan has no
-  // steady-state record (the caller checks).
+  // cols[0 .. m) into hess (obs_count x m x m; events/second_order.hpp).
   virtual void predict_hessian(const SubjectPlan& plan, std::int64_t s, const double* params,
                                double* out, double* jac, const int* cols, int m, double* hess) = 0;
 

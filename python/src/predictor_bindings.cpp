@@ -458,8 +458,7 @@ params: [len(parameter_names)]. Returns [observation_counts[subject]].)doc")
 (predictions [n], jacobian [n, len(parameter_names)]): d prediction[i] / d params[k].
 With hessian=True also the exact second derivatives with respect to `columns` (names or
 indices; default every column): (predictions, jacobian, hessian [n, m, m]) with
-hessian[i, a, b] = d2 prediction[i] / d params[columns[a]] d params[columns[b]]. A subject with
-a steady-state dose (SS=1/2) raises ValueError (not differentiated twice).)doc")
+hessian[i, a, b] = d2 prediction[i] / d params[columns[a]] d params[columns[b]].)doc")
       .def("log_likelihood", &PyPredictor::log_likelihood, py::arg("subject"), py::arg("params"),
            py::arg("error") = "additive", py::arg("sigma") = py::none(),
            py::arg("log_scale") = false, py::arg("gradient") = true, py::arg("hessian") = false,

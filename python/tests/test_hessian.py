@@ -1,6 +1,7 @@
 """pkscan.Predictor's exact second derivatives (hessian=True): predictions against the Hessian of
-the closed-form Bateman curves by NumPy finite differences, the log-likelihood's Hessian against
-central differences of its exact gradient, symmetry, and bad input."""
+the closed-form Bateman curves by NumPy finite differences (also at a steady state: the sum of
+the doses given every II since long before, in closed form), the log-likelihood's Hessian
+against central differences of its exact gradient, symmetry, and bad input."""
 
 import numpy as np
 import pytest
@@ -79,6 +80,42 @@ def test_prediction_hessian_matches_the_closed_form(predictor):
         np.testing.assert_array_equal(hess, np.swapaxes(hess, 1, 2))
 
 
+def steady_state_form(times, theta, amount, ii):
+    """Concentrations after an SS=1 oral dose at t = 0 every ii (lagged): the implied doses at
+    -k ii + lag, k >= 1, summed in closed form (geometric series), plus the dose at lag."""
+    ka, cl, v, f, lag = theta
+    ke = cl / v
+    t = np.asarray(times) - lag
+    out = np.zeros(len(times))
+    for rate, sign in ((ke, 1), (ka, -1)):
+        # sum_{k >= 0} exp(-rate (t + k ii)) over the doses at or before t (t >= 0; the dose at
+        # lag is k = 0), and the implied ones alone before it
+        implied = np.exp(-rate * (t + ii)) / (1 - np.exp(-rate * ii))
+        own = np.where(t >= 0, np.exp(-rate * np.maximum(t, 0)), 0.0)
+        out += sign * (implied + own)
+    return f * amount * ka / (ka - ke) * out / v
+
+
+def test_steady_state_hessian_matches_the_closed_form():
+    p = pkscan.Predictor("ID,TIME,AMT,CMT,EVID,II,SS,DV\n1,0,100,1,1,12,1,.\n"
+                         "1,0.2,.,2,0,.,.,3\n1,2,.,2,0,.,.,4\n1,9,.,2,0,.,.,2\n", "two_compartment")
+    times = p.observation_times
+    pred, _, hess = p.predict_gradient(0, row(p, VALUES), hessian=True, columns=NAMES)
+    np.testing.assert_allclose(pred, steady_state_form(times, VALUES, 100, 12), rtol=1e-12)
+    m = len(VALUES)
+    h = 1e-4 * np.abs(VALUES)
+    want = np.zeros((len(times), m, m))
+    for a in range(m):
+        for b in range(m):
+            def at(sa, sb):
+                t = VALUES.copy()
+                t[a] += sa * h[a]
+                t[b] += sb * h[b]
+                return steady_state_form(times, t, 100, 12)
+            want[:, a, b] = (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h[a] * h[b])
+    np.testing.assert_allclose(hess, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
 def test_columns_by_index_and_default(predictor):
     r = row(predictor, VALUES)
     idx = [predictor.parameter_names.index(n) for n in NAMES]
@@ -130,10 +167,6 @@ def test_bad_input(predictor):
         predictor.predict_gradient(0, r, hessian=True, columns=["ka", "ka"])
     with pytest.raises(ValueError, match="only read with hessian=True"):
         predictor.predict_gradient(0, r, columns=["ka"])
-    ss = pkscan.Predictor("ID,TIME,AMT,CMT,EVID,II,SS,DV\n1,0,100,1,1,12,1,.\n1,2,.,2,0,.,.,3\n",
-                          "two_compartment")
-    with pytest.raises(ValueError, match="steady-state dose"):
-        ss.predict_gradient(0, row(ss, VALUES), hessian=True)
     # Out of the domain: -inf with zeros, no exception.
     bad = r.copy()
     bad[predictor.parameter_names.index("ka")] = -1.0

@@ -186,13 +186,12 @@ class Predictor {
   /// second-order terms of the Frechet derivative of expm on the eigenbasis or block-exponential
   /// path, and of the jumps of event times that move with lag_* and F;
   /// engine/events/second_order.hpp). At the non-differentiable points of the class comment the
-  /// one-sided second derivative of the same side is returned. Steady-state doses (SS=1/2) are not
-  /// differentiated twice: a subject with one is refused.
+  /// one-sided second derivative of the same side is returned. Steady states (SS=1/2) are
+  /// differentiated twice in closed form, their phase with the lag included.
   /// @param hessian observations(s) x count x count values, row-major and symmetric:
   ///        hessian[(o * count + a) * count + b] = d2 pred_o / d params[columns[a]] d
   ///        params[columns[b]]
-  /// @throws as predict_gradient(); InvalidArgument for a column out of range or listed twice, or
-  ///         a subject with a steady-state dose record
+  /// @throws as predict_gradient(); InvalidArgument for a column out of range or listed twice
   void predict_hessian(std::int64_t s, const double* params, const int* columns, int count,
                        double* out, double* jacobian, double* hessian, Workspace& ws) const;
 
