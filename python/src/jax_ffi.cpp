@@ -190,6 +190,18 @@ ffi::Error handle(const char* function, F&& body) {
   }
 }
 
+// The batch size B of a log-likelihood call: params [B, S, P] (row = S P values) and sigma
+// [B, K], after checking their element types and shapes.
+ffi::Error loglik_batch(const ffi::AnyBuffer& params, const ffi::AnyBuffer& sigma, std::int64_t row,
+                        std::int64_t K, std::int64_t& B) {
+  if (!floating(sigma.element_type()))
+    return ffi::Error::InvalidArgument("pkscan.jax: params and sigma must be float32 or float64");
+  if (ffi::Error e = batch_of(params, static_cast<std::size_t>(row), B); e.failure()) return e;
+  if (sigma.element_count() != static_cast<std::size_t>(B * K))
+    return ffi::Error::InvalidArgument("pkscan.jax: sigma has the wrong shape");
+  return ffi::Error::Success();
+}
+
 // Per-subject log-likelihood: params [B, S, P], sigma [B, K] -> per_subject [B, S],
 // gradient [B, S, P], sigma_gradient [B, S, K] (zeros when with_gradient is 0).
 ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
@@ -201,12 +213,8 @@ ffi::Error loglik_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
     const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
     const ErrorModel error = error_model(error_kind, log_scale);
     const std::int64_t S = p.subjects(), P = p.parameters(), K = error.parameter_count();
-    if (!floating(sigma.element_type()))
-      return ffi::Error::InvalidArgument("pkscan.jax: params and sigma must be float32 or float64");
     std::int64_t B = 0;
-    if (ffi::Error e = batch_of(params, static_cast<std::size_t>(S * P), B); e.failure()) return e;
-    if (sigma.element_count() != static_cast<std::size_t>(B * K))
-      return ffi::Error::InvalidArgument("pkscan.jax: sigma has the wrong shape");
+    if (ffi::Error e = loglik_batch(params, sigma, S * P, K, B); e.failure()) return e;
     for (const auto& [r, n, what] :
          {std::tuple{&per_subject, B * S, "per_subject"}, std::tuple{&grad, B * S * P, "gradient"},
           std::tuple{&sigma_grad, B * S * K, "sigma_gradient"}})
@@ -245,12 +253,8 @@ ffi::Error loglik_hessian_impl(ffi::AnyBuffer params, ffi::AnyBuffer sigma,
     const auto& p = *reinterpret_cast<const Predictor*>(static_cast<std::uintptr_t>(predictor));
     const ErrorModel error = error_model(error_kind, log_scale);
     const std::int64_t S = p.subjects(), P = p.parameters(), K = error.parameter_count();
-    if (!floating(sigma.element_type()))
-      return ffi::Error::InvalidArgument("pkscan.jax: params and sigma must be float32 or float64");
     std::int64_t B = 0;
-    if (ffi::Error e = batch_of(params, static_cast<std::size_t>(S * P), B); e.failure()) return e;
-    if (sigma.element_count() != static_cast<std::size_t>(B * K))
-      return ffi::Error::InvalidArgument("pkscan.jax: sigma has the wrong shape");
+    if (ffi::Error e = loglik_batch(params, sigma, S * P, K, B); e.failure()) return e;
     const std::size_t V = static_cast<std::size_t>(P + K);
     if (ffi::Error e = check_result(hessian, static_cast<std::size_t>(B * S) * V * V, "hessian");
         e.failure())

@@ -39,20 +39,23 @@ def closed_form(times, doses, theta):
     return out / v
 
 
-def closed_form_hessian(times, doses, theta):
-    """d2 C / d theta2 by central differences of the closed form (step 1e-4 relative: errors
-    about 1e-8 relative from truncation and rounding)."""
+def fd_hessian(f, theta):
+    """d2 f / d theta2 by central differences (step 1e-4 relative: errors about 1e-8 relative
+    from truncation and rounding), f: theta -> [n]."""
     m = len(theta)
     h = 1e-4 * np.abs(theta)
-    out = np.zeros((len(times), m, m))
+    out = None
     for a in range(m):
         for b in range(m):
             def at(sa, sb):
                 t = theta.copy()
                 t[a] += sa * h[a]
                 t[b] += sb * h[b]
-                return closed_form(times, doses, t)
-            out[:, a, b] = (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h[a] * h[b])
+                return f(t)
+            d = (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h[a] * h[b])
+            if out is None:
+                out = np.zeros((len(d), m, m))
+            out[:, a, b] = d
     return out
 
 
@@ -73,7 +76,7 @@ def test_prediction_hessian_matches_the_closed_form(predictor):
                                                      columns=NAMES)
         assert hess.shape == (hi - lo, 5, 5)
         np.testing.assert_allclose(pred, closed_form(times, DOSES[s], VALUES), rtol=1e-12)
-        want = closed_form_hessian(times, DOSES[s], VALUES.copy())
+        want = fd_hessian(lambda t: closed_form(times, DOSES[s], t), VALUES.copy())
         scale = np.abs(want).max()
         # 1e-6 relative: 100 times the finite differences' error.
         np.testing.assert_allclose(hess, want, rtol=1e-6, atol=1e-6 * scale)
@@ -102,17 +105,7 @@ def test_steady_state_hessian_matches_the_closed_form():
     times = p.observation_times
     pred, _, hess = p.predict_gradient(0, row(p, VALUES), hessian=True, columns=NAMES)
     np.testing.assert_allclose(pred, steady_state_form(times, VALUES, 100, 12), rtol=1e-12)
-    m = len(VALUES)
-    h = 1e-4 * np.abs(VALUES)
-    want = np.zeros((len(times), m, m))
-    for a in range(m):
-        for b in range(m):
-            def at(sa, sb):
-                t = VALUES.copy()
-                t[a] += sa * h[a]
-                t[b] += sb * h[b]
-                return steady_state_form(times, t, 100, 12)
-            want[:, a, b] = (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h[a] * h[b])
+    want = fd_hessian(lambda t: steady_state_form(times, t, 100, 12), VALUES.copy())
     np.testing.assert_allclose(hess, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
 
 

@@ -6,28 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import pkscan
 import pkscan.jax as pj
 
-ERRORS = [("additive", [0.3]), ("proportional", [0.15]), ("combined", [0.2, 0.1])]
-
-
-@pytest.fixture(scope="module")
-def p(source_dir):
-    return pkscan.Predictor(str(source_dir / "config/examples/fit/dataset.csv"), "two_compartment")
-
-
-@pytest.fixture(scope="module")
-def rows(p):
-    rng = np.random.default_rng(3)
-    S = p.subjects
-    return p.make_parameters({"ka": 1.2 * np.exp(0.2 * rng.standard_normal(S)),
-                              "ke": 0.15 * np.exp(0.2 * rng.standard_normal(S)),
-                              "v_central": 12.0 * np.exp(0.2 * rng.standard_normal(S))})
-
-
-def free(p):
-    return [p.parameter_names.index(n) for n in ("ka", "ke", "v_central")]
+from test_jax import ERRORS, free, p, rows  # noqa: F401  (the same dataset and fixtures)
 
 
 def loglik_of_free(p, rows, error):
