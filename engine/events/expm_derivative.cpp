@@ -90,7 +90,7 @@ double exp_dd_series(const double* z, int count) {
 double exp_dd(double* z, int count) {
   std::sort(z, z + count);
   if (z[count - 1] - z[0] < 1.0) return exp_dd_series(z, count);
-  double upper[3], lower[3];
+  double upper[3] = {}, lower[3] = {};  // count <= 4
   for (int i = 0; i < count - 1; ++i) {
     upper[i] = z[i + 1];
     lower[i] = z[i];
