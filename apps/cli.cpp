@@ -239,8 +239,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   if (!args.empty() && !args[0].empty() && args[0][0] != '-' && args[0] != "run" &&
       args[0] != "validate" && args[0] != "plot" && args[0] != "fit" && args[0] != "vpc") {
-    err << "pkscan: error: unknown command '" << args[0]
-        << "'; commands: run, validate, plot, fit, vpc (see pkscan --help)\n";
+    error_line(err, "unknown command '" + args[0] +
+                        "'; commands: run, validate, plot, fit, vpc (see pkscan --help)");
     return kExitBadInput;
   }
   try {
@@ -257,7 +257,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << "\n";
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    err << "pkscan: error: " << one_line(e.what()) << " (see pkscan --help)\n";
+    error_line(err, one_line(e.what()) + " (see pkscan --help)");
     return kExitBadInput;
   }
 
@@ -279,22 +279,22 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     return do_validate(c, out);
   } catch (const ConfigError& e) {
-    err << "pkscan: error: " << one_line(e.what()) << "\n";
+    error_line(err, one_line(e.what()));
     return kExitBadInput;
   } catch (const BackendUnavailable& e) {
-    err << "pkscan: error: " << one_line(e.what()) << "\n";
+    error_line(err, one_line(e.what()));
     return kExitUnavailable;
   } catch (const InvalidArgument& e) {
-    err << "pkscan: error: " << c.file << ": " << one_line(e.what()) << "\n";
+    error_line(err, c.file + ": " + one_line(e.what()));
     return kExitBadInput;
   } catch (const DomainError& e) {
-    err << "pkscan: error: " << c.file << ": " << one_line(e.what()) << "\n";
+    error_line(err, c.file + ": " + one_line(e.what()));
     return kExitBadInput;
   } catch (const std::bad_alloc&) {
-    err << "pkscan: error: " << c.file << ": out of memory\n";
+    error_line(err, c.file + ": out of memory");
     return kExitFailure;
   } catch (const std::exception& e) {
-    err << "pkscan: error: " << c.file << ": " << one_line(e.what()) << "\n";
+    error_line(err, c.file + ": " + one_line(e.what()));
     return kExitFailure;
   }
 }

@@ -30,6 +30,14 @@ inline std::string one_line(std::string s) {
   return s;
 }
 
+// Writes "pkscan: error: TEXT" and a line break to `err` in one insertion (one write(2) on the
+// program's stderr), so that no other output (a rank's under mpirun, the launcher's) lands inside
+// the line.
+inline void error_line(std::ostream& err, const std::string& text) {
+  err << ("pkscan: error: " + text + "\n");
+  err.flush();
+}
+
 // How `pkscan run` runs a run file: config::run, or the program's MPI split (mpi_main.cpp).
 using RunFunction = std::function<config::RunReport(const config::RunSpec&, const std::string&,
                                                     const PopulationRunOptions&)>;

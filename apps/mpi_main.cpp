@@ -33,7 +33,7 @@ std::string first_line(const std::string& s) {
 int run_mpi(const std::vector<std::string>& args) {
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-    std::cerr << "pkscan: error: MPI could not be initialized\n";
+    error_line(std::cerr, "MPI could not be initialized");
     return kExitFailure;
   }
   int rank = 0;
@@ -54,7 +54,7 @@ int run_mpi(const std::vector<std::string>& args) {
     return rc;
   }
   quiet_termination_signals();  // rank 0 says how the run ended
-  if (!split) {  // validate, plot, fit, vpc, --help: rank 0's
+  if (!split) {                 // validate, plot, fit, vpc, --help: rank 0's
     MPI_Finalize();
     return kExitOk;
   }
@@ -70,8 +70,7 @@ int run_mpi(const std::vector<std::string>& args) {
   std::string line = first_line(err.str());
   const std::string lead = "pkscan: error: ";
   if (line.compare(0, lead.size(), lead) == 0) line = line.substr(lead.size());
-  std::cerr << lead << "rank " << rank << ": " << line << "\n";
-  std::cerr.flush();
+  error_line(std::cerr, "rank " + std::to_string(rank) + ": " + line);
   MPI_Abort(MPI_COMM_WORLD, rc);
   return rc;
 }

@@ -23,10 +23,11 @@ int main(int argc, char** argv) {
   // Every copy would write the whole study to the same files.
   if (launch.size > 1) {
     if (launch.rank == 0)
-      std::cerr << "pkscan: error: started by an MPI launcher with " << launch.size
-                << " processes, but this pkscan was built without MPI (install libopenmpi-dev "
-                   "and configure with -DPKSCAN_MPI=ON), so each would run the whole study; run "
-                   "it without mpirun\n";
+      pkscan::cli::error_line(
+          std::cerr, "started by an MPI launcher with " + std::to_string(launch.size) +
+                         " processes, but this pkscan was built without MPI (install "
+                         "libopenmpi-dev and configure with -DPKSCAN_MPI=ON), so each would run "
+                         "the whole study; run it without mpirun");
     return pkscan::cli::kExitBadInput;
   }
 #endif

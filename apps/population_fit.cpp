@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
+
 namespace pkscan::cli {
 
 namespace {
@@ -410,14 +412,14 @@ int run_population_fit(const std::string& file, int threads, bool quiet, std::os
         << "\n";
   }
   if (want_cov && !cov_ok) {
-    err << "pkscan: error: " << file << ": the covariance step failed: " << est.covariance->message
-        << "; the estimates without standard errors are in " << main << "\n";
+    error_line(err, file + ": the covariance step failed: " + est.covariance->message +
+                        "; the estimates without standard errors are in " + main);
     return 1;
   }
   if (fitting && !result.converged) {
     // A failed fit (exit status 1): its last iterate is written, whole, for a restart.
-    err << "pkscan: error: " << file << ": the fit did not converge (" << result.message
-        << "); the estimates at its last iterate are in " << main << "\n";
+    error_line(err, file + ": the fit did not converge (" + result.message +
+                        "); the estimates at its last iterate are in " + main);
     return 1;
   }
   return 0;

@@ -4,8 +4,9 @@
 # must end within seconds with a non-zero exit status, an error thrown must be reported in one
 # line naming its rank, and the results of an earlier run at the same path must stay whole
 # with no temporary file left beside them (rank 0 killed: once the next run has removed them).
-# SIGTERM (a scheduler's time limit) ends the run
-# with exit status 143, as in one process.
+# SIGTERM as a scheduler sends it (to every process of the job) ends each rank as one process
+# (exit status 143, rank 0's line, no file left); SIGTERM to mpirun alone leaves at most
+# temporary files that the next run to the path removes.
 # Usage: mpi_faults.sh PKSCAN MPIRUN WORKDIR
 set -euo pipefail
 pkscan=$1
@@ -80,7 +81,7 @@ grep -q "rank 1" stderr.txt || fail "1:3:kill: the rank is not named: $(cat stde
 fault 0:3:kill 3 nonzero
 grep -q "rank 0" stderr.txt || fail "0:3:kill: the rank is not named: $(cat stderr.txt)"
 
-# SIGTERM to the launcher (a scheduler's time limit) while the run is under way.
+# SIGTERM while the run is under way (its temporary files exist).
 cat > long.yaml <<'YAML'
 model: three_compartment
 time: {dt: 0.05, steps: 4000}
@@ -96,17 +97,59 @@ output:
   summaries: true
 YAML
 listing=$(ls -A)
+# The processes whose parent is $1 (from /proc: procps may not be installed).
+children() {
+  local f
+  for f in /proc/[0-9]*/stat; do
+    awk -v p="$1" '$4 == p { print $1 }' "$f" 2>/dev/null || true
+  done
+}
+# Starts the long run under `timeout` (pid: $job) and waits until rank 0 has created its
+# temporary files; mpirun's pid: $launcher, the ranks': $ranks.
+start_long() {
+  timeout -k 5 120 "$mpirun" -np 2 "${mpi[@]}" "$pkscan" run long.yaml -o long.csv -q -j 1 \
+    2> stderr.txt &
+  job=$!
+  local waited=0
+  until ls -A | grep -q '^\.long\.csv\.pkscan-tmp\.'; do
+    sleep 0.2
+    waited=$((waited + 1))
+    [ "$waited" -le 300 ] || fail "SIGTERM: the run did not start within 60 s"
+  done
+  launcher=$(children "$job")
+  ranks=$(children "$launcher")
+  [ "$(echo "$ranks" | wc -w)" = 2 ] || fail "SIGTERM: ranks not found: $ranks"
+}
+no_files_left() {
+  local now
+  now=$(ls -A | grep -v '^stderr.txt$' || true)
+  [ "$now" = "$(echo "$listing" | grep -v '^stderr.txt$' || true)" ] ||
+    fail "$1: files left: $(echo "$now" | tr '\n' ' ')"
+}
+
+# As a scheduler sends it (SLURM signals every process of the job): mpirun and the ranks at
+# once. Each rank ends as one process does; rank 0 says so.
+start_long
 rc=0
-timeout -k 5 120 "$mpirun" -np 2 "${mpi[@]}" "$pkscan" run long.yaml -o long.csv -q -j 1 \
-  2> stderr.txt &
-pid=$!
-sleep 3
-kill -TERM "$pid"
-wait "$pid" || rc=$?
+kill -TERM "$launcher" $ranks
+wait "$job" || rc=$?
 [ "$rc" != 0 ] || fail "SIGTERM: the run succeeded"
 [ "$rc" != 124 ] || fail "SIGTERM: the run hung"
-now=$(ls -A | grep -v '^stderr.txt$' || true)
-[ "$now" = "$(echo "$listing" | grep -v '^stderr.txt$' || true)" ] ||
-  fail "SIGTERM: files left: $(echo "$now" | tr '\n' ' ')"
-echo "ok: SIGTERM to mpirun: exit status $rc, no file left"
+grep -q "^pkscan: stopped by SIGTERM (exit status 143); no partial output left" stderr.txt ||
+  fail "SIGTERM: no line from rank 0: $(cat stderr.txt)"
+no_files_left SIGTERM
+echo "ok: SIGTERM to mpirun and the ranks: exit status $rc, no file left"
+
+# To mpirun alone (kill, Ctrl-C): Open MPI stops the ranks; rank 0 may be ended before it
+# removes its temporary files, and then the next run to the path removes them.
+start_long
+rc=0
+kill -TERM "$launcher"
+wait "$job" || rc=$?
+[ "$rc" != 0 ] || fail "SIGTERM to mpirun: the run succeeded"
+[ "$rc" != 124 ] || fail "SIGTERM to mpirun: the run hung"
+"$pkscan" run run.yaml -o long.csv -q --chunk-rows 1024
+rm -f long.csv long.summary.csv long.metrics.csv long.parameters.csv
+no_files_left "SIGTERM to mpirun"
+echo "ok: SIGTERM to mpirun: exit status $rc, no file left after the next run"
 echo "all fault runs stopped as they should"
