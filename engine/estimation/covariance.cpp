@@ -1,6 +1,7 @@
-// The covariance step (pkscan/estimation.hpp, covariance_step): R and S by central differences
-// of the objective and of each subject's OBJI on NONMEM's scale, the EBEs found again at every
-// point. An interim until the Predictor gives second derivatives for an exact R.
+// The covariance step (pkscan/estimation.hpp, covariance_step) on NONMEM's scale, the EBEs found
+// again at every point: FOCE and FOCEI take S from the subjects' exact gradients and R from
+// central differences of the exact gradient; FO and Laplace take R and S from central
+// differences of the objective and of each subject's OBJI.
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,8 @@
 #include <pkscan/estimation.hpp>
 #include <string>
 #include <vector>
+
+#include "estimation/subject.hpp"
 
 namespace pkscan {
 
@@ -172,8 +175,9 @@ CovarianceStep covariance_step(const Predictor& predictor, const PopulationFitSp
   const std::size_t subjects = d.base().subjects.size();
   Matrix h(ni, ni);
   Matrix g(static_cast<Eigen::Index>(subjects), ni);  // d OBJI_i / d p
-  if (options.method == EstimationMethod::Focei) {
-    // FOCEI: S from each subject's analytic gradient, R from central differences of the
+  const bool analytic = detail::has_analytic_gradient(options.method);
+  if (analytic) {
+    // FOCE, FOCEI: S from each subject's analytic gradient, R from central differences of the
     // analytic gradient (relative step 1e-4: the differences' error is second order).
     const PopulationGradient at = population_gradient(predictor, spec, options, &d.base());
     if (!at.ok) {
@@ -196,7 +200,7 @@ CovarianceStep covariance_step(const Predictor& predictor, const PopulationFitSp
     }
     h = 0.5 * (h + h.transpose()).eval();
   }
-  for (std::size_t i = 0; i < n && options.method != EstimationMethod::Focei; ++i) {
+  for (std::size_t i = 0; i < n && !analytic; ++i) {
     const PopulationObjective up = d.at(i, 1, -1, 0), down = d.at(i, -1, -1, 0);
     if (!up.finite() || !down.finite()) {
       out.message = "the objective is not finite a step away from the estimates";

@@ -1,6 +1,6 @@
 // Population fits (pkscan/estimation.hpp, fit_population): BFGS over NONMEM-like unconstrained
-// parameters. FOCEI's gradient is population_gradient's (Almquist et al. 2015) chained to those
-// parameters; the other methods' is a central difference of the objective, with the EBEs
+// parameters. FOCE's and FOCEI's gradient is population_gradient's (Almquist et al. 2015) chained
+// to those parameters; the other methods' is a central difference of the objective, with the EBEs
 // re-found at every point (inner gradient tolerance 1e-10, so the objective is smooth to about
 // 1e-12 and a central difference with step 1e-4 is accurate to about 1e-8).
 #include <algorithm>
@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "estimation/subject.hpp"
 
 namespace pkscan {
 
@@ -184,7 +186,7 @@ class Problem {
   // gradient (population_gradient) chained to x, else (or where it cannot be evaluated)
   // central differences.
   Vector gradient(const Vector& x, double fx) {
-    if (options_.method == EstimationMethod::Focei && !options_.finite_difference_gradient) {
+    if (detail::has_analytic_gradient(options_.method) && !options_.finite_difference_gradient) {
       Vector g = analytic(x);
       if (g.allFinite()) return g;
     }
@@ -318,8 +320,9 @@ PopulationFit fit_population(const Predictor& predictor, const PopulationFitSpec
       break;
     }
     const int per_gradient =
-        options.method == EstimationMethod::Focei && !options.finite_difference_gradient ? 1
-                                                                                         : 2 * n;
+        detail::has_analytic_gradient(options.method) && !options.finite_difference_gradient
+            ? 1
+            : 2 * n;
     if (problem.evaluations + per_gradient + 1 > max_evaluations) break;
     Vector p = -h * g;
     if (!(g.dot(p) < 0.0)) {  // not a descent direction: restart from steepest descent

@@ -1,4 +1,5 @@
-// The FOCEI objective's gradient (pkscan/estimation.hpp, population_gradient) by the formula of
+// The FOCE and FOCEI objectives' gradient (pkscan/estimation.hpp, population_gradient) by the
+// formula of
 // Almquist, Leander and Jirstrand (2015, J Pharmacokinet Pharmacodyn 42:191-209, eq. 23 and 27):
 // with L = sum(e^2/R + log R) + ETA' OMEGA^-1 ETA, the EBE minimizing it, M FOCEI's expected
 // data information and H = OMEGA^-1 + M, each subject's
@@ -9,7 +10,11 @@
 // G = dF/dETA by g_a and R by R_a, and the same three formulas (dL/da, d2L/dETAda, dM/da) serve
 // THETA, SIGMA and each ETA (f_a = G_l, g_a = d2F/dETA dETA_l). The second derivatives of F,
 // d2F/dETA2 and d2F/dETA dP for every column P, are the Predictor's exact ones
-// (Predictor::predict_hessian).
+// (Predictor::predict_hessian). FOCE is the same formula with R held at the population
+// prediction (R0 = R(F(ETA = 0))) and M = G' R0^-1 G: at the EBE its linearized OBJI,
+// log|C| + e~' C^-1 e~, equals 2 phi + log|OMEGA| + log|OMEGA^-1 + M| (Woodbury and the
+// determinant lemma with OMEGA^-1 ETA = G' R0^-1 e there), R0 moves with THETA and SIGMA through
+// F0 and dF0/dP, and not with ETA.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -57,6 +62,20 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
   Point p;
   Vector fx;
   Matrix gx;
+  // FOCE holds R at the population prediction F0 = F(ETA = 0): R0 moves with THETA and SIGMA
+  // (through F0 and dF0/dP) but not with ETA.
+  const bool foce = sh.options.method == EstimationMethod::Foce;
+  Vector f0;
+  Matrix j0;  // dF0/dP, columns st.cols
+  std::vector<double> prow0;
+  if (foce) {
+    if (!subj.evaluate(Vector::Zero(q), f0, gx)) return false;
+    prow0 = subj.row();
+    j0.resize(n, static_cast<Eigen::Index>(nc));
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (std::size_t c = 0; c < nc; ++c)
+        j0(j, static_cast<Eigen::Index>(c)) = subj.jacobian(j, st.cols[c]);
+  }
   if (!subj.evaluate(eta, p.f, p.g)) return false;
   const std::vector<double> prow = subj.row();  // P at the EBE
   Matrix jc(n, static_cast<Eigen::Index>(nc));  // dF/dP at the EBE, columns st.cols
@@ -74,13 +93,14 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
         dl[static_cast<std::size_t>(l)](j, static_cast<Eigen::Index>(c)) =
             hp[static_cast<std::size_t>(j)](static_cast<Eigen::Index>(c), l) *
             prow[static_cast<std::size_t>(st.cols[static_cast<std::size_t>(l)])];
-  const double sp = model.sigma_proportional;
+  // SIGMA_prop where R moves with ETA (FOCEI); 0 where it is held (FOCE).
+  const double sp = foce ? 0.0 : model.sigma_proportional;
   p.e.resize(n);
   p.rv.resize(n);
   p.r.resize(n, q);
   for (Eigen::Index j = 0; j < n; ++j) {
     p.e(j) = subj.dv(j) - p.f(j);
-    p.rv(j) = variance(model, p.f(j));
+    p.rv(j) = variance(model, foce ? f0(j) : p.f(j));
     if (!(p.rv(j) > 0.0)) return false;
     p.r.row(j) = (2.0 * sp * p.f(j)) * p.g.row(j);
   }
@@ -144,7 +164,10 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
       const double ratio = prow[static_cast<std::size_t>(col)] * lambda;  // dP/da
       for (Eigen::Index j = 0; j < n; ++j) {
         d.f(j) = jc(j, static_cast<Eigen::Index>(ci)) * ratio;
-        d.r(j) = 2.0 * sp * p.f(j) * d.f(j);
+        d.r(j) = foce ? 2.0 * model.sigma_proportional * f0(j) *
+                            j0(j, static_cast<Eigen::Index>(ci)) *
+                            prow0[static_cast<std::size_t>(col)] * lambda
+                      : 2.0 * sp * p.f(j) * d.f(j);
         for (int k = 0; k < q; ++k) {
           d.g(j, k) = dl[static_cast<std::size_t>(k)](j, static_cast<Eigen::Index>(ci)) * ratio;
           if (model.eta_columns[static_cast<std::size_t>(k)] == col)
@@ -155,8 +178,9 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
     } else if (par.kind == Kind::Sigma) {
       for (Eigen::Index j = 0; j < n; ++j) {
         if (par.index == 0) {  // proportional
-          d.r(j) = p.f(j) * p.f(j);
-          d.rr.row(j) = 2.0 * p.f(j) * p.g.row(j);
+          const double fr = foce ? f0(j) : p.f(j);
+          d.r(j) = fr * fr;
+          if (!foce) d.rr.row(j) = 2.0 * p.f(j) * p.g.row(j);
         } else {
           d.r(j) = 1.0;
         }
@@ -178,9 +202,9 @@ bool subject_gradient(const Shared& sh, const Setup& st, std::int64_t s, Subject
 PopulationGradient population_gradient(const Predictor& predictor, const PopulationFitSpec& spec,
                                        const EstimationOptions& options,
                                        const PopulationObjective* start) {
-  if (options.method != EstimationMethod::Focei)
+  if (options.method != EstimationMethod::Focei && options.method != EstimationMethod::Foce)
     throw InvalidArgument("population gradient: the method is " + to_string(options.method) +
-                          ", but only focei has an analytic gradient");
+                          ", but only foce and focei have an analytic gradient");
   PopulationGradient out;
   out.objective = population_objective(predictor, spec.initial, options, start);
   const PopulationModel& model = spec.initial;

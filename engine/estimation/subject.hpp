@@ -253,6 +253,11 @@ void for_each_subject(const Predictor& predictor, int threads_option, Fn&& fn) {
 void check_population_model(const Predictor& predictor, const PopulationModel& model,
                             const EstimationOptions& options);
 
+// Whether population_gradient serves `method` (FOCE and FOCEI).
+inline bool has_analytic_gradient(EstimationMethod method) {
+  return method == EstimationMethod::Foce || method == EstimationMethod::Focei;
+}
+
 // NONMEM's residual variance of a prediction f: SIGMA_add + SIGMA_prop f^2.
 inline double variance(const PopulationModel& m, double f) {
   return m.sigma_additive + m.sigma_proportional * f * f;

@@ -1,6 +1,6 @@
-// population_gradient (pkscan/estimation.hpp): the FOCEI objective's analytic gradient against
-// central differences of the objective itself (the EBEs found again at every point, inner
-// tolerance 1e-10), on the THEO model at NONMEM's initial and final estimates
+// population_gradient (pkscan/estimation.hpp): the FOCEI and FOCE objectives' analytic gradients
+// against central differences of the objective itself (the EBEs found again at every point,
+// inner tolerance 1e-10), on the THEO model at NONMEM's initial and final estimates
 // (tests/data/estimation/README.md) and on a model with a THETA that has no ETA, a diagonal
 // OMEGA and one SIGMA; the subjects' rows add up to the gradient.
 #include <gtest/gtest.h>
@@ -41,9 +41,10 @@ void move(PopulationModel& m, const EstimatedParameter& p, double by) {
 // The gradient against central differences of the objective (relative step 1e-4; an OMEGA
 // off-diagonal element 1e-4 sqrt(OMEGA_ii OMEGA_jj)). At THETA0 the two agree to 1e-7 relative
 // (1.6e-7 at worst); at the optimum, where the components are about 1e-3, to the floor below.
-void expect_gradient(const Predictor& p, const PopulationFitSpec& spec, double relative) {
+void expect_gradient(const Predictor& p, const PopulationFitSpec& spec, double relative,
+                     EstimationMethod method = EstimationMethod::Focei) {
   EstimationOptions o;
-  o.method = EstimationMethod::Focei;
+  o.method = method;
   const PopulationGradient g = population_gradient(p, spec, o);
   ASSERT_TRUE(g.ok);
   ASSERT_EQ(g.gradient.size(), static_cast<Eigen::Index>(g.parameters.size()));
@@ -131,13 +132,40 @@ TEST(PopulationGradient, CovariateEffects) {
   expect_gradient(p, spec, 1e-5);
 }
 
-TEST(PopulationGradient, OnlyFocei) {
+// FOCE: the residual variance held at the population prediction, which moves with THETA and
+// SIGMA (both error terms estimated).
+TEST(PopulationGradient, TheophFoceAtNonmemsInitialEstimates) {
   const double theta[3] = {2, 50, 0.1};
   const double omega[6] = {0.2, 0.1, 0.2, 0.1, 0.1, 0.2};
-  EstimationOptions o;
-  o.method = EstimationMethod::Laplace;
-  EXPECT_THROW(population_gradient(theo_predictor(), theo_at(theta, omega, 0.1, 0.1), o),
-               InvalidArgument);
+  expect_gradient(theo_predictor(), theo_at(theta, omega, 0.1, 0.1), 1e-5, EstimationMethod::Foce);
+}
+
+TEST(PopulationGradient, TheophFoceAtNonmemsFinalEstimates) {
+  const double theta[3] = {1.49072, 32.4470, 0.0872901};
+  const double omega[6] = {0.434717, 0.0569202, 0.0193995, -0.00648548, 0.0120830, 0.0202334};
+  expect_gradient(theo_predictor(), theo_at(theta, omega, 0.0170386, 0.0828440), 1e-5,
+                  EstimationMethod::Foce);
+}
+
+TEST(PopulationGradient, FoceWithAThetaWithoutEta) {
+  const double theta[3] = {1.5, 32, 0.09};
+  const double omega[6] = {0.4, 0, 0.02, 0, 0, 0.02};
+  PopulationFitSpec spec = theo_at(theta, omega, 0.03, 0.5);
+  spec.initial.eta_columns.pop_back();
+  spec.initial.omega = spec.initial.omega.topLeftCorner(2, 2).eval();
+  spec.omega_block = false;
+  expect_gradient(theo_predictor(), spec, 1e-5, EstimationMethod::Foce);
+}
+
+TEST(PopulationGradient, OnlyFoceAndFocei) {
+  const double theta[3] = {2, 50, 0.1};
+  const double omega[6] = {0.2, 0.1, 0.2, 0.1, 0.1, 0.2};
+  for (EstimationMethod m : {EstimationMethod::Laplace, EstimationMethod::Fo}) {
+    EstimationOptions o;
+    o.method = m;
+    EXPECT_THROW(population_gradient(theo_predictor(), theo_at(theta, omega, 0.1, 0.1), o),
+                 InvalidArgument);
+  }
 }
 
 }  // namespace

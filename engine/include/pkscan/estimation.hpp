@@ -130,8 +130,8 @@ struct EstimationOptions {
   /// Threads over subjects (0: the process default, pkscan/threads.hpp), at most one per 16
   /// subjects.
   int threads = 0;
-  /// fit_population: take FOCEI's outer gradient by central differences of the objective too,
-  /// instead of population_gradient (for comparisons).
+  /// fit_population: take the FOCE and FOCEI outer gradient by central differences of the
+  /// objective too, instead of population_gradient (for comparisons).
   bool finite_difference_gradient = false;
 };
 
@@ -215,7 +215,7 @@ struct PopulationFit {
   PopulationObjective objective;  ///< the objective and EBEs there
   int iterations = 0;             ///< quasi-Newton iterations
   int evaluations = 0;            ///< objective evaluations (gradients included)
-  int gradients = 0;              ///< analytic gradients (FOCEI), each also one evaluation
+  int gradients = 0;              ///< analytic gradients (FOCE, FOCEI), each also one evaluation
   bool converged = false;         ///< the gradient tolerance was met
   std::string message;            ///< how it ended, one line
   /// The initial estimates and every accepted iterate, in order (the last is `estimates`).
@@ -225,8 +225,9 @@ struct PopulationFit {
 /// Minimizes population_objective over the estimated THETA, OMEGA and SIGMA by BFGS with a
 /// backtracking line search on NONMEM-like unconstrained parameters: a bounded THETA through a
 /// logit (log with one bound), OMEGA through its Cholesky factor with log diagonal, SIGMA through
-/// log variances. FOCEI's gradient is population_gradient's; the other methods' (and FOCEI's
-/// with options.finite_difference_gradient, or where population_gradient cannot be evaluated) is
+/// log variances. FOCE's and FOCEI's gradient is population_gradient's; the other methods' (and
+/// theirs with options.finite_difference_gradient, or where population_gradient cannot be
+/// evaluated) is
 /// by central differences of the objective (step 1e-4 in those parameters; the EBEs are re-found
 /// at every point). It stops when every component is below 1e-4, or after `max_evaluations`
 /// objective evaluations (an analytic gradient counts as one). A point where the objective is
@@ -277,7 +278,7 @@ std::vector<EstimatedParameter> estimated_parameters(const PopulationFitSpec& sp
 std::string estimated_parameter_name(const ModelInfo& info, const PopulationModel& model,
                                      const EstimatedParameter& p);
 
-/// The FOCEI objective with its gradient.
+/// The FOCE or FOCEI objective with its gradient.
 struct PopulationGradient {
   std::vector<EstimatedParameter> parameters;  ///< estimated_parameters(spec)
   Eigen::VectorXd gradient;                    ///< dOFV / d(parameter), NONMEM's scale
@@ -288,15 +289,16 @@ struct PopulationGradient {
   bool ok = false;                ///< the gradient is finite
 };
 
-/// The FOCEI objective at spec.initial and its gradient with respect to the quantities `spec`
-/// estimates, on NONMEM's scale (a THETA; an OMEGA element, moving OMEGA_ij and OMEGA_ji
+/// The FOCE or FOCEI objective at spec.initial and its gradient with respect to the quantities
+/// `spec` estimates, on NONMEM's scale (a THETA; an OMEGA element, moving OMEGA_ij and OMEGA_ji
 /// together; a SIGMA variance), by the formula of Almquist, Leander and Jirstrand (2015,
 /// J Pharmacokinet Pharmacodyn 42:191-209, eq. 23 and 27): the partial derivatives at each EBE
 /// plus the EBE's movement through the implicit function theorem, which needs the second
-/// derivatives of the predictions with respect to ETA and THETA. Those are taken by central
-/// differences of the Predictor's exact dF/dP (fourth order, step 1e-3 in ETA; relative error
-/// about 1e-12), the rest is exact. `start`: as population_objective.
-/// @throws InvalidArgument as population_objective, or for a method other than focei
+/// derivatives of the predictions with respect to ETA and THETA: the Predictor's exact ones
+/// (Predictor::predict_hessian). FOCE: the same formula with the residual variance held at the
+/// population prediction F(ETA = 0), which moves with THETA and SIGMA. `start`: as
+/// population_objective.
+/// @throws InvalidArgument as population_objective, or for a method other than foce and focei
 PopulationGradient population_gradient(const Predictor& predictor, const PopulationFitSpec& spec,
                                        const EstimationOptions& options,
                                        const PopulationObjective* start = nullptr);
@@ -321,8 +323,9 @@ struct CovarianceStep {
 };
 
 /// The covariance step at the estimates of `spec.initial`, over the quantities `spec`
-/// estimates, on NONMEM's scale (THETA, the elements of OMEGA, the SIGMA variances). FOCEI: S
-/// from each subject's population_gradient, R from central differences of population_gradient
+/// estimates, on NONMEM's scale (THETA, the elements of OMEGA, the SIGMA variances). FOCE and
+/// FOCEI: S from each subject's population_gradient, R from central differences of
+/// population_gradient
 /// (relative step 1e-4). The other methods: R is the Hessian of the objective by central second
 /// differences (relative step 1e-3; off-diagonal elements of OMEGA step 1e-3
 /// sqrt(OMEGA_ii OMEGA_jj)), S from the central first differences of each subject's OBJI. The
