@@ -45,15 +45,16 @@ bool local(const PopulationModel& model, const Subject& subj, const Vector& f, c
     const double e = subj.dv(j) - f(j);
     const double rv = r0 ? (*r0)(j) : variance(model, f(j));
     if (!(rv > 0.0) || !std::isfinite(rv)) return false;
-    const auto gj = g.row(j).transpose();
     out.half += 0.5 * (e * e / rv + std::log(rv));
-    out.grad -= (e / rv) * gj;
-    out.m.noalias() += gj * gj.transpose() / rv;
-    if (!r0) {
-      // r = dR/dETA = 2 SIGMA_prop F g
-      const Vector rj = (2.0 * model.sigma_proportional * f(j)) * gj;
-      out.grad += (0.5 * (1.0 - e * e / rv) / rv) * rj;
-      out.m.noalias() += rj * rj.transpose() / (2.0 * rv * rv);
+    // r = dR/dETA = c g with c = 2 SIGMA_prop F (0 where R is held), so that the gradient
+    // moves along g and M by a multiple of g g' (scalar loops: no temporaries).
+    const double c = r0 ? 0.0 : 2.0 * model.sigma_proportional * f(j);
+    const double wg = -e / rv + c * 0.5 * (1.0 - e * e / rv) / rv;
+    const double wm = 1.0 / rv + c * c / (2.0 * rv * rv);
+    for (Eigen::Index a = 0; a < q; ++a) {
+      const double ga = g(j, a);
+      out.grad(a) += wg * ga;
+      for (Eigen::Index b = 0; b < q; ++b) out.m(a, b) += wm * ga * g(j, b);
     }
   }
   return std::isfinite(out.half) && out.grad.allFinite() && out.m.allFinite();

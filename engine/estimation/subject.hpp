@@ -173,17 +173,23 @@ inline void along(const Point& p, const Direction& d, double& l, Vector& le, Mat
   m.setZero(q, q);
   for (Eigen::Index j = 0; j < n; ++j) {
     const double e = p.e(j), rv = p.rv(j), fa = d.f(j), ra = d.r(j);
-    const double u = 1.0 - e * e / rv, ua = 2.0 * e * fa / rv + e * e * ra / (rv * rv);
-    l += -2.0 * e * fa / rv + u * ra / rv;
-    const auto g = p.g.row(j).transpose();
-    const auto r = p.r.row(j).transpose();
-    const auto ga = d.g.row(j).transpose();
-    const auto rra = d.rr.row(j).transpose();
-    le += (2.0 * fa / rv) * g - (2.0 * e / rv) * ga + (2.0 * e * ra / (rv * rv)) * g +
-          (ua / rv) * r + u * (rra / rv - (ra / (rv * rv)) * r);
-    m += (ga * g.transpose() + g * ga.transpose()) / rv - (ra / (rv * rv)) * (g * g.transpose()) +
-         (rra * r.transpose() + r * rra.transpose()) / (2.0 * rv * rv) -
-         (ra / (rv * rv * rv)) * (r * r.transpose());
+    const double i1 = 1.0 / rv, i2 = i1 * i1, i3 = i2 * i1;
+    const double u = 1.0 - e * e * i1, ua = 2.0 * e * fa * i1 + e * e * ra * i2;
+    l += -2.0 * e * fa * i1 + u * ra * i1;
+    // le += (2 fa / R + 2 e R_a / R^2) g - (2 e / R) g_a + (u_a / R - u R_a / R^2) r + (u / R) r_a
+    // m += (g_a g' + g g_a') / R - R_a g g' / R^2 + (r_a r' + r r_a') / (2 R^2) - R_a r r' / R^3
+    // (scalar loops: no temporaries)
+    const double cg = 2.0 * fa * i1 + 2.0 * e * ra * i2, cga = -2.0 * e * i1;
+    const double cr = ua * i1 - u * ra * i2, crr = u * i1;
+    for (Eigen::Index a = 0; a < q; ++a) {
+      const double ga = p.g(j, a), gaa = d.g(j, a), ra_ = p.r(j, a), rraa = d.rr(j, a);
+      le(a) += cg * ga + cga * gaa + cr * ra_ + crr * rraa;
+      for (Eigen::Index b = 0; b < q; ++b) {
+        const double gb = p.g(j, b), gab = d.g(j, b), rb = p.r(j, b), rrab = d.rr(j, b);
+        m(a, b) += (gaa * gb + ga * gab) * i1 - ra * i2 * ga * gb +
+                   (rraa * rb + ra_ * rrab) * (0.5 * i2) - ra * i3 * ra_ * rb;
+      }
+    }
   }
 }
 
