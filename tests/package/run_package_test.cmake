@@ -3,7 +3,12 @@
 #
 #   cmake -DBUILD_DIR=<pkscan build> -DCONSUMER_DIR=<this folder> -DWORK_DIR=<scratch>
 #         [-DCXX_COMPILER=<path>] [-DBUILD_TYPE=Release] [-DCONFIG=<config>]
+#         [-DMPIEXEC=<mpirun of the MPI pkscan was built with>]
 #         -P run_package_test.cmake
+#
+# With MPIEXEC (pkscan built with MPI) the consumer also uses the `mpi` component and its
+# mpi_consumer runs under `mpirun -np 2` (Open MPI's settings for one machine, as root, on
+# loopback: tests/mpi/common.sh).
 #
 # Fails (non-zero exit, FATAL_ERROR) at the first step that does not work.
 cmake_minimum_required(VERSION 3.21)
@@ -53,7 +58,11 @@ set(configure_args -S ${CONSUMER_DIR} -B ${consumer_build}
 if(CXX_COMPILER)
   list(APPEND configure_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
 endif()
-step("configure the consumer" ${CMAKE_COMMAND} ${configure_args})
+set(mpi_args)
+if(MPIEXEC)
+  set(mpi_args -DPKSCAN_CONSUMER_MPI=ON)
+endif()
+step("configure the consumer" ${CMAKE_COMMAND} ${configure_args} ${mpi_args})
 
 file(STRINGS ${consumer_build}/CMakeCache.txt found REGEX "^pkscan_DIR:")
 string(REGEX REPLACE "^pkscan_DIR:[A-Z]+=" "" found "${found}")
@@ -99,3 +108,13 @@ foreach(program consumer output_consumer config_consumer)
   message(STATUS "${step_output}")
   unset(exe)
 endforeach()
+
+if(MPIEXEC)
+  find_program(exe mpi_consumer PATHS ${consumer_build} ${consumer_build}/${CONFIG}
+               NO_DEFAULT_PATH NO_CACHE REQUIRED)
+  step("run mpi_consumer under mpirun -np 2" ${CMAKE_COMMAND} -E env
+       OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
+       ${MPIEXEC} -np 2 --oversubscribe --bind-to none --mca oob_tcp_if_include lo
+       --mca btl self,vader --mca btl_vader_single_copy_mechanism none ${exe} ${WORK_DIR})
+  message(STATUS "${step_output}")
+endif()
