@@ -408,6 +408,54 @@ TEST(FitFile, TheophCovarianceStepAtNonmemsFinalEstimates) {
   EXPECT_EQ(checked, nonmem.size());
 }
 
+// The covariance step where R is not positive definite (at NONMEM's initial estimates, far from
+// the optimum, the Hessian of the objective is indefinite): exit status 1, one line that says
+// so, and the four files written whole with the estimates and no standard errors.
+TEST(FitFile, ACovarianceStepWhoseRIsNotPositiveDefiniteExitsWith1) {
+  TempDir dir;
+  std::string text = theo_file(dir, "focei", kTheoInitial, "0.2, 0.1, 0.2, 0.1, 0.1, 0.2",
+                               "proportional: 0.1, additive: 0.1");
+  text = replace(text, "max_evaluations: 0", "max_evaluations: 0, covariance: sandwich");
+  const std::string fit = dir.file("fit.yaml");
+  write_text(fit, text);
+  const CliResult r = run_pkscan({"fit", fit, "-q"});
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_EQ(split_lines(r.err).size(), 1u) << describe(r);
+  EXPECT_NE(r.err.find("the covariance step failed: R (the Hessian of the objective) is not "
+                       "positive definite"),
+            std::string::npos)
+      << describe(r);
+  EXPECT_EQ(dir.names(), (std::vector<std::string>{"fit.csv", "fit.ext", "fit.subjects.csv",
+                                                   "fit.table.csv", "fit.yaml"}));
+  const std::vector<std::string> lines = split_lines(read_text(dir.file("fit.csv")));
+  ASSERT_EQ(lines.size(), 13u);  // the header, 11 estimates, the OFV
+  for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
+    const std::vector<std::string> f = split_csv(lines[i]);
+    EXPECT_EQ(f.at(2), "") << lines[i];  // no standard error
+  }
+}
+
+// A THETA that is also a column of the dataset (whose values would override it record by
+// record): exit status 2, one line, nothing written.
+TEST(FitFile, AThetaThatIsADatasetColumnIsBadInput) {
+  TempDir dir;
+  std::string data;
+  for (const std::string& line : split_lines(read_text(kData + "theo.csv")))
+    data += line + (data.empty() ? ",KE\n" : ",0.1\n");
+  const std::string csv = dir.file("theo_ke.csv");
+  write_text(csv, data);
+  std::string text = theo_file(dir, "focei", kTheoInitial, "0.2, 0.1, 0.2, 0.1, 0.1, 0.2",
+                               "proportional: 0.1, additive: 0.1");
+  text = replace(text, kData + "theo.csv", csv);
+  const std::string fit = dir.file("fit.yaml");
+  write_text(fit, text);
+  const CliResult r = run_pkscan({"fit", fit});
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_EQ(split_lines(r.err).size(), 1u) << describe(r);
+  EXPECT_NE(r.err.find("is a column of the dataset"), std::string::npos) << describe(r);
+  EXPECT_EQ(dir.names(), (std::vector<std::string>{"fit.yaml", "theo_ke.csv"}));
+}
+
 // A dataset still needs --estimate (the per-subject and pooled fits are unchanged).
 TEST(FitFile, ADatasetStillNeedsEstimate) {
   const CliResult r =
