@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates the JAX virtual environment .venv/ of the repository with the pinned packages of
-# scripts/requirements-jax.txt (jax, jaxlib, numpyro, their own numpy, pytest, hypothesis) from PyPI, for
-# pkscan.jax and its tests. Called by test.sh.
+# scripts/requirements-jax.txt (jax, jaxlib, numpyro, their own numpy, pytest, hypothesis, mpi4py) from
+# PyPI, for pkscan.jax and its tests and the MPI test from Python. Called by test.sh.
 #
 # Fast and idempotent: when .venv/ already holds exactly the pinned set (a stamp with the hash
 # of the requirements file), nothing is run. Built from /usr/bin/python3 (the interpreter the
