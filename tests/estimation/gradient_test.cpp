@@ -83,15 +83,20 @@ TEST(PopulationGradient, TheophFoceiAtNonmemsFinalEstimates) {
   expect_gradient(theo_predictor(), theo_at(theta, omega, 0.0170386, 0.0828440), 1e-5);
 }
 
-// ke estimated without an ETA, a diagonal OMEGA on ka and v_central, additive error only.
-TEST(PopulationGradient, AThetaWithoutEtaAndADiagonalOmega) {
+// ke estimated without an ETA, a diagonal OMEGA on ka and v_central; SIGMA as given.
+PopulationFitSpec theta_without_eta(double sigma_proportional, double sigma_additive) {
   const double theta[3] = {1.5, 32, 0.09};
   const double omega[6] = {0.4, 0, 0.02, 0, 0, 0.02};
-  PopulationFitSpec spec = theo_at(theta, omega, 0.0, 0.5);
+  PopulationFitSpec spec = theo_at(theta, omega, sigma_proportional, sigma_additive);
   spec.initial.eta_columns.pop_back();
   spec.initial.omega = spec.initial.omega.topLeftCorner(2, 2).eval();
   spec.omega_block = false;
-  expect_gradient(theo_predictor(), spec, 1e-5);
+  return spec;
+}
+
+// Additive error only.
+TEST(PopulationGradient, AThetaWithoutEtaAndADiagonalOmega) {
+  expect_gradient(theo_predictor(), theta_without_eta(0.0, 0.5), 1e-5);
 }
 
 // The dataset's covariate `name`, one value per subject (its first record's).
@@ -148,13 +153,7 @@ TEST(PopulationGradient, TheophFoceAtNonmemsFinalEstimates) {
 }
 
 TEST(PopulationGradient, FoceWithAThetaWithoutEta) {
-  const double theta[3] = {1.5, 32, 0.09};
-  const double omega[6] = {0.4, 0, 0.02, 0, 0, 0.02};
-  PopulationFitSpec spec = theo_at(theta, omega, 0.03, 0.5);
-  spec.initial.eta_columns.pop_back();
-  spec.initial.omega = spec.initial.omega.topLeftCorner(2, 2).eval();
-  spec.omega_block = false;
-  expect_gradient(theo_predictor(), spec, 1e-5, EstimationMethod::Foce);
+  expect_gradient(theo_predictor(), theta_without_eta(0.03, 0.5), 1e-5, EstimationMethod::Foce);
 }
 
 TEST(PopulationGradient, OnlyFoceAndFocei) {

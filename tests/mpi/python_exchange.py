@@ -4,6 +4,7 @@ python_exchange.py DOCS`. Every rank simulates its share; rank 0's result must e
 call in one process (no exchange, made by rank 0 afterwards) array for array, bit for bit, and
 the other ranks' must be None. Prints one line per rank and exits 0 when it holds."""
 
+import pathlib
 import re
 import sys
 
@@ -12,14 +13,10 @@ from mpi4py import MPI
 
 import pkscan
 
-# 2100 subjects x 2 replicates x 2 ka values, chunks of 1024: 12 units over the ranks; summaries
-# past the exact phase (501 times x 3 compartments), so the ranks summarise their own units.
-RUN = dict(model="three_compartment",
-           typical={"ka": 1.0, "cl": 5.0, "v_central": 20.0, "q": 8.0, "v_peripheral": 70.0},
-           doses=[{"compartment": "depot", "time": 0.0, "amount": 100.0, "every": 6.0,
-                   "repeat": 1}],
-           dt=0.1, steps=500, count=2100, seed=8, iiv={"cl": 0.09, "ka": 0.16}, replicates=2,
-           sweep={"ka": [0.5, 2.0]}, threads=1)
+# The run of python/tests/test_exchange.py (the same split over processes joined by pipes): 12
+# units over the ranks, summaries past the exact phase, so the ranks summarise their own units.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python" / "tests"))
+from test_exchange import RUN  # noqa: E402
 
 
 def documented_exchange(docs):
