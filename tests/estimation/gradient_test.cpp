@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <pkscan/pkscan.hpp>
 #include <string>
 #include <vector>
@@ -52,6 +53,7 @@ void expect_gradient(const Predictor& p, const PopulationFitSpec& spec, double r
   Eigen::VectorXd sum = Eigen::VectorXd::Zero(g.gradient.size());
   for (Eigen::Index s = 0; s < g.subjects.rows(); ++s) sum += g.subjects.row(s).transpose();
   EXPECT_EQ(sum, g.gradient);
+  double worst = 0.0, worst_abs = 0.0;  // the largest differences, printed
   for (std::size_t i = 0; i < g.parameters.size(); ++i) {
     const EstimatedParameter& par = g.parameters[i];
     double h = 1e-4 * std::max(std::abs(par.value), 1e-2);
@@ -68,7 +70,11 @@ void expect_gradient(const Predictor& p, const PopulationFitSpec& spec, double r
     // differences' own rounding: the OFV is found to about 1e-11).
     EXPECT_NEAR(got, fd, relative * std::abs(fd) + 1e-9 / h)
         << "parameter " << i << " analytic " << got << " differences " << fd;
+    if (fd != 0.0) worst = std::max(worst, std::abs(got - fd) / std::abs(fd));
+    worst_abs = std::max(worst_abs, std::abs(got - fd));
   }
+  std::printf("%s: largest difference from central differences %.3g relative, %.3g absolute\n",
+              to_string(method).c_str(), worst, worst_abs);
 }
 
 TEST(PopulationGradient, TheophFoceiAtNonmemsInitialEstimates) {
