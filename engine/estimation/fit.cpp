@@ -182,9 +182,9 @@ class Problem {
 
   PopulationObjective base;  // the objective and EBEs at the current iterate
 
-  // The gradient at x, whose objective is fx and whose EBEs are `base`: FOCEI's analytic
-  // gradient (population_gradient) chained to x, else (or where it cannot be evaluated)
-  // central differences.
+  // The gradient at x, whose objective is fx and whose EBEs are `base`: FOCE's and FOCEI's
+  // analytic gradient (population_gradient) chained to x, else (or where it cannot be
+  // evaluated) central differences.
   Vector gradient(const Vector& x, double fx) {
     if (detail::has_analytic_gradient(options_.method) && !options_.finite_difference_gradient) {
       Vector g = analytic(x);

@@ -105,13 +105,17 @@ children() {
   done
 }
 # Starts the long run under `timeout` (pid: $job) and waits until rank 0 has created its
-# temporary files; mpirun's pid: $launcher, the ranks': $ranks.
+# temporary files; mpirun's pid: $launcher, the ranks': $ranks. A failure of the script stops
+# them (the trap).
+job="" launcher="" ranks=""
+trap 'kill -KILL $job $launcher $ranks 2>/dev/null || true' EXIT
 start_long() {
   timeout -k 5 120 "$mpirun" -np 2 "${mpi[@]}" "$pkscan" run long.yaml -o long.csv -q -j 1 \
     2> stderr.txt &
   job=$!
   local waited=0
-  until ls -A | grep -q '^\.long\.csv\.pkscan-tmp\.'; do
+  until [ -n "$(ls -A | grep '^\.long\.csv\.pkscan-tmp\.' || true)" ]; do
+    kill -0 "$job" 2>/dev/null || fail "SIGTERM: the run ended before it started: $(cat stderr.txt)"
     sleep 0.2
     waited=$((waited + 1))
     [ "$waited" -le 300 ] || fail "SIGTERM: the run did not start within 60 s"
@@ -119,6 +123,17 @@ start_long() {
   launcher=$(children "$job")
   ranks=$(children "$launcher")
   [ "$(echo "$ranks" | wc -w)" = 2 ] || fail "SIGTERM: ranks not found: $ranks"
+}
+# Waits (at most 10 s) until none of the processes $@ exists.
+gone() {
+  local p waited=0
+  for p in "$@"; do
+    while kill -0 "$p" 2>/dev/null; do
+      sleep 0.1
+      waited=$((waited + 1))
+      [ "$waited" -le 100 ] || fail "process $p still runs 10 s after the run ended"
+    done
+  done
 }
 no_files_left() {
   local now
@@ -133,6 +148,8 @@ start_long
 rc=0
 kill -TERM "$launcher" $ranks
 wait "$job" || rc=$?
+gone $ranks
+job="" launcher="" ranks=""  # ended: the trap must not signal their pids, which may be reused
 [ "$rc" != 0 ] || fail "SIGTERM: the run succeeded"
 [ "$rc" != 124 ] || fail "SIGTERM: the run hung"
 grep -q "^pkscan: stopped by SIGTERM (exit status 143); no partial output left" stderr.txt ||
@@ -148,6 +165,8 @@ kill -TERM "$launcher"
 wait "$job" || rc=$?
 [ "$rc" != 0 ] || fail "SIGTERM to mpirun: the run succeeded"
 [ "$rc" != 124 ] || fail "SIGTERM to mpirun: the run hung"
+gone $ranks  # the orphan clean-up removes the files of processes that no longer run
+job="" launcher="" ranks=""
 "$pkscan" run run.yaml -o long.csv -q --chunk-rows 1024
 rm -f long.csv long.summary.csv long.metrics.csv long.parameters.csv
 no_files_left "SIGTERM to mpirun"

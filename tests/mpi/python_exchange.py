@@ -1,6 +1,6 @@
 """simulate_population split over MPI processes from Python: docs/python.md's MpiExchange (its
-code block, run as written) over mpi4py's MPI.COMM_WORLD, started by `mpirun -np R python
-python_exchange.py DOCS`. Every rank simulates its share; rank 0's result must equal the same
+code block, run as written) over mpi4py's MPI.COMM_WORLD, started by `mpirun -np R python -m
+mpi4py python_exchange.py DOCS` (mpi4py's runner: an exception on any rank aborts every rank). Every rank simulates its share; rank 0's result must equal the same
 call in one process (no exchange, made by rank 0 afterwards) array for array, bit for bit, and
 the other ranks' must be None. Prints one line per rank and exits 0 when it holds."""
 
@@ -44,6 +44,7 @@ def main():
     for key in ("mean", "quantiles", "metrics", "parameters", "etas", "ids", "extra", "count"):
         np.testing.assert_array_equal(split[key], one[key], err_msg=key)
     assert split["exact"] == one["exact"]
+    np.testing.assert_array_equal(split["groups"], one["groups"], err_msg="groups")
     print(f"rank 0 of {size}: the result of one process, bit for bit")
     return 0
 

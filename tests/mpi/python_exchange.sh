@@ -10,7 +10,7 @@ docs=$4
 script="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/python_exchange.py"
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 for np in 2 3; do
-  timeout -k 5 300 "$mpirun" -np "$np" "${mpi[@]}" "$python" "$script" "$docs" ||
+  timeout -k 5 300 "$mpirun" -np "$np" "${mpi[@]}" "$python" -m mpi4py "$script" "$docs" ||
     fail "mpirun -np $np python python_exchange.py: exit status $?"
 done
 echo "the exchange over MPI gives rank 0 the result of one process"

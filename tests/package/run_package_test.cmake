@@ -114,7 +114,14 @@ if(MPIEXEC)
                NO_DEFAULT_PATH NO_CACHE REQUIRED)
   step("run mpi_consumer under mpirun -np 2" ${CMAKE_COMMAND} -E env
        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
-       ${MPIEXEC} -np 2 --oversubscribe --bind-to none --mca oob_tcp_if_include lo
+       timeout -k 5 300 ${MPIEXEC} -np 2 --oversubscribe --bind-to none --mca oob_tcp_if_include lo
        --mca btl self,vader --mca btl_vader_single_copy_mechanism none ${exe} ${WORK_DIR})
   message(STATUS "${step_output}")
+  # The `mpi` component asked for alone (it loads the config and output components itself).
+  set(mpi_build ${WORK_DIR}/build-mpi-only)
+  set(mpi_only_args ${configure_args})
+  list(TRANSFORM mpi_only_args REPLACE "^${consumer_build}$" "${mpi_build}")
+  step("configure an mpi-only consumer" ${CMAKE_COMMAND} ${mpi_only_args}
+       -DPKSCAN_CONSUMER_MPI_ONLY=ON)
+  step("build the mpi-only consumer" ${CMAKE_COMMAND} --build ${mpi_build} --target mpi_consumer)
 endif()

@@ -26,13 +26,13 @@
 ///   EBE, OBJI = sum(e^2 / R + log R) + EBE' OMEGA^-1 EBE + log|OMEGA| + log|OMEGA^-1 + D / 2|,
 ///   D the Hessian of sum(e^2 / R + log R) with respect to ETA (with h = d2F/dETA2 and
 ///   r = dR/dETA: sum 2 g g'/R - 2 e h/R + 2 e (g r' + r g')/R^2 + (2 e^2/R^3 - 1/R^2) r r' +
-///   (1 - e^2/R) d2R/dETA2 / R). h is taken by central differences of the Predictor's exact
-///   dF/dETA (step 1e-4 in ETA: relative error about 1e-8).
+///   (1 - e^2/R) d2R/dETA2 / R). h is the Predictor's exact second derivative
+///   (Predictor::predict_hessian).
 ///
 /// The EBEs are found by damped Gauss-Newton on the exact derivatives dF/dETA (the Hessian
 /// OMEGA^-1 + M, a backtracking line search), after 10 iterations by Newton steps on the exact
-/// Hessian of the conditional objective where it is positive definite (d2F/dETA2 by central
-/// differences of the exact dF/dETA), until the gradient of half the conditional objective is
+/// Hessian of the conditional objective where it is positive definite (d2F/dETA2 exact, from
+/// Predictor::predict_hessian), until the gradient of half the conditional objective is
 /// below EstimationOptions::inner_tolerance in every component. A step to a point
 /// where the objective cannot be evaluated (a prediction or residual variance that is not finite
 /// or not > 0, parameters out of the model's domain) is shortened, never an exception.
