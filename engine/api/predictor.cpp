@@ -3,7 +3,7 @@
 //
 // Numeric contract: predictions are computed by the event solver of simulate_dataset()
 // (solver.hpp), so they equal its `prediction` bit for bit; gradients are the solver's forward
-// sensitivities (solver.cpp says how). Deterministic: the same inputs give the same bits for
+// sensitivities (solver_impl.hpp says how). Deterministic: the same inputs give the same bits for
 // any thread count.
 #include <algorithm>
 #include <cmath>

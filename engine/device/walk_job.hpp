@@ -38,7 +38,7 @@ struct WalkModel {
 // then A (row-major n x n), V, V^-1 and the structural-zero mask (column-major n x n each) and the
 // eigenvalues (n) of A = V diag(lambda) V^-1 (events/event_list.hpp's Propagator, fast path);
 // with sensitivities then E~_k = V^-1 dA/dp_k V (column-major n x n) for the subject's directions
-// k that move A (events/solver.cpp's setup_row).
+// k that move A (events/solver_impl.hpp's setup_row).
 PKSCAN_HD inline std::int64_t row_stride(int n, int np) { return np + 4 * n * n + n; }
 
 enum : std::uint8_t {
@@ -64,7 +64,7 @@ struct WalkChunk {
   double* amounts = nullptr;
   double* concentrations = nullptr;
   std::uint8_t* status = nullptr;  // per subject: kWalkOk, kWalkHost or kWalkNonFinite
-  // Sensitivities (events/solver.cpp's forward sensitivities, fast path), when jacobian is set:
+  // Sensitivities (events/solver_impl.hpp's forward sensitivities, fast path), when jacobian is set:
   const std::uint64_t* overridden = nullptr;  // per row (first_row order): bit c: from the dataset
   const std::int32_t* directions = nullptr;   // per subject np + 3 values: pa, ps, p, the columns
   double* jacobian = nullptr;                 // per observation np values (row-major)

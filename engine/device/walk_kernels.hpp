@@ -3,7 +3,7 @@
 // call's parameter rows, on whatever system it is built for (CUDA with nvcc in one generated
 // file per compartment count, launch_walk_cuda_<n>.cu, launched from cuda/launch_cuda.cu; OpenMP
 // with g++ in runtime_host.cpp). It is the CPU event solver's simulation without sensitivities
-// (events/solver.cpp: prepare_subject, simulate, advance_to), step for step: the events its records
+// (events/solver_impl.hpp: prepare_subject, simulate, advance_to), step for step: the events its records
 // make (kernels/event.hpp's record_events, as the CPU's plans) in the same order after lag and F
 // (place_event, and a sort), the parameter row governing each interval, running infusions in the
 // same order, resets, steady states (kernels/steady_state.hpp, the CPU's own code) and every step's
@@ -12,7 +12,7 @@
 // files are built with --fmad=false).
 //
 // With sensitivities (G) it also carries the solver's forward sensitivities on its fast path
-// (walk_sensitivities.hpp; solver.cpp: use, setup_row, propagate, stop_jump, the lag jump of a
+// (walk_sensitivities.hpp; solver_impl.hpp: use, setup_row, propagate, stop_jump, the lag jump of a
 // dose, the observation's Jacobian row) and writes each observation's Jacobian row; the divided
 // differences are kernels/divided_differences.hpp, the CPU's own, but the small products are plain
 // loops, not Eigen's, so the Jacobian is the CPU's to rounding, not to the bit.
@@ -80,7 +80,7 @@ struct WalkRuns {
   }
 };
 
-// One subject's walk (the state of events/solver.cpp's Solver, with sensitivities when G).
+// One subject's walk (the state of events/solver_impl.hpp's Solver, with sensitivities when G).
 template <int N, bool G>
 class Walker {
  public:

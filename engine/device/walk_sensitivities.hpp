@@ -1,7 +1,7 @@
 #pragma once
 // The event walk's forward sensitivities (walk_kernels.hpp's Walker with G): the members that
 // carry them through steps, doses, stops and steady states, as the CPU event solver's fast path
-// (events/solver.cpp: propagate, frechet, stop_jump, steady_state_derivative). Walker declares
+// (events/solver_impl.hpp: propagate, frechet, stop_jump, steady_state_derivative). Walker declares
 // them; walk_kernels.hpp includes this file after the class, so that its users see one header.
 #include <cmath>
 #include <cstdint>

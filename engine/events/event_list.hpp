@@ -1,5 +1,5 @@
 #pragma once
-// Pieces of the exact event-list simulation (the event solver, engine/events/solver.cpp, which
+// Pieces of the exact event-list simulation (the event solver, engine/events/solver_impl.hpp, which
 // serves simulate_dataset() and the Predictor): the per-parameter-set propagator K(d), G(d), the
 // event record and its ordering, and the closed-form steady state.
 //

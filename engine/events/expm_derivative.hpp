@@ -1,5 +1,5 @@
 #pragma once
-// Derivatives of the matrix exponential for the Predictor's sensitivities (solver.cpp):
+// Derivatives of the matrix exponential for the Predictor's sensitivities (solver_impl.hpp):
 // divided differences of exp on the eigenvalues (the Daleckii-Krein form, fast path) and the
 // block-exponential Frechet derivative (fallback path).
 #include <Eigen/Core>

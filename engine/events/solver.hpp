@@ -64,4 +64,9 @@ class EventSolver {
 std::unique_ptr<EventSolver> make_event_solver(const DatasetSetup& setup, std::size_t max_rows = 0,
                                                std::size_t max_events = 0);
 
+// make_event_solver for N = setup.n compartments (1..6; events/solver_impl.hpp).
+template <int N>
+std::unique_ptr<EventSolver> make_event_solver_of(const DatasetSetup& setup, std::size_t max_rows,
+                                                  std::size_t max_events);
+
 }  // namespace pkscan::detail

@@ -1,6 +1,6 @@
 #pragma once
 // Divided differences of exp for the sensitivities of the event engine, one source for the CPU
-// solver (events/expm_derivative.hpp, solver.cpp) and the device's event walk
+// solver (events/expm_derivative.hpp, solver_impl.hpp) and the device's event walk
 // (device/walk_kernels.hpp). No Eigen.
 #include <cmath>
 

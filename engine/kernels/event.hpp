@@ -1,6 +1,6 @@
 #pragma once
 // The event record of the exact event-list simulation and its processing order, shared by the
-// CPU event solver (events/solver.cpp) and the device's event walk (device/walk_kernels.hpp):
+// CPU event solver (events/solver_impl.hpp) and the device's event walk (device/walk_kernels.hpp):
 // plain data and PKSCAN_HD functions, no Eigen, so that nvcc compiles it for the device.
 #include <cmath>
 #include <cstdint>

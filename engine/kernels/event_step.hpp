@@ -1,6 +1,6 @@
 #pragma once
 // The event engine's step between two events, one piece of arithmetic for the CPU event solver
-// (events/event_list.hpp's Propagator, events/solver.cpp) and the device's event walk
+// (events/event_list.hpp's Propagator, events/solver_impl.hpp) and the device's event walk
 // (device/walk_kernels.hpp): the same operations in the same order on both, so the host
 // system's device results are the CPU's bits and CUDA's differ only through exp and expm1.
 //

@@ -84,7 +84,7 @@ PKSCAN_HD bool steady_state_hd(Prop& pr, const Event& d, Runs& runs, double* x) 
 }
 
 // Hooks of record_steady_state_hd() that do nothing (the CPU solver's sensitivities follow the
-// steady state through its own hooks, events/solver.cpp).
+// steady state through its own hooks, events/solver_impl.hpp).
 struct NoSteadyStateHooks {
   // The state x just before the virtual arrival at a.time (before its dose).
   PKSCAN_HD void arrival(const Event&, const double*) {}
