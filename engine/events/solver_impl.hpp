@@ -20,7 +20,10 @@
 
 namespace pkscan::detail {
 
-namespace solver_impl {
+// Internal linkage, as in a source file: this header is the body of one generated file per
+// compartment count, and GCC inlines and specializes the solver's members only when nothing
+// outside that file can call them (docs/performance.md, "Thresholds").
+namespace {  // NOLINT(google-build-namespaces, cert-dcl59-cpp)
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -630,12 +633,12 @@ class Solver final : public EventSolver, Sensitivities<N> {
   }
 };
 
-}  // namespace solver_impl
+}  // namespace
 
 template <int N>
 std::unique_ptr<EventSolver> make_event_solver_of(const DatasetSetup& setup, std::size_t max_rows,
                                                   std::size_t max_events) {
-  return std::make_unique<solver_impl::Solver<N>>(setup, max_rows, max_events);
+  return std::make_unique<Solver<N>>(setup, max_rows, max_events);
 }
 
 }  // namespace pkscan::detail
