@@ -64,7 +64,7 @@ struct WalkChunk {
   double* amounts = nullptr;
   double* concentrations = nullptr;
   std::uint8_t* status = nullptr;  // per subject: kWalkOk, kWalkHost or kWalkNonFinite
-  // Sensitivities (events/solver_impl.hpp's forward sensitivities, fast path), when jacobian is set:
+  // Sensitivities (events/solver_impl.hpp's forward sensitivities, fast path), with jacobian:
   const std::uint64_t* overridden = nullptr;  // per row (first_row order): bit c: from the dataset
   const std::int32_t* directions = nullptr;   // per subject np + 3 values: pa, ps, p, the columns
   double* jacobian = nullptr;                 // per observation np values (row-major)

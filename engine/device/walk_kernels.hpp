@@ -3,13 +3,13 @@
 // call's parameter rows, on whatever system it is built for (CUDA with nvcc in one generated
 // file per compartment count, launch_walk_cuda_<n>.cu, launched from cuda/launch_cuda.cu; OpenMP
 // with g++ in runtime_host.cpp). It is the CPU event solver's simulation without sensitivities
-// (events/solver_impl.hpp: prepare_subject, simulate, advance_to), step for step: the events its records
-// make (kernels/event.hpp's record_events, as the CPU's plans) in the same order after lag and F
-// (place_event, and a sort), the parameter row governing each interval, running infusions in the
-// same order, resets, steady states (kernels/steady_state.hpp, the CPU's own code) and every step's
-// K(d) and G(d) from the row's eigendecomposition (kernels/event_step.hpp, the CPU's own code). So
-// the host system gives the CPU's bits, and CUDA differs only through its exp and expm1 (the CUDA
-// files are built with --fmad=false).
+// (events/solver_impl.hpp: prepare_subject, simulate, advance_to), step for step: the events its
+// records make (kernels/event.hpp's record_events, as the CPU's plans) in the same order after lag
+// and F (place_event, and a sort), the parameter row governing each interval, running infusions in
+// the same order, resets, steady states (kernels/steady_state.hpp, the CPU's own code) and every
+// step's K(d) and G(d) from the row's eigendecomposition (kernels/event_step.hpp, the CPU's own
+// code). So the host system gives the CPU's bits, and CUDA differs only through its exp and expm1
+// (the CUDA files are built with --fmad=false).
 //
 // With sensitivities (G) it also carries the solver's forward sensitivities on its fast path
 // (walk_sensitivities.hpp; solver_impl.hpp: use, setup_row, propagate, stop_jump, the lag jump of a

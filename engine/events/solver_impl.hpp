@@ -1,8 +1,8 @@
 #pragma once
 // The event solver's definition (solver.hpp states its numeric contract): one class per
 // compartment count. Included only by the six files CMake generates, one per count N = 1..6, each
-// instantiating make_event_solver_of<N>: one file holding all six compiled four times longer than
-// the six apart, and apart they compile in parallel.
+// instantiating make_event_solver_of<N>: apart they compile in less time than in one file, and in
+// parallel (docs/performance.md, "Building").
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
