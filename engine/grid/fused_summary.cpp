@@ -561,6 +561,15 @@ const std::vector<double>& FusedSummary::times(const TimeSummary& summary) noexc
   return summary.impl_->times;
 }
 
+Refinement* FusedSummary::open_pass(TimeSummary& summary) noexcept {
+  return summary.in_pass() ? summary.impl_->refine.get() : nullptr;
+}
+
+void FusedSummary::set_pass(TimeSummary& worker, std::unique_ptr<Refinement> pass) noexcept {
+  if (pass) pass->active = true;
+  worker.impl_->refine = std::move(pass);
+}
+
 Sketch& FusedSummary::device_sketch(TimeSummary& summary, bool spare) {
   TimeSummary::Impl& m = *summary.impl_;
   std::unique_ptr<Sketch, SketchFree>& slot = spare ? m.device_spare : m.device;

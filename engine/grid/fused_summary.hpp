@@ -16,6 +16,8 @@
 
 namespace pkscan::detail {
 
+struct Refinement;
+
 // Per-thread scratch of the fused summary, kept between calls: a population run calls once per
 // chunk, and fresh memory would be faulted in and zeroed every time (about 1.4 MiB per thread
 // for 3 compartments and 1000 output times). Owned by the batched CPU backend, so by the
@@ -72,6 +74,11 @@ struct FusedSummary {
   static int window_binades(const TimeSummary& summary) noexcept;
 
   static const std::vector<double>& times(const TimeSummary& summary) noexcept;
+  // Passes of exact percentiles split over processes (RunExchange): the pass open on `summary`
+  // (null when none), and a pass planned by rank 0 opened on a rank's own summary (`worker`,
+  // whose add() then feeds it; null closes it).
+  static Refinement* open_pass(TimeSummary& summary) noexcept;
+  static void set_pass(TimeSummary& worker, std::unique_ptr<Refinement> pass) noexcept;
   // The sketch the device summary keeps in the summary (empty until first asked for), which
   // finish() merges with the others, or (`spare`) the one it copies the device's back into.
   static Sketch& device_sketch(TimeSummary& summary, bool spare);

@@ -14,6 +14,7 @@
 #include "api/result_parts.hpp"
 #include "core/block.hpp"
 #include "grid/fused_summary.hpp"
+#include "summary/refine.hpp"
 #include "summary/sketch.hpp"
 
 namespace pkscan {
@@ -297,6 +298,163 @@ void unpack_sketch(const std::vector<char>& message, int from, TimeSummary& summ
         h->under.size() != per_row)
       r.bad();
     FusedSummary::adopt_sketch(summary, std::move(h));
+  }
+  r.end();
+}
+
+void pack_pass_plan(std::vector<TimeSummary>& summaries, std::vector<char>& message) {
+  Writer w(message);
+  w.pod(MessageKind::PassPlan);
+  w.pod(static_cast<std::uint64_t>(summaries.size()));
+  std::vector<std::uint64_t> a, b;
+  std::vector<std::int64_t> count;
+  std::vector<std::int32_t> shift;
+  for (TimeSummary& s : summaries) {
+    const Refinement* f = FusedSummary::open_pass(s);
+    w.pod(static_cast<std::uint8_t>(f != nullptr));
+    if (f == nullptr) continue;
+    a.clear();
+    b.clear();
+    count.clear();
+    shift.clear();
+    for (const RefineTarget* t : f->flat) {
+      a.push_back(t->a);
+      b.push_back(t->b);
+      count.push_back(t->count);
+      shift.push_back(t->shift);
+    }
+    w.vec(f->row_first);
+    w.vec(a);
+    w.vec(b);
+    w.vec(count);
+    w.vec(shift);
+  }
+}
+
+bool unpack_pass_plan(const std::vector<char>& message, std::vector<TimeSummary>& workers) {
+  Reader r(message, 0);
+  expect(r, 0, MessageKind::PassPlan);
+  if (r.pod<std::uint64_t>() != workers.size()) r.bad();
+  bool any = false;
+  std::vector<std::uint32_t> row_first;
+  std::vector<std::uint64_t> a, b;
+  std::vector<std::int64_t> count;
+  std::vector<std::int32_t> shift;
+  for (TimeSummary& s : workers) {
+    const auto open = r.pod<std::uint8_t>();
+    if (open == 0) {
+      FusedSummary::set_pass(s, nullptr);
+      continue;
+    }
+    r.vec(row_first);
+    r.vec(a);
+    r.vec(b);
+    r.vec(count);
+    r.vec(shift);
+    const std::size_t rows = static_cast<std::size_t>(FusedSummary::rows(s));
+    const std::size_t k = a.size();
+    if (row_first.size() != rows + 1 || row_first.front() != 0 || row_first.back() != k ||
+        b.size() != k || count.size() != k || shift.size() != k)
+      r.bad();
+    auto f = std::make_unique<Refinement>();
+    f->targets.resize(rows);
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (row_first[row + 1] < row_first[row]) r.bad();
+      for (std::uint32_t i = row_first[row]; i < row_first[row + 1]; ++i) {
+        // A target counts in at most 4096 sub-intervals (plan_pass): memory stays bounded.
+        if (a[i] > b[i] || shift[i] < -1 || shift[i] > 63 ||
+            (shift[i] >= 0 && ((b[i] - a[i]) >> shift[i]) >= 4096))
+          r.bad();
+        RefineTarget t;
+        t.a = a[i];
+        t.b = b[i];
+        t.count = count[i];
+        t.shift = shift[i];
+        f->targets[row].push_back(std::move(t));
+      }
+    }
+    lay_out_pass(*f);
+    FusedSummary::set_pass(s, std::move(f));
+    any = true;
+  }
+  r.end();
+  return any;
+}
+
+void pack_pass_values(std::vector<TimeSummary>& workers, std::vector<char>& message) {
+  Writer w(message);
+  w.pod(MessageKind::PassValues);
+  w.pod(static_cast<std::uint64_t>(workers.size()));
+  std::vector<std::int64_t> seen;
+  std::vector<std::uint64_t> lo, hi;
+  std::vector<double> values;
+  std::vector<std::uint32_t> hist;
+  for (TimeSummary& s : workers) {
+    const Refinement* f = FusedSummary::open_pass(s);
+    w.pod(static_cast<std::uint8_t>(f != nullptr));
+    if (f == nullptr) continue;
+    seen.clear();
+    lo.clear();
+    hi.clear();
+    values.clear();
+    hist.clear();
+    for (const RefineTarget* t : f->flat) {
+      seen.push_back(t->seen);
+      lo.push_back(t->lo_seen);
+      hi.push_back(t->hi_seen);
+      values.insert(values.end(), t->values.begin(), t->values.end());
+      hist.insert(hist.end(), t->hist.begin(), t->hist.end());
+    }
+    w.pod(f->subjects);
+    w.pod(f->included);
+    w.vec(seen);
+    w.vec(lo);
+    w.vec(hi);
+    w.vec(values);
+    w.vec(hist);
+    FusedSummary::set_pass(s, nullptr);
+  }
+}
+
+void unpack_pass_values(const std::vector<char>& message, int from,
+                        std::vector<TimeSummary>& summaries) {
+  Reader r(message, from);
+  expect(r, from, MessageKind::PassValues);
+  if (r.pod<std::uint64_t>() != summaries.size()) r.bad();
+  std::vector<std::int64_t> seen;
+  std::vector<std::uint64_t> lo, hi;
+  std::vector<double> values;
+  std::vector<std::uint32_t> hist;
+  for (TimeSummary& s : summaries) {
+    Refinement* f = FusedSummary::open_pass(s);
+    if ((r.pod<std::uint8_t>() != 0) != (f != nullptr)) r.bad();
+    if (f == nullptr) continue;
+    const auto subjects = r.pod<std::int64_t>();
+    const auto included = r.pod<std::int64_t>();
+    r.vec(seen);
+    r.vec(lo);
+    r.vec(hi);
+    r.vec(values);
+    r.vec(hist);
+    const std::size_t k = f->flat.size();
+    if (seen.size() != k || lo.size() != k || hi.size() != k) r.bad();
+    std::size_t v = 0, h = 0;  // read so far
+    for (std::size_t i = 0; i < k; ++i) {
+      RefineTarget& t = *f->flat[i];
+      const std::size_t nv = t.shift < 0 ? static_cast<std::size_t>(seen[i]) : 0;
+      if (seen[i] < 0 || nv > values.size() - v || t.hist.size() > hist.size() - h) r.bad();
+      t.seen += seen[i];
+      t.lo_seen = std::min(t.lo_seen, lo[i]);
+      t.hi_seen = std::max(t.hi_seen, hi[i]);
+      t.values.insert(t.values.end(), values.begin() + static_cast<std::ptrdiff_t>(v),
+                      values.begin() + static_cast<std::ptrdiff_t>(v + nv));
+      for (std::size_t j = 0; j < t.hist.size(); ++j) t.hist[j] += hist[h + j];
+      v += nv;
+      h += t.hist.size();
+    }
+    if (v != values.size() || h != hist.size()) r.bad();
+    f->subjects += subjects;
+    f->included += included;
   }
   r.end();
 }

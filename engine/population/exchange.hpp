@@ -27,7 +27,14 @@ struct UnitColumns {
   std::int64_t excluded = 0;
 };
 
-enum class MessageKind : std::uint8_t { Unit = 0, Error = 1, Done = 2, Sketch = 3 };
+enum class MessageKind : std::uint8_t {
+  Unit = 0,
+  Error = 1,
+  Done = 2,
+  Sketch = 3,
+  PassPlan = 4,
+  PassValues = 5
+};
 
 // A unit's message: rows [first, first + result.subjects()), the result (amounts, volumes,
 // statuses, summary) and the columns; `parameters` holds rows x model parameters.
@@ -57,5 +64,21 @@ void commit_partial(TimeSummary& summary, std::int64_t n, const UnitColumns& in)
 // The sketch of a worker's summary, and rank 0 adopting it into the group's summary.
 void pack_sketch(const TimeSummary& worker, std::vector<char>& message);
 void unpack_sketch(const std::vector<char>& message, int from, TimeSummary& summary);
+
+// Passes of exact percentiles split over the ranks (RunExchange::broadcast). Rank 0: the plan
+// of the passes open on `summaries` (none open: the passes are over).
+void pack_pass_plan(std::vector<TimeSummary>& summaries, std::vector<char>& message);
+// Another rank: opens the plan's passes on its own summaries `workers` (as many as rank 0's, of
+// the same output times and compartments); false when the plan opens none.
+// @throws Error for a malformed plan
+bool unpack_pass_plan(const std::vector<char>& message, std::vector<TimeSummary>& workers);
+// Another rank: what the passes of `workers` found (their values and counts), for rank 0; the
+// passes are closed.
+void pack_pass_values(std::vector<TimeSummary>& workers, std::vector<char>& message);
+// Rank 0: adds what rank `from` found to the passes open on `summaries`; an error message of
+// the rank is thrown, as by unpack_unit.
+// @throws Error for a malformed message
+void unpack_pass_values(const std::vector<char>& message, int from,
+                        std::vector<TimeSummary>& summaries);
 
 }  // namespace pkscan::detail

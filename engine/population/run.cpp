@@ -326,14 +326,15 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   // stratum's into its summary (in a pass, only those in it).
   std::vector<std::vector<std::int64_t>> picks(stratified ? static_cast<std::size_t>(n_strata) : 0);
   SimulationResult stratum_result;
-  const auto add_strata = [&](std::int64_t first, std::int64_t n, std::int64_t group, bool pass) {
+  const auto add_strata = [&](std::int64_t first, std::int64_t n, std::int64_t group, bool pass,
+                              std::vector<TimeSummary>& into) {
     for (auto& p : picks) p.clear();
     for (std::int64_t i = 0; i < n; ++i)
       picks[static_cast<std::size_t>(
                 strata.of[static_cast<std::size_t>(first_subject + (first + i) % n_base)])]
           .push_back(i);
     for (std::int64_t k = 0; k < n_strata; ++k) {
-      TimeSummary& s = summaries[static_cast<std::size_t>(group * n_strata + k)];
+      TimeSummary& s = into[static_cast<std::size_t>(group * n_strata + k)];
       const std::vector<std::int64_t>& pick = picks[static_cast<std::size_t>(k)];
       if (pick.empty() || (pass && !s.in_pass())) continue;
       detail::select_subjects(result, pick.data(), static_cast<std::int64_t>(pick.size()),
@@ -341,28 +342,62 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       s.add(stratum_result);
     }
   };
+  // Split over processes that can broadcast, every rank runs the calls i of a pass with
+  // i mod size its rank, into summaries of its own (`pass_workers`) opened on rank 0's plan,
+  // and rank 0 merges what they found; otherwise rank 0 runs the passes alone.
+  const bool split_passes = exchange && exchange->can_broadcast();
+  std::vector<TimeSummary> pass_workers;
+  std::vector<char> plan;
   // `last`: the passes after the last chunk (options.pass_progress reports them).
   const auto refine = [&](std::int64_t lo, std::int64_t hi, bool last) {
-    if (!spec.exact_percentiles) return;
+    if (!spec.exact_percentiles || !spec.summaries || (rank != 0 && !split_passes)) return;
+    if (rank != 0 && pass_workers.empty()) {
+      TimeSummaryOptions to;
+      to.percentiles = spec.percentiles;
+      to.threads = sim.threads;
+      to.exact_values = 0;
+      for (std::int64_t g = 0; g < live; ++g)
+        pass_workers.emplace_back(times, static_cast<int>(model.compartments.size()), to);
+    }
+    std::vector<TimeSummary>& mine = rank == 0 ? summaries : pass_workers;
     for (int pass = 1;; ++pass) {
       bool any = false;
-      for (TimeSummary& s : summaries) any = s.begin_pass() || any;
+      if (rank == 0)
+        for (TimeSummary& s : summaries) any = s.begin_pass() || any;
+      if (split_passes) {
+        if (rank == 0) detail::pack_pass_plan(summaries, plan);
+        exchange->broadcast(plan);
+        if (rank != 0) any = detail::unpack_pass_plan(plan, pass_workers);
+      }
       if (!any) return;
-      for (std::int64_t first = lo, n = 0; first < hi; first += n) {
+      std::int64_t call = 0;
+      for (std::int64_t first = lo, n = 0; first < hi; first += n, ++call) {
         n = call_rows(first, hi, pass_chunk);
+        if (split_passes && call % exchange->size() != rank) continue;
         const std::int64_t group = groups.live_index_of_row(first);
         bool in = false;
         for (std::int64_t k = 0; k < n_strata; ++k)
-          in = in || summaries[static_cast<std::size_t>(group * n_strata + k)].in_pass();
+          in = in || mine[static_cast<std::size_t>(group * n_strata + k)].in_pass();
         if (in) {
           fill(first, n);
           simulate_chunk(first, n);
           if (stratified)
-            add_strata(first, n, group, true);
+            add_strata(first, n, group, true, mine);
           else
-            summaries[static_cast<std::size_t>(group)].add(result);
+            mine[static_cast<std::size_t>(group)].add(result);
         }
         if (last && options.pass_progress) options.pass_progress(pass, first + n - lo, hi - lo);
+      }
+      if (split_passes) {
+        if (rank != 0) {
+          detail::pack_pass_values(pass_workers, plan);
+          exchange->send(plan);
+          continue;
+        }
+        for (int r = 1; r < exchange->size(); ++r) {
+          exchange->receive(r, plan);
+          detail::unpack_pass_values(plan, r, summaries);
+        }
       }
       for (TimeSummary& s : summaries)
         if (s.in_pass()) s.end_pass();
@@ -426,7 +461,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
         throw Error("rank " + std::to_string(from) + " sent summary sums this run does not have");
       detail::commit_partial(*summary, n, in);
     } else if (stratified)
-      add_strata(first, n, groups.live_index_of_row(first), false);
+      add_strata(first, n, groups.live_index_of_row(first), false, summaries);
     else if (summary)
       summary->add(result);
   };
@@ -453,6 +488,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       }
       if (replicate_end) {
         exchange_sketches();
+        refine(first + n - per_rep, first + n, false);
         start_summaries();
       }
       continue;
@@ -465,7 +501,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       metrics.resize(static_cast<std::size_t>(n * n_metrics));
       simulate_chunk(first, n);
       subject_metrics(result, layout.metric_compartment, last_dose, metrics.data(), sim.threads);
-      add_strata(first, n, groups.live_index_of_row(first), false);
+      add_strata(first, n, groups.live_index_of_row(first), false, summaries);
     } else if (spec.summaries) {
       fill(first, n);
       TimeSummary& summary = summaries[static_cast<std::size_t>(groups.live_index_of_row(first))];
@@ -516,12 +552,12 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
     if (options.progress) options.progress(report.rows, total);
   }
-  if (spec.summaries && !groups.by_replicate()) exchange_sketches();
-  if (rank != 0) return report;
   if (spec.summaries && !groups.by_replicate()) {
+    exchange_sketches();
     refine(0, total, true);
-    write_summaries(0);
   }
+  if (rank != 0) return report;
+  if (spec.summaries && !groups.by_replicate()) write_summaries(0);
   if (across) write_across();
   return report;
 }
@@ -561,6 +597,10 @@ PopulationRunReport run_parts(const PopulationRunOptions& options, ResultSink& s
 }
 
 }  // namespace
+
+void RunExchange::broadcast(std::vector<char>& /*message*/) {
+  throw InvalidArgument("RunExchange::broadcast: this exchange cannot broadcast");
+}
 
 PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
                                    const PopulationRunOptions& options) {

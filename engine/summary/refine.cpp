@@ -88,11 +88,7 @@ void plan_pass(Refinement& f) {
   // Twice the exact phase's values (freed by now): one further pass for most runs.
   const std::int64_t budget = std::max(2 * f.budget, kMinBudget);
   for (RefineTarget* t : all) {
-    t->seen = 0;
-    t->lo_seen = ~0ull;
-    t->hi_seen = 0;
     t->values.clear();
-    t->hist.clear();
     if (collected + t->count <= budget) {
       t->shift = -1;
       collected += t->count;
@@ -105,9 +101,23 @@ void plan_pass(Refinement& f) {
     sub_bits = std::max(sub_bits, 8);
     const int width_bits = 64 - __builtin_clzll(t->b - t->a);  // a < b
     t->shift = std::max(0, width_bits - sub_bits);
-    t->hist.assign(static_cast<std::size_t>(((t->b - t->a) >> t->shift) + 1), 0);
   }
+  lay_out_pass(f);
+}
+
+void lay_out_pass(Refinement& f) {
   const std::size_t rows = f.targets.size();
+  for (auto& row : f.targets)
+    for (RefineTarget& t : row) {
+      t.seen = 0;
+      t.lo_seen = ~0ull;
+      t.hi_seen = 0;
+      if (t.shift >= 0)
+        t.hist.assign(static_cast<std::size_t>(((t.b - t.a) >> t.shift) + 1), 0);
+      else
+        t.hist.clear();
+      t.values.clear();
+    }
   f.flat.clear();
   f.lo.clear();
   f.width.clear();

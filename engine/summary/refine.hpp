@@ -91,6 +91,9 @@ struct Refinement {
 // the values collected stay within `budget`) or counts them in sub-intervals; lays the targets
 // out flat.
 void plan_pass(Refinement& f);
+// Lays the targets out flat as they are (their `shift` chosen) and clears what a pass finds:
+// plan_pass's second half, and a pass planned by another process (RunExchange).
+void lay_out_pass(Refinement& f);
 
 // After a pass: resolves the targets whose values were collected or were all equal and
 // narrows the others, rows on `threads` threads; false when a target saw another count than

@@ -85,6 +85,16 @@ void Exchange::receive(int from, std::vector<char>& message) {
   }
 }
 
+void Exchange::broadcast(std::vector<char>& message) {
+  auto bytes = static_cast<std::uint64_t>(message.size());
+  check(MPI_Bcast(&bytes, 1, MPI_UINT64_T, 0, comm_), "MPI_Bcast");
+  message.resize(static_cast<std::size_t>(bytes));
+  for (std::size_t at = 0; at < message.size(); at += kPiece) {
+    const std::size_t n = std::min(kPiece, message.size() - at);
+    check(MPI_Bcast(message.data() + at, static_cast<int>(n), MPI_BYTE, 0, comm_), "MPI_Bcast");
+  }
+}
+
 int local_ranks(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
   check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),

@@ -350,6 +350,7 @@ class PyExchange final : public RunExchange {
     if (size_ < 1 || rank_ < 0 || rank_ >= size_)
       throw InvalidArgument("exchange: rank() is " + std::to_string(rank_) + " and size() " +
                             std::to_string(size_) + ", but must be 0 <= rank < size");
+    broadcasts_ = py::hasattr(o_, "broadcast");
   }
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
@@ -366,11 +367,26 @@ class PyExchange final : public RunExchange {
       throw InvalidArgument("exchange: receive() must return bytes");
     message.assign(data, data + n);
   }
+  bool can_broadcast() const noexcept override { return broadcasts_; }
+  // broadcast(bytes) on rank 0, broadcast(None) on the others: rank 0's bytes on every rank.
+  void broadcast(std::vector<char>& message) override {
+    py::gil_scoped_acquire gil;
+    const py::object got = rank_ == 0
+                               ? o_.attr("broadcast")(py::bytes(message.data(), message.size()))
+                               : o_.attr("broadcast")(py::none());
+    if (rank_ == 0) return;
+    char* data = nullptr;
+    py::ssize_t n = 0;
+    if (!PyBytes_Check(got.ptr()) || PyBytes_AsStringAndSize(got.ptr(), &data, &n) != 0)
+      throw InvalidArgument("exchange: broadcast() must return bytes");
+    message.assign(data, data + n);
+  }
 
  private:
   py::object o_;
   int rank_ = 0;
   int size_ = 1;
+  bool broadcasts_ = false;
 };
 
 py::object simulate_population_py(py::handle model, py::handle typical, py::handle doses, double dt,

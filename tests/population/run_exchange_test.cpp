@@ -5,33 +5,42 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <pkscan/engine.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/population.hpp>
 #include <pkscan/population_run.hpp>
+#include <pkscan/summary.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "population/exchange.hpp"
+
 namespace pkscan {
 namespace {
 
-// Messages from each rank to rank 0, in order.
+// Messages from each rank to rank 0, and rank 0's broadcasts to each rank, in order. Once
+// rank 0 has failed, a rank waiting for a broadcast stops (as MPI_Abort stops every rank).
 struct Mailbox {
   std::mutex m;
   std::condition_variable cv;
   std::vector<std::deque<std::vector<char>>> from;
+  std::vector<std::deque<std::vector<char>>> to;
+  bool aborted = false;
 };
 
 class QueueExchange final : public RunExchange {
  public:
-  QueueExchange(Mailbox& box, int rank, int size, std::int64_t fail_unit = -1)
-      : box_(box), rank_(rank), size_(size), fail_unit_(fail_unit) {}
+  QueueExchange(Mailbox& box, int rank, int size, std::int64_t fail_unit = -1,
+                bool broadcasts = false)
+      : box_(box), rank_(rank), size_(size), fail_unit_(fail_unit), broadcasts_(broadcasts) {}
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   void send(const std::vector<char>& message) override {
@@ -50,12 +59,29 @@ class QueueExchange final : public RunExchange {
     ++units;
     if (unit == fail_unit_) throw DomainError("subject 7: cl is -1, but must be > 0");
   }
+  bool can_broadcast() const noexcept override { return broadcasts_; }
+  void broadcast(std::vector<char>& message) override {
+    std::unique_lock<std::mutex> lock(box_.m);
+    if (rank_ == 0) {
+      for (int r = 1; r < size_; ++r) box_.to[static_cast<std::size_t>(r)].push_back(message);
+      box_.cv.notify_all();
+      return;
+    }
+    auto& q = box_.to[static_cast<std::size_t>(rank_)];
+    box_.cv.wait(lock, [&] { return !q.empty() || box_.aborted; });
+    if (q.empty()) throw Error("rank 0 stopped the run");
+    message = std::move(q.front());
+    q.pop_front();
+    ++plans;
+  }
   int units = 0;
+  int plans = 0;  // broadcasts received
 
  private:
   Mailbox& box_;
   int rank_, size_;
   std::int64_t fail_unit_;
+  bool broadcasts_;
 };
 
 // Everything a sink receives, as bytes: the chunks' columns and the summary tables.
@@ -136,17 +162,20 @@ struct Split {
   BytesSink sink;
   std::vector<std::string> errors;
   std::vector<int> units;
+  std::vector<int> plans;
 };
-Split split_run(const PopulationRun& run, int size, int fail_rank = -1,
-                std::int64_t fail_unit = -1) {
+Split split_run(const PopulationRun& run, int size, int fail_rank = -1, std::int64_t fail_unit = -1,
+                bool broadcasts = false) {
   Mailbox box;
   box.from.resize(static_cast<std::size_t>(size));
+  box.to.resize(static_cast<std::size_t>(size));
   Split out{sink_for(run), std::vector<std::string>(static_cast<std::size_t>(size)),
+            std::vector<int>(static_cast<std::size_t>(size)),
             std::vector<int>(static_cast<std::size_t>(size))};
   std::vector<std::thread> ranks;
   for (int r = 0; r < size; ++r)
     ranks.emplace_back([&, r] {
-      QueueExchange ex(box, r, size, r == fail_rank ? fail_unit : -1);
+      QueueExchange ex(box, r, size, r == fail_rank ? fail_unit : -1, broadcasts);
       PopulationRunOptions o;
       o.chunk_rows = 1024;
       o.exchange = &ex;
@@ -159,8 +188,14 @@ Split split_run(const PopulationRun& run, int size, int fail_rank = -1,
         }
       } catch (const Error& e) {
         out.errors[static_cast<std::size_t>(r)] = e.what();
+        if (r == 0) {
+          std::lock_guard<std::mutex> lock(box.m);
+          box.aborted = true;
+          box.cv.notify_all();
+        }
       }
       out.units[static_cast<std::size_t>(r)] = ex.units;
+      out.plans[static_cast<std::size_t>(r)] = ex.plans;
     });
   for (auto& t : ranks) t.join();
   return out;
@@ -190,7 +225,9 @@ TEST(RunExchange, RankZeroGetsTheBitsOfOneProcessForTwoAndThreeRanks) {
 // Summaries only, groups past their exact phase (ka's two groups pool two replicates of 2100
 // subjects: 4200 x 501 x 3 values each): the ranks summarise their units that start a block and
 // send sums and sketches; a unit that starts inside a block (replicate 2's, at subject 2100 of
-// its group) travels with its amounts. Exact percentiles: rank 0's passes.
+// its group) travels with its amounts. Exact percentiles need passes over the groups: rank 0's
+// alone, or (an exchange that broadcasts) split over the ranks, each rank's values merged on
+// rank 0.
 TEST(RunExchange, SummariesByTheRanksAreTheBitsOfOneProcess) {
   PopulationRun run = a_run();
   run.problem.grid = {0.1, 500};
@@ -203,13 +240,93 @@ TEST(RunExchange, SummariesByTheRanksAreTheBitsOfOneProcess) {
     o.chunk_rows = 1024;
     run_population(run, one, o);
     ASSERT_EQ(one.tables, 2);
-    for (int size : {2, 3}) {
-      const Split s = split_run(run, size);
-      for (const std::string& e : s.errors) EXPECT_EQ(e, "");
-      EXPECT_TRUE(s.sink.committed);
-      EXPECT_TRUE(s.sink.bytes == one.bytes) << size << " ranks, exact " << exact;
-    }
+    for (int size : {2, 3})
+      for (bool broadcasts : {false, true}) {
+        const Split s = split_run(run, size, -1, -1, broadcasts);
+        for (const std::string& e : s.errors) EXPECT_EQ(e, "");
+        EXPECT_TRUE(s.sink.committed);
+        EXPECT_TRUE(s.sink.bytes == one.bytes)
+            << size << " ranks, exact " << exact << ", broadcasts " << broadcasts;
+        // With exact percentiles every rank takes each pass's plan (one pass, then the plan
+        // that ends the passes), else none.
+        for (int r = 1; r < size; ++r)
+          EXPECT_EQ(s.plans[static_cast<std::size_t>(r)], exact && broadcasts ? 2 : 0) << r;
+      }
   }
+}
+
+// The messages of passes split over three ranks, with an exact-value budget far below the
+// values needed, so that passes count values in sub-intervals before they collect them: rank
+// 0's summary merges the plans' values and counts found by the others into the bits of one
+// summary that runs its passes alone. Uneven chunks, chunk i added on rank i mod 3.
+TEST(RunExchange, PassValuesOfTheRanksMergeIntoTheExactPercentilesOfOneSummary) {
+  PopulationRun run = a_run();
+  run.problem.grid = {1.0, 24};
+  PopulationSpec& pop = *run.population;
+  pop.count = 9000;
+  // Nearly equal subjects: each row's values lie in one cell of the sketch, more than a pass
+  // may collect.
+  pop.omega = Eigen::Matrix2d::Identity() * 1e-14;
+  const PopulationSampler sampler(pop);
+  ParameterBatch all(ModelKind::ThreeCompartment, pop.count);
+  sampler.sample(0, 0, pop.count, all.mutable_values());
+  std::vector<SimulationResult> chunks;
+  for (std::int64_t f = 0, len = 700; f < pop.count; f += len, len += 300) {
+    len = std::min(len, pop.count - f);
+    Problem p = run.problem;
+    p.parameters = ParameterBatch(all.info_ptr(), len);
+    std::copy_n(all.row(f), len * all.parameters(), p.parameters.mutable_values());
+    chunks.push_back(simulate(p));
+  }
+  TimeSummaryOptions o;
+  o.percentiles = {0, 2.5, 50, 97.5, 99.9, 100};
+  o.exact_values = 500;
+  const auto summary = [&](std::int64_t exact_values) {
+    TimeSummaryOptions w = o;
+    w.exact_values = exact_values;
+    std::vector<TimeSummary> v;
+    v.emplace_back(chunks[0].output_times(), chunks[0].compartments(), w);
+    return v;
+  };
+  std::vector<TimeSummary> one = summary(o.exact_values), zero = summary(o.exact_values);
+  for (const SimulationResult& r : chunks) {
+    one[0].add(r);
+    zero[0].add(r);
+  }
+  int passes = 0;
+  while (one[0].begin_pass()) {
+    for (const SimulationResult& r : chunks) one[0].add(r);
+    one[0].end_pass();
+    ASSERT_LT(++passes, 9);
+  }
+  ASSERT_GE(passes, 2) << "a pass that counts, then one that collects";
+  std::vector<std::vector<TimeSummary>> others;
+  others.push_back(summary(0));
+  others.push_back(summary(0));
+  std::vector<char> plan, values;
+  int split = 0;
+  for (;;) {
+    const bool open = zero[0].begin_pass();
+    detail::pack_pass_plan(zero, plan);
+    for (auto& w : others) ASSERT_EQ(detail::unpack_pass_plan(plan, w), open);
+    if (!open) break;
+    for (std::size_t i = 0; i < chunks.size(); ++i)
+      (i % 3 == 0 ? zero : others[i % 3 - 1])[0].add(chunks[i]);
+    for (int r = 1; r <= 2; ++r) {
+      detail::pack_pass_values(others[static_cast<std::size_t>(r - 1)], values);
+      detail::unpack_pass_values(values, r, zero);
+    }
+    zero[0].end_pass();
+    ASSERT_LT(++split, 9);
+  }
+  EXPECT_EQ(split, passes);
+  const TimeSummaryTable a = one[0].finish(), b = zero[0].finish();
+  ASSERT_TRUE(a.exact);
+  EXPECT_TRUE(b.exact);
+  ASSERT_EQ(a.quantiles.size(), b.quantiles.size());
+  EXPECT_EQ(std::memcmp(a.quantiles.data(), b.quantiles.data(), a.quantiles.size() * 8), 0);
+  // A message of values for other passes than those open is refused.
+  EXPECT_THROW(detail::unpack_pass_values(values, 1, zero), Error);
 }
 
 TEST(RunExchange, AnErrorOnAnotherRankReachesRankZeroWhichCommitsNothing) {
@@ -220,6 +337,10 @@ TEST(RunExchange, AnErrorOnAnotherRankReachesRankZeroWhichCommitsNothing) {
   EXPECT_EQ(s.errors[1], "");
   EXPECT_FALSE(s.sink.committed);
   EXPECT_LT(s.sink.rows, 8400);
+  // Passes split over the ranks: rank 0 stops at the error, and so do the others.
+  const Split b = split_run(run, 3, 2, 5, true);
+  EXPECT_EQ(b.errors[0], "rank 2: subject 7: cl is -1, but must be > 0");
+  EXPECT_FALSE(b.sink.committed);
 }
 
 }  // namespace

@@ -311,7 +311,11 @@ using PassProgressFn = std::function<void(int pass, std::int64_t done, std::int6
 /// rank has reported that it finished; an error on another rank reaches rank 0 as an Error of
 /// the same kind whose message starts "rank R: ". Block sums are added in block order and
 /// sketch counts are integers, so the results are the bits of a run without an exchange, for
-/// any size. The passes of exact percentiles run on rank 0.
+/// any size. The passes of exact percentiles (PopulationRun::exact_percentiles) are split too
+/// when the exchange can broadcast (can_broadcast()): rank 0 broadcasts each pass's plan, every
+/// rank simulates the pass's calls i with i mod size() its rank and sends rank 0 the values and
+/// counts it found, which rank 0 merges (order statistics and counts do not depend on the order
+/// of the values); otherwise rank 0 runs the passes alone.
 class RunExchange {
  public:
   virtual ~RunExchange() = default;
@@ -327,6 +331,13 @@ class RunExchange {
   /// Called by the owner of unit `unit` before it simulates it (a hook for fault tests; the
   /// default does nothing).
   virtual void before_unit(std::int64_t /*unit*/) {}
+  /// True when broadcast() works (the default: false, and rank 0 runs the passes alone). Every
+  /// rank's exchange must give the same answer.
+  virtual bool can_broadcast() const noexcept { return false; }
+  /// Every rank calls it in the same order: on rank 0 it hands `message` to every other rank; on
+  /// another rank it replaces `message` with rank 0's.
+  /// @throws InvalidArgument when the exchange cannot broadcast (the default)
+  virtual void broadcast(std::vector<char>& message);
 };
 
 /// Options of run_population().

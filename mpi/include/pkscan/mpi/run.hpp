@@ -9,7 +9,8 @@
 /// about 64 MiB of results each): chunk u is simulated (and, without trajectories, summarised)
 /// by rank u mod size, and rank 0 receives the others' in row order, writes and commits the
 /// result files (RunExchange, pkscan/population_run.hpp). The files are byte-identical to those of
-/// config::run() in one process, for any number of ranks. Grid, dataset and design runs are run by
+/// config::run() in one process, for any number of ranks. The passes of exact percentiles are
+/// split over the ranks too (RunExchange::broadcast). Grid, dataset and design runs are run by
 /// rank 0 alone (the other ranks return at once). A rank other than 0 is at most one chunk ahead of
 /// rank 0: it sends with MPI_Ssend, so memory stays bounded.
 #include <mpi.h>
@@ -22,9 +23,9 @@
 
 namespace pkscan::mpi {
 
-/// A RunExchange over an MPI communicator: messages to rank 0 with MPI_Ssend (tag 7301), in
-/// pieces of at most 1 GiB. Only the thread that made it calls MPI (MPI_THREAD_FUNNELED
-/// suffices).
+/// A RunExchange over an MPI communicator: messages to rank 0 with MPI_Ssend (tag 7301), and
+/// from rank 0 to all with MPI_Bcast, in pieces of at most 1 GiB. Only the thread that made it
+/// calls MPI (MPI_THREAD_FUNNELED suffices).
 ///
 /// Fault injection for tests: when the environment variable PKSCAN_MPI_FAULT holds
 /// "RANK:UNIT:throw" or "RANK:UNIT:kill", the process of rank RANK throws an Error, or sends
@@ -38,6 +39,9 @@ class Exchange final : public RunExchange {
   void send(const std::vector<char>& message) override;
   void receive(int from, std::vector<char>& message) override;
   void before_unit(std::int64_t unit) override;
+  bool can_broadcast() const noexcept override { return true; }
+  /// MPI_Bcast from rank 0 (its size first), in pieces of at most 1 GiB.
+  void broadcast(std::vector<char>& message) override;
 
  private:
   MPI_Comm comm_;
