@@ -187,6 +187,8 @@ void pack_unit(std::int64_t first, const SimulationResult& result, const UnitCol
   w.vec(columns.block_sums);
   w.vec(columns.tail);
   w.pod(columns.excluded);
+  w.pod(columns.formatted);
+  w.vec(columns.bytes);
 }
 
 void pack_current_error(std::vector<char>& message) {
@@ -239,6 +241,8 @@ std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationR
   r.vec(columns.block_sums);
   r.vec(columns.tail);
   columns.excluded = r.pod<std::int64_t>();
+  columns.formatted = r.pod<bool>();
+  r.vec(columns.bytes);
   r.end();
   return first;
 }
@@ -252,7 +256,11 @@ void unpack_done(const std::vector<char>& message, int from) {
 void take_partial(TimeSummary& worker, SimulationResult& chunk, UnitColumns& out) {
   out.partial = true;
   FusedSummary::take_capture(worker, out.block_sums, out.tail, out.excluded);
-  const ResultParts p = result_parts(chunk);
+  drop_amounts(chunk);
+}
+
+void drop_amounts(SimulationResult& result) {
+  const ResultParts p = result_parts(result);
   p.amounts_f64->resize_uninitialized(0);
   p.amounts_f32->resize_uninitialized(0);
 }

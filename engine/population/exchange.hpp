@@ -19,6 +19,10 @@ struct UnitColumns {
   std::vector<double> ipred;
   std::vector<double> dv;
   std::vector<std::int8_t> blq;
+  // Rows formatted by the rank's sink (ResultSink::format): rank 0 appends `bytes`
+  // (write_formatted), and the columns above are empty.
+  bool formatted = false;
+  std::vector<char> bytes;
   // A unit summarised by its rank (summarise_partial): its result carries no amounts, and rank 0
   // commits these sums (commit_partial).
   bool partial = false;
@@ -58,6 +62,9 @@ void unpack_done(const std::vector<char>& message, int from);
 // to `worker` (its summary of the group: exact_values 0, FusedSummary::start_capture): the
 // unit's partial sums into `out`; `chunk`'s amounts are dropped (a run without trajectories).
 void take_partial(TimeSummary& worker, SimulationResult& chunk, UnitColumns& out);
+// Drops the result's amounts (a unit whose rows were formatted and that rank 0 does not
+// summarise).
+void drop_amounts(SimulationResult& result);
 // Rank 0: the partial sums of a unit of n subjects into `summary` (whose next subject starts a
 // block), as add() of the unit would have added them.
 void commit_partial(TimeSummary& summary, std::int64_t n, const UnitColumns& in);

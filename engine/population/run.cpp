@@ -18,6 +18,7 @@
 #include "core/parallel.hpp"
 #include "core/validate.hpp"
 #include "grid/fused_summary.hpp"
+#include "population/arm_sink.hpp"
 #include "population/exchange.hpp"
 #include "population/residual.hpp"
 #include "population/run_parts.hpp"
@@ -404,6 +405,27 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
   };
 
+  // The chunk of rows [first, ...) of `result` with these columns, as the sink takes it.
+  const auto chunk_of =
+      [&](std::int64_t first, const double* parameters, const std::vector<std::int64_t>& c_ids,
+          const std::vector<double>& c_extra, const std::vector<double>& c_metrics,
+          const std::vector<double>& c_etas, const std::vector<double>& c_ipred,
+          const std::vector<double>& c_dv, const std::vector<std::int8_t>& c_blq) {
+        Chunk c;
+        c.first = first;
+        c.result = &result;
+        c.ids = c_ids.data();
+        c.extra = n_extra ? c_extra.data() : nullptr;
+        c.parameters = parameters;
+        c.metrics = spec.summaries ? c_metrics.data() : nullptr;
+        c.etas = n_etas ? c_etas.data() : nullptr;
+        if (layout.observations) {
+          c.ipred = c_ipred.data();
+          c.dv = c_dv.data();
+        }
+        if (layout.blq) c.blq = c_blq.data();
+        return c;
+      };
   // A unit of another rank: simulated with its metrics and observations, sent to rank 0.
   detail::UnitColumns in;  // a unit received from another rank (its parameters included)
   std::vector<char> message;
@@ -433,11 +455,26 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
         observe(spec, layout, result, first, n, per_rep, n_base, first_subject, in.ipred, in.dv,
                 in.blq);
     }
-    in.ids = ids;
-    in.extra = extra;
-    in.etas = etas;
-    detail::pack_unit(first, result, in, problem.parameters.mutable_values(),
-                      static_cast<std::size_t>(n * n_params), message);
+    // Rows formatted here when the sink can (CSV): rank 0 then only appends them, and the
+    // columns stay here (the amounts too, unless rank 0 summarises them).
+    in.formatted = sink.format(chunk_of(first, problem.parameters.mutable_values(), ids, extra,
+                                        in.metrics, etas, in.ipred, in.dv, in.blq),
+                               in.bytes);
+    const double* params = problem.parameters.mutable_values();
+    std::size_t n_values = static_cast<std::size_t>(n * n_params);
+    if (in.formatted) {
+      in.ids.clear();
+      for (auto* v : {&in.extra, &in.metrics, &in.etas, &in.ipred, &in.dv}) v->clear();
+      in.blq.clear();
+      n_values = 0;
+      if (!spec.summaries) detail::drop_amounts(result);
+    } else {
+      in.ids = ids;
+      in.extra = extra;
+      in.etas = etas;
+      in.bytes.clear();
+    }
+    detail::pack_unit(first, result, in, params, n_values, message);
     exchange->send(message);
   };
   // Rank 0: the unit of rank `from`, into the chunk's buffers and its group's summary.
@@ -520,20 +557,15 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     }
     if (spec.residual && local)
       observe(spec, layout, result, first, n, per_rep, n_base, first_subject, ipred, dv, blq);
-    Chunk c;
-    c.first = first;
-    c.result = &result;
-    c.ids = ids.data();
-    c.extra = n_extra ? extra.data() : nullptr;
-    c.parameters = local ? problem.parameters.mutable_values() : in.parameters.data();
-    c.metrics = spec.summaries ? metrics.data() : nullptr;
-    c.etas = n_etas ? etas.data() : nullptr;
-    if (layout.observations) {
-      c.ipred = ipred.data();
-      c.dv = dv.data();
+    if (!local && in.formatted) {
+      Chunk c;
+      c.first = first;
+      c.result = &result;
+      sink.write_formatted(c, in.bytes);
+    } else {
+      sink.write(chunk_of(first, local ? problem.parameters.mutable_values() : in.parameters.data(),
+                          ids, extra, metrics, etas, ipred, dv, blq));
     }
-    if (layout.blq) c.blq = blq.data();
-    sink.write(c);
     const RunSummary& s = result.summary();
     report.summary.method = s.method;
     report.summary.device = s.device;
@@ -598,6 +630,10 @@ PopulationRunReport run_parts(const PopulationRunOptions& options, ResultSink& s
 
 }  // namespace
 
+void ResultSink::write_formatted(const Chunk& /*chunk*/, const std::vector<char>& /*bytes*/) {
+  throw InvalidArgument("ResultSink::write_formatted: this sink does not take formatted chunks");
+}
+
 void RunExchange::broadcast(std::vector<char>& /*message*/) {
   throw InvalidArgument("RunExchange::broadcast: this exchange cannot broadcast");
 }
@@ -614,59 +650,7 @@ PopulationRunReport run_population(const PopulationRun& spec, ResultSink& sink,
   // Arm by arm into the run's sink: the arm's number goes first among the extra columns and
   // the summary groups, rows and ids continue from the arms before.
   const RunLayout layout = population_layout(spec);
-  class ArmSink final : public ResultSink {
-   public:
-    ArmSink(ResultSink& to, std::int64_t n_total) : to_(to), n_total_(n_total) {}
-    void start(std::int64_t arm, std::int64_t first_row, std::int64_t first_subject,
-               std::int64_t count, int extras) {
-      arm_ = arm;
-      first_row_ = first_row;
-      first_subject_ = first_subject;
-      count_ = count;
-      extras_ = extras;
-    }
-    void write(const Chunk& c) override {
-      const std::int64_t n = c.result->subjects();
-      const auto w = static_cast<std::size_t>(extras_ + 1);
-      extra_.resize(static_cast<std::size_t>(n) * w);
-      ids_.resize(static_cast<std::size_t>(n));
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto ui = static_cast<std::size_t>(i);
-        extra_[ui * w] = static_cast<double>(arm_ + 1);
-        for (int k = 0; k < extras_; ++k)
-          extra_[ui * w + 1 + static_cast<std::size_t>(k)] =
-              c.extra[ui * static_cast<std::size_t>(extras_) + static_cast<std::size_t>(k)];
-        // The arm's id (sweep point-major within the arm) as the trial's: sweep point-major
-        // over the whole population.
-        const std::int64_t id = (c.ids ? c.ids[ui] : c.first + i + 1) - 1;
-        ids_[ui] = (id / count_) * n_total_ + first_subject_ + id % count_ + 1;
-      }
-      Chunk out = c;
-      out.first = first_row_ + c.first;
-      out.extra = extra_.data();
-      out.ids = ids_.data();
-      to_.write(out);
-    }
-    void write_summary(const TimeSummaryTable& t) override {
-      TimeSummaryTable g = t;
-      g.group.insert(g.group.begin(), static_cast<double>(arm_ + 1));
-      to_.write_summary(g);
-    }
-    void write_replicate_summary(const ReplicateSummaryTable& t) override {
-      ReplicateSummaryTable g = t;
-      g.group.insert(g.group.begin(), static_cast<double>(arm_ + 1));
-      to_.write_replicate_summary(g);
-    }
-    void commit() override {}
-
-   private:
-    ResultSink& to_;
-    std::int64_t n_total_;
-    std::int64_t arm_ = 0, first_row_ = 0, first_subject_ = 0, count_ = 1;
-    int extras_ = 0;
-    std::vector<double> extra_;
-    std::vector<std::int64_t> ids_;
-  } arms(sink, spec.population->count);
+  detail::ArmSink arms(sink, spec.population->count);
   const std::int64_t total = population_rows(spec);
   return run_parts(options, sink, [&] {
     PopulationRunReport report;

@@ -3,9 +3,11 @@
 #include <csignal>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <pkscan/config/population_run.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/mpi/run.hpp>
+#include <pkscan/output/sink.hpp>
 #include <pkscan/threads.hpp>
 #include <string>
 #include <vector>
@@ -26,14 +28,6 @@ void check(int rc, const char* what) {
   throw Error(std::string("MPI: ") + what + ": " +
               std::string(text, static_cast<std::size_t>(len)));
 }
-
-// A sink for the ranks other than 0: run_population hands them nothing.
-class NoSink final : public ResultSink {
- public:
-  void write(const Chunk&) override {}
-  void write_summary(const TimeSummaryTable&) override {}
-  void commit() override {}
-};
 
 }  // namespace
 
@@ -123,8 +117,11 @@ config::RunReport run(const config::RunSpec& spec, const std::string& path,
   if (exchange.rank() == 0) return config::run(mine, path, split);
   split.progress = nullptr;
   split.pass_progress = nullptr;
-  NoSink none;
-  const PopulationRunReport r = run_population(config::to_population_run(mine), none, split);
+  // Rows are formatted here (CSV), and rank 0 appends them.
+  const PopulationRun run = config::to_population_run(mine);
+  const std::unique_ptr<ResultSink> formatter =
+      output::make_formatter(path, population_layout(run));
+  const PopulationRunReport r = run_population(run, *formatter, split);
   config::RunReport rep;
   rep.kind = kind;
   rep.summary = r.summary;

@@ -215,6 +215,18 @@ class SinkProtocol {
     if (committed_) throw InvalidArgument(where_ + ": write() after commit()");
     check_chunk(layout, written_, chunk, where_);
   }
+  // write_formatted(): the chunk continues the rows (its content was checked where it was
+  // formatted).
+  void begin_formatted(const RunLayout& layout, const Chunk& chunk) const {
+    if (committed_) throw InvalidArgument(where_ + ": write_formatted() after commit()");
+    if (chunk.result == nullptr) throw InvalidArgument(where_ + ": chunk.result is null");
+    if (chunk.first != written_ ||
+        (layout.rows > 0 && written_ + chunk.result->subjects() > layout.rows))
+      throw InvalidArgument(where_ + ": write_formatted(): rows " + std::to_string(chunk.first) +
+                            " to " + std::to_string(chunk.first + chunk.result->subjects()) +
+                            " do not continue the " + std::to_string(written_) +
+                            " rows written (of layout.rows " + std::to_string(layout.rows) + ")");
+  }
   void end_write(std::int64_t subjects) noexcept { written_ += subjects; }
   void begin_summary(const RunLayout& layout, const TimeSummaryTable& t) const {
     if (committed_) throw InvalidArgument(where_ + ": write_summary() after commit()");

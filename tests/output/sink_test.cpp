@@ -243,6 +243,66 @@ TEST(AtomicFileWrites, SmallAndLargeBlocksKeepTheirOrder) {
   EXPECT_EQ(dir.names(), std::vector<std::string>{"out.txt"});
 }
 
+// A run split over processes: the chunks another rank formats (make_formatter) and rank 0's
+// sink appends (write_formatted) give the files write() gives, byte for byte, with
+// trajectories, metrics and a parameter table; bytes that no formatter of the layout made and
+// formatted rows out of order are refused; an HDF5 result formats nothing.
+TEST_P(SinkCsv, FormattedChunksGiveTheFilesOfWrite) {
+  const Precision precision = GetParam();
+  const ChunkedRun run(precision);
+  TempDir dir;
+  RunLayout layout = run.layout(precision, true);
+  layout.parameter_table = {0, 1, 2};
+  {
+    const std::unique_ptr<ResultSink> sink = make_csv_sink(dir.file("a.csv"), layout);
+    run.write_all(*sink, true);
+    sink->commit();
+  }
+  // write_all's chunks, all but the first formatted apart.
+  struct Split final : public ResultSink {
+    ResultSink* to = nullptr;
+    ResultSink* formatter = nullptr;
+    std::vector<char> bytes;
+    void write(const Chunk& c) override {
+      if (c.first == 0) return to->write(c);
+      ASSERT_TRUE(formatter->format(c, bytes));
+      Chunk rows;  // its rows and result only
+      rows.first = c.first;
+      rows.result = c.result;
+      to->write_formatted(rows, bytes);
+    }
+    void write_summary(const TimeSummaryTable&) override {}
+    void commit() override {}
+  } split;
+  const std::unique_ptr<ResultSink> formatter = make_formatter(dir.file("b.csv"), layout);
+  {
+    const std::unique_ptr<ResultSink> sink = make_csv_sink(dir.file("b.csv"), layout);
+    split.to = sink.get();
+    split.formatter = formatter.get();
+    run.write_all(split, true);
+    sink->commit();
+  }
+  for (const char* f : {".csv", ".metrics.csv", ".parameters.csv"}) {
+    SCOPED_TRACE(f);
+    const std::string a = read_text(dir.file(std::string("a") + f));
+    EXPECT_GT(a.size(), 100u);
+    EXPECT_EQ(read_text(dir.file(std::string("b") + f)), a);
+  }
+  const std::unique_ptr<ResultSink> sink = make_csv_sink(dir.file("c.csv"), layout);
+  Chunk rows;
+  rows.result = &run.parts[0];
+  std::vector<char> bad = split.bytes;
+  bad.pop_back();
+  EXPECT_THROW(sink->write_formatted(rows, bad), InvalidArgument);
+  rows.first = 2;  // rows 0 and 1 not written yet
+  EXPECT_THROW(sink->write_formatted(rows, split.bytes), InvalidArgument);
+  EXPECT_THROW(formatter->write(rows), InvalidArgument);
+  std::vector<char> none;
+  Chunk c;
+  c.result = &run.parts[0];
+  EXPECT_FALSE(make_formatter(dir.file("d.h5"), layout)->format(c, none));
+}
+
 TEST(SinkChoice, ByExtension) {
   const ChunkedRun run(Precision::Float64);
   TempDir dir;

@@ -157,6 +157,15 @@ class ResultSink {
   virtual void write_replicate_summary(const ReplicateSummaryTable& /*table*/) {}
   /// The run is complete.
   virtual void commit() = 0;
+  /// A run split over processes (RunExchange): on the rank that simulated a chunk, the bytes
+  /// that write() of the run's sink would add to its files for it, in `bytes` (replaced), so
+  /// that rank 0 only appends them (write_formatted). False (the default) when this sink does
+  /// not format chunks: the chunk then travels as values.
+  virtual bool format(const Chunk& /*chunk*/, std::vector<char>& /*bytes*/) { return false; }
+  /// Takes in place of write(chunk) the bytes that format() of a formatter of the same layout
+  /// made of it; `chunk` holds its rows (first) and result (its subjects) only.
+  /// @throws InvalidArgument when the sink does not take formatted chunks (the default)
+  virtual void write_formatted(const Chunk& chunk, const std::vector<char>& bytes);
 };
 
 /// A dose property a sweep varies: a field of one dose line.
@@ -307,7 +316,8 @@ using PassProgressFn = std::function<void(int pass, std::int64_t done, std::int6
 /// trajectories that starts a block of 1024 subjects of a summary group past its exact phase is
 /// summarised by its owner, which sends its block sums instead of its amounts (and its
 /// sketches at the group's end); other units are summarised by rank 0. The sink of a rank
-/// other than 0 receives nothing (and is not committed). Rank 0 commits only after every other
+/// other than 0 only formats its units when it can (ResultSink::format: rank 0 then appends
+/// their bytes) and is not committed. Rank 0 commits only after every other
 /// rank has reported that it finished; an error on another rank reaches rank 0 as an Error of
 /// the same kind whose message starts "rank R: ". Block sums are added in block order and
 /// sketch counts are integers, so the results are the bits of a run without an exchange, for

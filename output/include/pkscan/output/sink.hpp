@@ -52,6 +52,14 @@ namespace pkscan::output {
 /// metric compartment out of range); Error when the file cannot be created
 std::unique_ptr<ResultSink> make_sink(const std::string& path, const RunLayout& layout);
 
+/// The formatter of a result `path` on a rank other than 0 of a run split over processes
+/// (RunExchange): a ResultSink that writes no file and whose format() turns a chunk into what
+/// make_sink(path, layout)'s write_formatted() appends (CSV: the rows of its tables, byte for
+/// byte those of write()); for another format it formats nothing (format() is false, and
+/// write(), write_summary() and commit() do nothing).
+/// @throws InvalidArgument for an inconsistent layout
+std::unique_ptr<ResultSink> make_formatter(const std::string& path, const RunLayout& layout);
+
 /// The companions of a CSV result `path`: `<stem>.summary.csv` and `<stem>.metrics.csv`
 /// (empty for a path not ending in .csv). A run that writes `path` without them removes them
 /// in its commit (write_csv's `stale`), so they never describe another run.
