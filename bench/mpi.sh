@@ -3,9 +3,13 @@
 # of N subjects (default 1e6; 3 compartments, 97 output times, 4 doses) with summaries only (exact
 # percentiles, and the sketch's estimates: `exact: false`), and the same run with trajectories to
 # HDF5 (N/10 subjects), each run by `pkscan run -j 1` in one
-# process and by `mpirun -np 2 pkscan run -j 1`; best of REPEAT (default 3) wall times. The files
-# of both are compared byte for byte. Prints one JSON line per cell:
-#   {"cell": ..., "n": ..., "one_s": ..., "mpi2_s": ..., "speedup": ..., "same_files": ...}
+# process, by `mpirun -np 1 pkscan run -j 1` (one rank: the launcher's and MPI's start
+# included), by `mpirun -np 2 pkscan run -j 1` and, for the machine's own scaling, by
+# `pkscan run -j 2` in one process; best of REPEAT (default 3) wall times. The files of the
+# one-process and 2-rank runs are compared byte for byte. Prints one JSON line per cell:
+#   {"cell": ..., "n": ..., "one_s": ..., "mpi1_s": ..., "mpi2_s": ..., "threads2_s": ...,
+#    "speedup": one_s / mpi2_s, "speedup_ranks": mpi1_s / mpi2_s,
+#    "speedup_threads": one_s / threads2_s, "same_files": ...}
 # Usage: bench/mpi.sh [BUILD_DIR] [N] [REPEAT]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -53,13 +57,17 @@ best() {  # COMMAND...: the best wall time of $repeat runs, in seconds
 
 cell() {  # NAME COUNT TRAJECTORIES EXT [EXACT]
   write_run "$1" "$2" "$3" "${5:-true}"
-  local one two same=true
+  local one np1 two threads same=true
   one=$(best "$pkscan" run "$1.yaml" -o "one.$4" -q -j 1)
+  np1=$(best mpirun -np 1 "${mpi[@]}" "$pkscan" run "$1.yaml" -o "np1.$4" -q -j 1)
   two=$(best mpirun -np 2 "${mpi[@]}" "$pkscan" run "$1.yaml" -o "two.$4" -q -j 1)
+  threads=$(best "$pkscan" run "$1.yaml" -o "thr.$4" -q -j 2)
   for f in one.*; do cmp -s "$f" "two.${f#one.}" || same=false; done
   python3 -c "import json; print(json.dumps({'cell': '$1', 'n': $2, 'one_s': round($one, 3), \
-'mpi2_s': round($two, 3), 'speedup': round($one / $two, 3), 'same_files': $( $same && echo True || echo False)}))"
-  rm -f one.* two.*
+'mpi1_s': round($np1, 3), 'mpi2_s': round($two, 3), 'threads2_s': round($threads, 3), \
+'speedup': round($one / $two, 3), 'speedup_ranks': round($np1 / $two, 3), \
+'speedup_threads': round($one / $threads, 3), 'same_files': $( $same && echo True || echo False)}))"
+  rm -f one.* np1.* two.* thr.*
 }
 
 cell summaries_only "$n" false csv

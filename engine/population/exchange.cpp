@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 #include <pkscan/error.hpp>
@@ -42,6 +43,13 @@ class Writer {
   void vec(const V& v) {
     array(v.data(), v.size());
   }
+  // n values of T without their length (a part of an array whose length was written).
+  template <class T>
+  void values(const T* p, std::size_t n) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    if (n != 0) raw(p, n * sizeof(T));
+  }
+  void reserve(std::size_t bytes) { out_.reserve(bytes); }
 
  private:
   void raw(const void* p, std::size_t bytes) {
@@ -378,6 +386,9 @@ bool unpack_pass_plan(const std::vector<char>& message, std::vector<TimeSummary>
         t.b = b[i];
         t.count = count[i];
         t.shift = shift[i];
+        // The values this rank may collect, reserved (untouched pages cost nothing).
+        if (t.shift < 0)
+          t.values.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, t.count)));
         f->targets[row].push_back(std::move(t));
       }
     }
@@ -390,13 +401,19 @@ bool unpack_pass_plan(const std::vector<char>& message, std::vector<TimeSummary>
 }
 
 void pack_pass_values(std::vector<TimeSummary>& workers, std::vector<char>& message) {
+  // The message's size first: the values collected may be tens of MB, written once.
+  std::size_t bytes = 64;
+  for (TimeSummary& s : workers)
+    if (const Refinement* f = FusedSummary::open_pass(s))
+      for (const RefineTarget* t : f->flat)
+        bytes += 3 * sizeof(std::uint64_t) + t->values.size() * sizeof(double) +
+                 t->hist.size() * sizeof(std::uint32_t);
   Writer w(message);
+  w.reserve(bytes + 64 * workers.size());
   w.pod(MessageKind::PassValues);
   w.pod(static_cast<std::uint64_t>(workers.size()));
   std::vector<std::int64_t> seen;
   std::vector<std::uint64_t> lo, hi;
-  std::vector<double> values;
-  std::vector<std::uint32_t> hist;
   for (TimeSummary& s : workers) {
     const Refinement* f = FusedSummary::open_pass(s);
     w.pod(static_cast<std::uint8_t>(f != nullptr));
@@ -404,22 +421,24 @@ void pack_pass_values(std::vector<TimeSummary>& workers, std::vector<char>& mess
     seen.clear();
     lo.clear();
     hi.clear();
-    values.clear();
-    hist.clear();
+    std::uint64_t n_values = 0, n_hist = 0;
     for (const RefineTarget* t : f->flat) {
       seen.push_back(t->seen);
       lo.push_back(t->lo_seen);
       hi.push_back(t->hi_seen);
-      values.insert(values.end(), t->values.begin(), t->values.end());
-      hist.insert(hist.end(), t->hist.begin(), t->hist.end());
+      n_values += t->values.size();
+      n_hist += t->hist.size();
     }
     w.pod(f->subjects);
     w.pod(f->included);
     w.vec(seen);
     w.vec(lo);
     w.vec(hi);
-    w.vec(values);
-    w.vec(hist);
+    // The targets' values, then their sub-interval counts, each as one array.
+    w.pod(n_values);
+    for (const RefineTarget* t : f->flat) w.values(t->values.data(), t->values.size());
+    w.pod(n_hist);
+    for (const RefineTarget* t : f->flat) w.values(t->hist.data(), t->hist.size());
     FusedSummary::set_pass(s, nullptr);
   }
 }
@@ -431,7 +450,6 @@ void unpack_pass_values(const std::vector<char>& message, int from,
   if (r.pod<std::uint64_t>() != summaries.size()) r.bad();
   std::vector<std::int64_t> seen;
   std::vector<std::uint64_t> lo, hi;
-  std::vector<double> values;
   std::vector<std::uint32_t> hist;
   for (TimeSummary& s : summaries) {
     Refinement* f = FusedSummary::open_pass(s);
@@ -442,25 +460,33 @@ void unpack_pass_values(const std::vector<char>& message, int from,
     r.vec(seen);
     r.vec(lo);
     r.vec(hi);
-    r.vec(values);
-    r.vec(hist);
     const std::size_t k = f->flat.size();
     if (seen.size() != k || lo.size() != k || hi.size() != k) r.bad();
-    std::size_t v = 0, h = 0;  // read so far
+    // A collecting target's values are as many as it saw.
+    std::size_t want_values = 0, want_hist = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      const RefineTarget& t = *f->flat[i];
+      if (seen[i] < 0) r.bad();
+      if (t.shift < 0) want_values += static_cast<std::size_t>(seen[i]);
+      want_hist += t.hist.size();
+    }
+    if (r.length<double>() != want_values) r.bad();
     for (std::size_t i = 0; i < k; ++i) {
       RefineTarget& t = *f->flat[i];
-      const std::size_t nv = t.shift < 0 ? static_cast<std::size_t>(seen[i]) : 0;
-      if (seen[i] < 0 || nv > values.size() - v || t.hist.size() > hist.size() - h) r.bad();
       t.seen += seen[i];
       t.lo_seen = std::min(t.lo_seen, lo[i]);
       t.hi_seen = std::max(t.hi_seen, hi[i]);
-      t.values.insert(t.values.end(), values.begin() + static_cast<std::ptrdiff_t>(v),
-                      values.begin() + static_cast<std::ptrdiff_t>(v + nv));
-      for (std::size_t j = 0; j < t.hist.size(); ++j) t.hist[j] += hist[h + j];
-      v += nv;
-      h += t.hist.size();
+      if (t.shift >= 0) continue;
+      const std::size_t at = t.values.size();
+      t.values.resize(at + static_cast<std::size_t>(seen[i]));
+      r.copy(t.values.data() + at, static_cast<std::size_t>(seen[i]));
     }
-    if (v != values.size() || h != hist.size()) r.bad();
+    if (r.length<std::uint32_t>() != want_hist) r.bad();
+    for (RefineTarget* t : f->flat) {
+      hist.resize(t->hist.size());
+      r.copy(hist.data(), hist.size());
+      for (std::size_t j = 0; j < hist.size(); ++j) t->hist[j] += hist[j];
+    }
     f->subjects += subjects;
     f->included += included;
   }
