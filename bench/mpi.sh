@@ -10,12 +10,14 @@
 #   {"cell": ..., "n": ..., "one_s": ..., "mpi1_s": ..., "mpi2_s": ..., "threads2_s": ...,
 #    "speedup": one_s / mpi2_s, "speedup_ranks": mpi1_s / mpi2_s,
 #    "speedup_threads": one_s / threads2_s, "same_files": ...}
-# Usage: bench/mpi.sh [BUILD_DIR] [N] [REPEAT]
+# Usage: bench/mpi.sh [BUILD_DIR] [N] [REPEAT] [CELLS]
+#   CELLS: the cells to run, space-separated (default: all three)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
 n=${2:-1000000}
 repeat=${3:-3}
+cells=${4:-summaries_only summaries_only_estimates trajectories_h5}
 pkscan=$(realpath "$build/bin/pkscan")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -70,6 +72,11 @@ cell() {  # NAME COUNT TRAJECTORIES EXT [EXACT]
   rm -f one.* np1.* two.* thr.*
 }
 
-cell summaries_only "$n" false csv
-cell summaries_only_estimates "$n" false csv false
-cell trajectories_h5 $((n / 10)) true h5
+for c in $cells; do
+  case $c in
+    summaries_only) cell summaries_only "$n" false csv ;;
+    summaries_only_estimates) cell summaries_only_estimates "$n" false csv false ;;
+    trajectories_h5) cell trajectories_h5 $((n / 10)) true h5 ;;
+    *) echo "bench/mpi.sh: unknown cell $c" >&2; exit 2 ;;
+  esac
+done
