@@ -73,6 +73,11 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
           rows += c.result->rows();
         }
         void commit() override { sink_->commit(); }
+        void write_formatted(std::int64_t replicate, std::int64_t n,
+                             const std::vector<char>& bytes) override {
+          sink_->write_formatted(replicate, n, bytes);
+          rows += n;
+        }
         std::int64_t rows = 0;
 
        private:
@@ -84,7 +89,7 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
         progress = [&](std::int64_t done, std::int64_t total) {
           options.progress(done * per_replicate, total * per_replicate);
         };
-      rep.summary = run_design(run, sink, progress);
+      rep.summary = run_design(run, sink, progress, options.exchange);
       rep.rows = sink.rows;
       return rep;
     }

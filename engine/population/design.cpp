@@ -10,6 +10,7 @@
 #include <cmath>
 #include <pkscan/design.hpp>
 #include <pkscan/error.hpp>
+#include <pkscan/population_run.hpp>
 #include <pkscan/threads.hpp>
 #include <pkscan/vpc.hpp>
 #include <string>
@@ -20,6 +21,7 @@
 #include "events/plan.hpp"
 #include "events/solver.hpp"
 #include "population/design_parts.hpp"
+#include "population/exchange.hpp"
 #include "population/residual.hpp"
 
 namespace pkscan {
@@ -85,7 +87,12 @@ std::vector<double> design_population_predictions(const DesignRun& run) {
   return std::move(result.prediction);
 }
 
-RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress) {
+namespace {
+
+// run_design's replicates, those of this rank when split over processes (`ex`: replicate r is
+// rank r mod size's; rank 0 writes every replicate, the others send theirs to it).
+RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress,
+                          RunExchange* ex) {
   const auto t_start = std::chrono::steady_clock::now();
   Design d = prepare(run);
   const bool on_device = run.options.device == Device::Cuda;
@@ -158,7 +165,30 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
   }
   total.prepare_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  const int size = ex ? ex->size() : 1;
+  const int rank = ex ? ex->rank() : 0;
+  detail::DesignUnit unit;  // rank 0: a replicate of another rank
+  std::vector<char> message;
   for (std::int64_t rep = 0; rep < run.replicates; ++rep) {
+    const int owner = static_cast<int>(rep % size);
+    if (owner != rank) {
+      if (rank != 0) continue;
+      ex->receive(owner, message);
+      if (detail::unpack_design_unit(message, owner, np, m, nk, unit) != rep)
+        throw Error("rank " + std::to_string(owner) + " sent another replicate than " +
+                    std::to_string(rep + 1));
+      total.method = unit.result.summary.method;
+      total.device = unit.result.summary.device;
+      total.threads = unit.result.summary.threads;
+      total.non_finite_subjects += unit.result.summary.non_finite_subjects;
+      if (unit.formatted)
+        sink.write_formatted(rep, unit.rows, unit.bytes);
+      else
+        sink.write(unit.chunk);
+      if (progress) progress(rep + 1, run.replicates);
+      continue;
+    }
+    if (ex) ex->before_unit(rep);
     const auto t0 = std::chrono::steady_clock::now();
     smp.sample(rep, 0, subjects, base.data(), etas.data(), threads);
     if (resampled) {
@@ -320,8 +350,54 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
       c.table_etas = tetas.data();
       c.table_kappas = tkappas.data();
     }
+    if (rank != 0) {
+      // Rows formatted here when the sink can (CSV): rank 0 then only appends them.
+      const bool formatted = sink.format(c, unit.bytes);
+      detail::pack_design_unit(c, np, m, nk, formatted ? &unit.bytes : nullptr, message);
+      ex->send(message);
+      continue;
+    }
     sink.write(c);
     if (progress) progress(rep + 1, run.replicates);
+  }
+  return total;
+}
+
+}  // namespace
+
+void DesignSink::write_formatted(std::int64_t /*replicate*/, std::int64_t /*rows*/,
+                                 const std::vector<char>& /*bytes*/) {
+  throw InvalidArgument(
+      "DesignSink::write_formatted: this sink does not take formatted replicates");
+}
+
+RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress,
+                      RunExchange* exchange) {
+  RunExchange* const ex = exchange && exchange->size() > 1 ? exchange : nullptr;
+  if (!ex) {
+    const RunSummary total = run_replicates(run, sink, progress, nullptr);
+    sink.commit();
+    return total;
+  }
+  // As run_population's split: a rank other than 0 reports "done", or its error, to rank 0,
+  // which commits once every rank has finished.
+  std::vector<char> message;
+  if (ex->rank() != 0) {
+    try {
+      const RunSummary total = run_replicates(run, sink, {}, ex);
+      detail::pack_done(message);
+      ex->send(message);
+      return total;
+    } catch (...) {
+      detail::pack_current_error(message);
+      ex->send(message);
+      throw;
+    }
+  }
+  const RunSummary total = run_replicates(run, sink, progress, ex);
+  for (int r = 1; r < ex->size(); ++r) {
+    ex->receive(r, message);
+    detail::unpack_done(message, r);
   }
   sink.commit();
   return total;

@@ -318,6 +318,111 @@ void unpack_sketch(const std::vector<char>& message, int from, TimeSummary& summ
   r.end();
 }
 
+void pack_design_unit(const DesignChunk& c, int parameters, int etas, int kappas,
+                      const std::vector<char>* formatted, std::vector<char>& message) {
+  const DatasetResult& r = *c.result;
+  const auto rows = static_cast<std::size_t>(r.rows());
+  const std::size_t subjects = r.status.size();
+  const auto table = static_cast<std::size_t>(c.table_rows);
+  Writer w(message);
+  if (formatted != nullptr) {
+    w.reserve(formatted->size() + 1024);
+    w.pod(MessageKind::DesignUnit);
+    w.pod(c.replicate);
+    w.pod(std::uint8_t{1});
+    w.pod(r.rows());
+    w.pod(r.summary);
+    w.vec(*formatted);
+    return;
+  }
+  w.reserve(rows * (8 * 5 + 16 * static_cast<std::size_t>(r.compartments)) +
+            table * 8 * static_cast<std::size_t>(2 + parameters + etas + kappas) + 1024);
+  w.pod(MessageKind::DesignUnit);
+  w.pod(c.replicate);
+  w.pod(std::uint8_t{0});
+  w.pod(r.compartments);
+  w.vec(r.subject);
+  w.vec(r.record);
+  w.vec(r.time);
+  w.vec(r.compartment);
+  w.vec(r.amounts);
+  w.vec(r.concentrations);
+  w.vec(r.prediction);
+  w.vec(r.status);
+  w.pod(r.summary);
+  // Each optional array: whether it is there, then its values.
+  const auto optional = [&](const auto* p, std::size_t n) {
+    w.pod(static_cast<std::uint8_t>(p != nullptr));
+    if (p != nullptr) w.array(p, n);
+  };
+  optional(c.dv, rows);
+  optional(c.blq, rows);
+  optional(c.source, subjects);
+  w.pod(c.table_rows);
+  optional(c.table_subject, table);
+  optional(c.table_occasion, table);
+  optional(c.table_parameters, table * static_cast<std::size_t>(parameters));
+  optional(c.table_etas, table * static_cast<std::size_t>(etas));
+  optional(c.table_kappas, table * static_cast<std::size_t>(kappas));
+}
+
+std::int64_t unpack_design_unit(const std::vector<char>& message, int from, int parameters,
+                                int etas, int kappas, DesignUnit& u) {
+  Reader r(message, from);
+  expect(r, from, MessageKind::DesignUnit);
+  DesignChunk& c = u.chunk;
+  c = DesignChunk{};
+  c.replicate = r.pod<std::int64_t>();
+  DatasetResult& d = u.result;
+  u.formatted = r.pod<std::uint8_t>() != 0;
+  if (u.formatted) {
+    u.rows = r.pod<std::int64_t>();
+    d.summary = r.pod<RunSummary>();
+    r.vec(u.bytes);
+    r.end();
+    if (u.rows < 0) r.bad();
+    return c.replicate;
+  }
+  d.compartments = r.pod<int>();
+  r.vec(d.subject);
+  r.vec(d.record);
+  r.vec(d.time);
+  r.vec(d.compartment);
+  r.vec(d.amounts);
+  r.vec(d.concentrations);
+  r.vec(d.prediction);
+  r.vec(d.status);
+  d.summary = r.pod<RunSummary>();
+  const std::size_t rows = d.time.size();
+  const auto nc = static_cast<std::size_t>(std::max(d.compartments, 0));
+  if (d.compartments <= 0 || d.subject.size() != rows || d.record.size() != rows ||
+      d.compartment.size() != rows || d.amounts.size() != rows * nc ||
+      d.concentrations.size() != rows * nc || d.prediction.size() != rows)
+    r.bad();
+  c.result = &d;
+  // An optional array of `n` values.
+  const auto optional =
+      [&](auto& v, std::size_t n) -> const typename std::decay_t<decltype(v)>::value_type* {
+    if (r.pod<std::uint8_t>() == 0) return nullptr;
+    r.vec(v);
+    if (v.size() != n) r.bad();
+    return v.data();
+  };
+  c.dv = optional(u.dv, rows);
+  c.blq = optional(u.blq, rows);
+  c.source = optional(u.source, d.status.size());
+  c.table_rows = r.pod<std::int64_t>();
+  if (c.table_rows < 0) r.bad();
+  const auto table = static_cast<std::size_t>(c.table_rows);
+  c.table_subject = optional(u.table_subject, table);
+  c.table_occasion = optional(u.table_occasion, table);
+  c.table_parameters = optional(u.table_parameters, table * static_cast<std::size_t>(parameters));
+  c.table_etas = optional(u.table_etas, table * static_cast<std::size_t>(etas));
+  c.table_kappas = optional(u.table_kappas, table * static_cast<std::size_t>(kappas));
+  r.end();
+  return c.replicate;
+}
+
 void pack_pass_plan(std::vector<TimeSummary>& summaries, std::vector<char>& message) {
   Writer w(message);
   w.pod(MessageKind::PassPlan);

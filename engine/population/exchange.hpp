@@ -2,6 +2,7 @@
 // The messages of a run split over several processes (RunExchange, pkscan/population_run.hpp):
 // a simulated unit (its result and the columns its chunk carries), an error, or "done".
 #include <cstdint>
+#include <pkscan/design.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/summary.hpp>
 #include <string>
@@ -37,7 +38,8 @@ enum class MessageKind : std::uint8_t {
   Done = 2,
   Sketch = 3,
   PassPlan = 4,
-  PassValues = 5
+  PassValues = 5,
+  DesignUnit = 6
 };
 
 // A unit's message: rows [first, first + result.subjects()), the result (amounts, volumes,
@@ -71,6 +73,30 @@ void commit_partial(TimeSummary& summary, std::int64_t n, const UnitColumns& in)
 // The sketch of a worker's summary, and rank 0 adopting it into the group's summary.
 void pack_sketch(const TimeSummary& worker, std::vector<char>& message);
 void unpack_sketch(const std::vector<char>& message, int from, TimeSummary& summary);
+
+// A replicate of a design run (run_design) simulated by a rank other than 0: its chunk's values
+// (`parameters`, `etas` and `kappas` values per parameter-table row), and on rank 0 the
+// replicate held for its sink. Returns the replicate's index; an error message of the rank is
+// thrown, as by unpack_unit.
+struct DesignUnit {
+  DatasetResult result;
+  std::vector<double> dv;
+  std::vector<std::int8_t> blq;
+  std::vector<std::int64_t> source, table_subject;
+  std::vector<double> table_occasion, table_parameters, table_etas, table_kappas;
+  DesignChunk chunk;  // points into the members above
+  // Rows formatted by the rank's sink (DesignSink::format): rank 0 appends `bytes` of `rows`
+  // observation rows, and only `result.summary` is filled besides.
+  bool formatted = false;
+  std::int64_t rows = 0;
+  std::vector<char> bytes;
+};
+// `formatted`: the replicate's formatted rows, sent in place of its values (null: the values).
+void pack_design_unit(const DesignChunk& chunk, int parameters, int etas, int kappas,
+                      const std::vector<char>* formatted, std::vector<char>& message);
+// @throws Error for a malformed message
+std::int64_t unpack_design_unit(const std::vector<char>& message, int from, int parameters,
+                                int etas, int kappas, DesignUnit& unit);
 
 // Passes of exact percentiles split over the ranks (RunExchange::broadcast). Rank 0: the plan
 // of the passes open on `summaries` (none open: the passes are over).

@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <pkscan/config/population_run.hpp>
+#include <pkscan/design.hpp>
 #include <pkscan/error.hpp>
 #include <pkscan/mpi/run.hpp>
 #include <pkscan/output/sink.hpp>
@@ -108,7 +109,7 @@ config::RunReport run(const config::RunSpec& spec, const std::string& path,
   if (mine.options.threads == 0)
     mine.options.threads = std::max(1, resolve_threads(0) / local_ranks(comm));
   const config::RunKind kind = config::run_kind(mine, path);
-  if (kind != config::RunKind::Streamed) {
+  if (kind != config::RunKind::Streamed && kind != config::RunKind::Design) {
     if (exchange.rank() != 0) return config::RunReport{kind, {}, 0, 0, false, true};
     return config::run(mine, path, options);
   }
@@ -117,6 +118,16 @@ config::RunReport run(const config::RunSpec& spec, const std::string& path,
   if (exchange.rank() == 0) return config::run(mine, path, split);
   split.progress = nullptr;
   split.pass_progress = nullptr;
+  if (kind == config::RunKind::Design) {
+    // Replicate r is rank r mod size's; its rows are formatted here (CSV), rank 0 appends them.
+    const DesignRun run = config::to_design_run(mine);
+    const std::unique_ptr<DesignSink> formatter =
+        output::make_design_formatter(path, design_layout(run));
+    config::RunReport rep;
+    rep.kind = kind;
+    rep.summary = run_design(run, *formatter, {}, &exchange);
+    return rep;
+  }
   // Rows are formatted here (CSV), and rank 0 appends them.
   const PopulationRun run = config::to_population_run(mine);
   const std::unique_ptr<ResultSink> formatter =

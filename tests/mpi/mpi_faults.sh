@@ -171,4 +171,36 @@ job="" launcher="" ranks=""
 rm -f long.csv long.summary.csv long.metrics.csv long.parameters.csv
 no_files_left "SIGTERM to mpirun"
 echo "ok: SIGTERM to mpirun: exit status $rc, no file left after the next run"
+# A design run (its replicates split over the ranks): an error on rank 1 before its replicate 3
+# stops the run with one line naming the rank, and no file of the run is left.
+cat > design.csv <<'CSV'
+ID,TIME,AMT,CMT,EVID,DV
+1,0,100,1,1,.
+1,1,.,2,0,1
+1,6,.,2,0,1
+2,0,50,1,1,.
+2,2,.,2,0,1
+CSV
+cat > design.yaml <<'YAML'
+model: three_compartment
+subjects:
+  dataset: design.csv
+  population:
+    seed: 2
+    replicates: 6
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09}
+YAML
+rm -f stdout.txt stderr.txt
+before=$(ls -A)
+rc=0
+PKSCAN_MPI_FAULT=1:3:throw timeout -k 5 120 "$mpirun" -np 2 "${mpi[@]}" "$pkscan" run design.yaml \
+  -o design_out.csv -q -j 1 > stdout.txt 2> stderr.txt || rc=$?
+[ "$rc" = 1 ] || fail "design 1:3:throw: exit status $rc, not 1"
+grep -q "^pkscan: error: design.yaml: rank 1: fault injected before chunk 3" stderr.txt ||
+  fail "design 1:3:throw: no error line naming rank 1: $(cat stderr.txt)"
+rm -f stdout.txt stderr.txt
+[ "$(ls -A)" = "$before" ] || fail "design 1:3:throw: files left: $(ls -A | tr '\n' ' ')"
+echo "ok: a design run's error on rank 1 stops the run, naming the rank, and leaves no file"
+
 echo "all fault runs stopped as they should"

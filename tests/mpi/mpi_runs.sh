@@ -3,8 +3,8 @@
 # for R = 1, 2 and 3 (uneven splits), for population runs (CSV and HDF5, replicates, a sweep,
 # residual error and BLQ, summaries by replicate and across replicates, parameter tables), a
 # trial's arms with their own times and mg/kg doses, stratified summaries, summaries only with
-# the passes of exact percentiles, and the runs rank 0 runs alone (a grid run to CSV, a dataset
-# and a design run).
+# the passes of exact percentiles, a design run (its replicates split over the ranks; CSV and
+# HDF5), and the runs rank 0 runs alone (a grid run to CSV, a dataset run).
 # Chunks of 1024 rows (--chunk-rows) give every rank several. Open MPI on loopback only: shared
 # memory (vader) and, for one run, TCP over lo (the path between nodes).
 # Usage: mpi_runs.sh PKSCAN MPIRUN WORKDIR EXAMPLES (config/examples)
@@ -152,8 +152,8 @@ check exact.yaml csv
 check pooled.yaml csv
 check byrep.yaml csv
 check byrep.yaml h5
-# A grid run (CSV: rank 0 runs it; HDF5: streamed, one chunk), a dataset run and a design run (3
-# replicates of the study's design): rank 0 runs them.
+# A grid run (CSV: rank 0 runs it; HDF5: streamed, one chunk) and a dataset run: rank 0 runs
+# them. A design run (3 replicates of the study's design): replicate r on rank r mod R.
 cp "$examples/three_compartment.yaml" grid.yaml
 check grid.yaml csv
 check grid.yaml h5

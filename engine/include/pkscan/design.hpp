@@ -38,6 +38,8 @@
 
 namespace pkscan {
 
+class RunExchange;
+
 /// A design simulation.
 struct DesignRun {
   /// The design: subjects, records and covariate columns (read for the population's model).
@@ -110,6 +112,16 @@ class DesignSink {
   virtual ~DesignSink() = default;
   virtual void write(const DesignChunk& chunk) = 0;
   virtual void commit() = 0;
+  /// A run split over processes (run_design with a RunExchange): on the rank that simulated a
+  /// replicate, the bytes that write() of the run's sink would add to its files for it, in
+  /// `bytes` (replaced), so that rank 0 only appends them (write_formatted). False (the
+  /// default) when this sink does not format replicates: they then travel as values.
+  virtual bool format(const DesignChunk& /*chunk*/, std::vector<char>& /*bytes*/) { return false; }
+  /// Takes in place of write() the bytes that format() of a formatter of the same layout made
+  /// of replicate `replicate` (0-based) of `rows` observation rows.
+  /// @throws InvalidArgument when the sink does not take formatted replicates (the default)
+  virtual void write_formatted(std::int64_t replicate, std::int64_t rows,
+                               const std::vector<char>& bytes);
 };
 
 /// Checks a design run before anything runs: the population (PopulationSampler's rules), every
@@ -137,10 +149,16 @@ using DesignProgressFn = std::function<void(std::int64_t done, std::int64_t tota
 
 /// Simulates every replicate of the design into `sink` (write() per replicate, then commit()).
 /// Memory: one replicate's results at a time.
+/// Split over processes (`exchange`, see RunExchange in population_run.hpp): replicate r is
+/// simulated by rank r mod size; every rank calls run_design() with the same run, a rank other
+/// than 0 sends its replicates' values to rank 0 (its sink receives nothing and is not
+/// committed), and rank 0 writes every replicate in order, as one process does, and commits
+/// once every rank has reported that it finished. An error on another rank reaches rank 0 as
+/// an Error of the same kind whose message starts "rank R: ".
 /// @throws everything check_design_run throws; DomainError naming the subject, record and
 ///         replicate for a drawn parameter out of its domain (an overflowing covariate effect);
 ///         the sink's errors. On an exception the sink is not committed.
-RunSummary run_design(const DesignRun& run, DesignSink& sink,
-                      const DesignProgressFn& progress = {});
+RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgressFn& progress = {},
+                      RunExchange* exchange = nullptr);
 
 }  // namespace pkscan

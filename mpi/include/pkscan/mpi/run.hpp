@@ -10,7 +10,9 @@
 /// by rank u mod size, and rank 0 receives the others' in row order, writes and commits the
 /// result files (RunExchange, pkscan/population_run.hpp). The files are byte-identical to those of
 /// config::run() in one process, for any number of ranks. The passes of exact percentiles are
-/// split over the ranks too (RunExchange::broadcast). Grid, dataset and design runs are run by
+/// split over the ranks too (RunExchange::broadcast). A design run (`subjects: {dataset,
+/// population}`) is split by its replicates: replicate r is simulated by rank r mod size and
+/// rank 0 writes them all (run_design). Grid runs written to CSV and dataset runs are run by
 /// rank 0 alone (the other ranks return at once). A rank other than 0 is at most one chunk ahead of
 /// rank 0: it sends with MPI_Ssend, so memory stays bounded.
 #include <mpi.h>

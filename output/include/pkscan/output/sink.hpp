@@ -97,6 +97,14 @@ struct RunSource {
 std::unique_ptr<DesignSink> make_design_sink(const std::string& path, const DesignLayout& layout,
                                              const RunSource& source = {});
 
+/// The formatter of a design result `path` on a rank other than 0 of a design run split over
+/// processes (run_design with a RunExchange): a DesignSink that writes no file and whose
+/// format() turns a replicate into what make_design_sink(path, layout)'s write_formatted()
+/// appends (CSV: its rows, byte for byte those of write()); for HDF5 it formats nothing.
+/// @throws InvalidArgument for a layout without a model or dataset
+std::unique_ptr<DesignSink> make_design_formatter(const std::string& path,
+                                                  const DesignLayout& layout);
+
 /// The HDF5 sink of a design run (layout in docs/output.md, "Design simulations"): one file whose
 /// root holds the CSV's result columns as 1-D datasets of one entry per observation row (`id`
 /// int64 when every ID is an integer, else strings; `time`, `amount_<c>`, `conc_<c>`, `ipred`,
