@@ -379,28 +379,12 @@ RunSummary run_design(const DesignRun& run, DesignSink& sink, const DesignProgre
     sink.commit();
     return total;
   }
-  // As run_population's split: a rank other than 0 reports "done", or its error, to rank 0,
-  // which commits once every rank has finished.
-  std::vector<char> message;
-  if (ex->rank() != 0) {
-    try {
-      const RunSummary total = run_replicates(run, sink, {}, ex);
-      detail::pack_done(message);
-      ex->send(message);
-      return total;
-    } catch (...) {
-      detail::pack_current_error(message);
-      ex->send(message);
-      throw;
-    }
-  }
-  const RunSummary total = run_replicates(run, sink, progress, ex);
-  for (int r = 1; r < ex->size(); ++r) {
-    ex->receive(r, message);
-    detail::unpack_done(message, r);
-  }
-  sink.commit();
-  return total;
+  return detail::run_split(
+      *ex,
+      [&] {
+        return run_replicates(run, sink, ex->rank() == 0 ? progress : DesignProgressFn{}, ex);
+      },
+      [&] { sink.commit(); });
 }
 
 }  // namespace pkscan

@@ -1,8 +1,10 @@
 #pragma once
 // The messages of a run split over several processes (RunExchange, pkscan/population_run.hpp):
-// a simulated unit (its result and the columns its chunk carries), an error, or "done".
+// a simulated unit (its result and the columns its chunk carries), an error, "done", a sketch,
+// a pass of exact percentiles' plan and values, a design run's replicate.
 #include <cstdint>
 #include <pkscan/design.hpp>
+#include <pkscan/population_run.hpp>
 #include <pkscan/result.hpp>
 #include <pkscan/summary.hpp>
 #include <string>
@@ -59,6 +61,34 @@ void pack_done(std::vector<char>& message);
 std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationResult& result,
                          UnitColumns& columns);
 void unpack_done(const std::vector<char>& message, int from);
+
+// Runs a split run's work on this rank (`body(rank)`, which returns its report) and ends it as
+// every split run ends: a rank other than 0 reports "done", or its error, to rank 0 (and
+// returns, or rethrows); rank 0 takes every other rank's report (throwing the first error, as
+// unpack_done) and then calls `commit()`.
+template <class Body, class Commit>
+auto run_split(RunExchange& ex, Body&& body, Commit&& commit) {
+  std::vector<char> message;
+  if (ex.rank() != 0) {
+    try {
+      auto report = body();
+      pack_done(message);
+      ex.send(message);
+      return report;
+    } catch (...) {
+      pack_current_error(message);
+      ex.send(message);
+      throw;
+    }
+  }
+  auto report = body();
+  for (int r = 1; r < ex.size(); ++r) {
+    ex.receive(r, message);
+    unpack_done(message, r);
+  }
+  commit();
+  return report;
+}
 
 // A rank other than 0, once its unit `chunk` (which starts a block of its summary group) is added
 // to `worker` (its summary of the group: exact_values 0, FusedSummary::start_capture): the

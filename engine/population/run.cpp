@@ -606,26 +606,7 @@ PopulationRunReport run_parts(const PopulationRunOptions& options, ResultSink& s
     sink.commit();
     return report;
   }
-  std::vector<char> message;
-  if (exchange->rank() != 0) {
-    try {
-      PopulationRunReport report = parts();
-      detail::pack_done(message);
-      exchange->send(message);
-      return report;
-    } catch (...) {
-      detail::pack_current_error(message);
-      exchange->send(message);
-      throw;
-    }
-  }
-  PopulationRunReport report = parts();
-  for (int r = 1; r < exchange->size(); ++r) {
-    exchange->receive(r, message);
-    detail::unpack_done(message, r);
-  }
-  sink.commit();
-  return report;
+  return detail::run_split(*exchange, parts, [&] { sink.commit(); });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "csv_format.hpp"
+#include "formatted_parts.hpp"
 #include "text.hpp"
 
 namespace pkscan::output {
@@ -107,12 +108,6 @@ class DesignCsvRows {
   std::string line_;
 };
 
-// A destination of formatted bytes: the bytes of a replicate formatted apart.
-struct Bytes {
-  std::vector<char>& out;
-  void write(const char* p, std::size_t n) { out.insert(out.end(), p, p + n); }
-};
-
 class DesignCsvSink final : public DesignSink {
  public:
   DesignCsvSink(const std::string& path, const DesignLayout& layout)
@@ -165,26 +160,18 @@ class DesignCsvSink final : public DesignSink {
     if (table_) rows_format_.table(c, *table_);
   }
 
-  // A replicate formatted by a formatter of the same layout: its observation rows' size (8
-  // bytes) and bytes, then its table rows' (when the result has a table).
+  // A replicate formatted by a formatter of the same layout (formatted_parts.hpp): its
+  // observation rows, then its table rows (when the result has a table).
   void write_formatted(std::int64_t replicate, std::int64_t /*rows*/,
                        const std::vector<char>& bytes) override {
-    std::uint64_t sizes[2] = {};
-    std::size_t at = 0;
-    const int parts = table_ ? 2 : 1;
     const char* begin[2] = {};
-    for (int k = 0; k < parts; ++k) {
-      if (bytes.size() - at < sizeof(std::uint64_t)) bad_bytes(bytes);
-      std::memcpy(&sizes[k], bytes.data() + at, sizeof(std::uint64_t));
-      at += sizeof(std::uint64_t);
-      if (sizes[k] > bytes.size() - at) bad_bytes(bytes);
-      begin[k] = bytes.data() + at;
-      at += static_cast<std::size_t>(sizes[k]);
-    }
-    if (at != bytes.size()) bad_bytes(bytes);
+    std::size_t size[2] = {};
+    if (!detail::split_parts(bytes, table_ ? 2 : 1, begin, size))
+      throw InvalidArgument("DesignSink::write_formatted: " + std::to_string(bytes.size()) +
+                            " bytes that a formatter of this layout did not make");
     next(replicate);
-    rows_->write(begin[0], static_cast<std::size_t>(sizes[0]));
-    if (table_) table_->write(begin[1], static_cast<std::size_t>(sizes[1]));
+    rows_->write(begin[0], size[0]);
+    if (table_) table_->write(begin[1], size[1]);
   }
 
   void commit() override {
@@ -201,11 +188,6 @@ class DesignCsvSink final : public DesignSink {
                             " arrived, but " + std::to_string(next_ + 1) + " was next");
     ++next_;
   }
-  [[noreturn]] static void bad_bytes(const std::vector<char>& bytes) {
-    throw InvalidArgument("DesignSink::write_formatted: " + std::to_string(bytes.size()) +
-                          " bytes that a formatter of this layout did not make");
-  }
-
   DesignLayout layout_;
   DesignCsvRows rows_format_;
   OutputUnit unit_;
@@ -220,16 +202,8 @@ class DesignCsvFormatter final : public DesignSink {
   explicit DesignCsvFormatter(const DesignLayout& layout) : rows_(layout) {}
   bool format(const DesignChunk& c, std::vector<char>& bytes) override {
     bytes.clear();
-    Bytes out{bytes};
-    const auto part = [&](auto&& rows) {
-      const std::size_t at = bytes.size();
-      bytes.resize(at + sizeof(std::uint64_t));
-      rows();
-      const auto n = static_cast<std::uint64_t>(bytes.size() - at - sizeof(std::uint64_t));
-      std::memcpy(bytes.data() + at, &n, sizeof n);
-    };
-    part([&] { rows_.rows(c, out); });
-    if (rows_.has_table()) part([&] { rows_.table(c, out); });
+    detail::append_part(bytes, [&](auto& out) { rows_.rows(c, out); });
+    if (rows_.has_table()) detail::append_part(bytes, [&](auto& out) { rows_.table(c, out); });
     return true;
   }
   void write(const DesignChunk&) override {

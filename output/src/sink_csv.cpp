@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "csv_format.hpp"
+#include "formatted_parts.hpp"
 #include "sink_common.hpp"
 #include "text.hpp"
 
@@ -33,13 +34,6 @@ using detail::put;
 std::string csv_stem(const std::string& path) {
   return ends_with(path, ".csv") ? path.substr(0, path.size() - 4) : path;
 }
-
-// A destination of formatted bytes: a file of the sink, or the bytes of a chunk formatted on
-// the rank that simulated it (ResultSink::format).
-struct Bytes {
-  std::vector<char>& out;
-  void write(const char* p, std::size_t n) { out.insert(out.end(), p, p + n); }
-};
 
 // The per-row tables of a CSV result (trajectories, metrics, parameters) formatted from chunks:
 // the file sink's, and a formatter's on the rank that simulated the chunk, byte for byte the
@@ -258,22 +252,17 @@ class CsvSink final : public ResultSink {
   // appended to its file, once all are found whole.
   void write_formatted(const Chunk& chunk, const std::vector<char>& bytes) override {
     protocol_.begin_formatted(layout_, chunk);
-    AtomicFile* files[] = {trajectories_, metrics_, parameters_};
-    const char* parts[3] = {};
-    std::uint64_t sizes[3] = {};
-    std::size_t at = 0;
-    for (int k = 0; k < 3; ++k) {
-      if (files[k] == nullptr) continue;
-      if (bytes.size() - at < sizeof(std::uint64_t)) bad_bytes(bytes);
-      std::memcpy(&sizes[k], bytes.data() + at, sizeof(std::uint64_t));
-      at += sizeof(std::uint64_t);
-      if (sizes[k] > bytes.size() - at) bad_bytes(bytes);
-      parts[k] = bytes.data() + at;
-      at += static_cast<std::size_t>(sizes[k]);
-    }
-    if (at != bytes.size()) bad_bytes(bytes);
-    for (int k = 0; k < 3; ++k)
-      if (files[k] != nullptr) files[k]->write(parts[k], static_cast<std::size_t>(sizes[k]));
+    AtomicFile* files[3] = {};
+    int n = 0;
+    for (AtomicFile* f : {trajectories_, metrics_, parameters_})
+      if (f != nullptr) files[n++] = f;
+    const char* begin[3] = {};
+    std::size_t size[3] = {};
+    if (!detail::split_parts(bytes, n, begin, size))
+      throw InvalidArgument("CSV sink: write_formatted() was given " +
+                            std::to_string(bytes.size()) +
+                            " bytes that a formatter of this layout did not make");
+    for (int k = 0; k < n; ++k) files[k]->write(begin[k], size[k]);
     protocol_.end_write(chunk.result->subjects());
   }
 
@@ -365,11 +354,6 @@ class CsvSink final : public ResultSink {
     }
   }
 
-  [[noreturn]] static void bad_bytes(const std::vector<char>& bytes) {
-    throw InvalidArgument("CSV sink: write_formatted() was given " + std::to_string(bytes.size()) +
-                          " bytes that a formatter of this layout did not make");
-  }
-
   RunLayout layout_;
   CsvRows rows_;
   OutputUnit unit_;                     // the files below, committed together
@@ -399,17 +383,11 @@ class CsvFormatter final : public ResultSink {
     const RunLayout& layout = rows_.layout();
     detail::check_chunk(layout, chunk.first, chunk, "CSV formatter");
     bytes.clear();
-    Bytes out{bytes};
-    const auto table = [&](auto&& rows) {
-      const std::size_t at = bytes.size();
-      bytes.resize(at + sizeof(std::uint64_t));
-      rows();
-      const auto n = static_cast<std::uint64_t>(bytes.size() - at - sizeof(std::uint64_t));
-      std::memcpy(bytes.data() + at, &n, sizeof n);
-    };
-    if (layout.trajectories) table([&] { rows_.trajectories(chunk, out); });
-    if (rows_.has_metrics()) table([&] { rows_.metrics(chunk, out); });
-    if (rows_.has_parameters()) table([&] { rows_.parameters(chunk, out); });
+    using detail::append_part;
+    if (layout.trajectories) append_part(bytes, [&](auto& out) { rows_.trajectories(chunk, out); });
+    if (rows_.has_metrics()) append_part(bytes, [&](auto& out) { rows_.metrics(chunk, out); });
+    if (rows_.has_parameters())
+      append_part(bytes, [&](auto& out) { rows_.parameters(chunk, out); });
     return true;
   }
   void write(const Chunk&) override { refuse("write()"); }
