@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# docs/scale-out.md's SLURM batch script, run as written (extracted from the page) with the
+# variables SLURM sets for a job of 2 tasks of 1 CPU, and a stand-in `srun` on the PATH that
+# starts the tasks with this machine's mpirun (no SLURM here: `--mpi=pmix` is SLURM's and is
+# dropped). The script's result must be the file of one process, byte for byte. `/scratch` in
+# the script's output path is read as the work folder.
+# Usage: slurm_script.sh PKSCAN MPIRUN WORKDIR DOCS (docs/scale-out.md)
+set -euo pipefail
+pkscan=$1
+mpirun=$2
+work=$3
+docs=$4
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# The page's ```bash block that holds #SBATCH lines.
+python3 - "$docs" > job.sh <<'PY'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "#SBATCH" in b]
+if len(blocks) != 1:
+    sys.exit(f"{sys.argv[1]}: {len(blocks)} SLURM scripts, expected 1")
+print(blocks[0], end="")
+PY
+grep -q '^srun ' job.sh || fail "the script has no srun line"
+sed -i "s|/scratch/|$work/scratch/|g" job.sh
+
+mkdir -p bin "scratch/tester"
+ln -s "$pkscan" bin/pkscan
+cat > bin/srun <<SH
+#!/usr/bin/env bash
+# SLURM's srun for this test: its own options dropped, the tasks started by mpirun.
+while [ "\${1#--}" != "\$1" ]; do shift; done
+exec timeout -k 5 240 "$mpirun" -np "\$SLURM_NTASKS" ${mpi[*]} "\$@"
+SH
+chmod +x bin/srun
+
+cat > study.yaml <<'YAML'
+model: three_compartment
+time: {dt: 0.5, steps: 48}
+subjects:
+  population:
+    count: 3000
+    seed: 5
+    replicates: 2
+    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}
+    iiv: {cl: 0.09, ka: 0.1}
+doses:
+  - {compartment: depot, time: 0, amount: 100, every: 12, repeat: 3}
+output:
+  summaries: true
+YAML
+
+"$pkscan" run study.yaml --output one.h5 -q
+PATH="$work/bin:$PATH" USER=tester SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 SLURM_JOB_ID=1 \
+  bash job.sh > job.out 2>&1 || fail "the batch script failed: $(cat job.out)"
+[ -e scratch/tester/study.h5 ] || fail "the batch script wrote no scratch/tester/study.h5"
+cmp -s one.h5 scratch/tester/study.h5 || fail "the batch script's file differs from one process's"
+echo "ok: the SLURM batch script of docs/scale-out.md (2 tasks) wrote the file of one process"
