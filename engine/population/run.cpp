@@ -106,18 +106,22 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
                            static_cast<double>(TimeSummaryOptions{}.exact_values / live);
   std::vector<TimeSummary> workers;         // a rank other than 0: its share of each group
   std::vector<std::int64_t> offsets(live);  // per group: its subjects before the next unit
+  // Summaries of every live group into `into`: rank 0's with their share of the exact-value
+  // budget, another rank's (its own share of a group, or of a pass) with none.
+  const auto make_summaries = [&](std::vector<TimeSummary>& into) {
+    TimeSummaryOptions to;
+    to.percentiles = spec.percentiles;
+    to.threads = sim.threads;
+    to.exact_values = rank == 0 ? to.exact_values / live : 0;
+    for (std::int64_t g = 0; g < live; ++g)
+      into.emplace_back(times, static_cast<int>(model.compartments.size()), to);
+  };
   const auto start_summaries = [&] {
     summaries.clear();
     workers.clear();
     std::fill(offsets.begin(), offsets.end(), 0);
     if (!spec.summaries) return;
-    TimeSummaryOptions to;
-    to.percentiles = spec.percentiles;
-    to.threads = sim.threads;
-    to.exact_values = rank == 0 ? to.exact_values / live : 0;
-    for (std::int64_t g = 0; g < live && (rank == 0 || partial); ++g)
-      (rank == 0 ? summaries : workers)
-          .emplace_back(times, static_cast<int>(model.compartments.size()), to);
+    if (rank == 0 || partial) make_summaries(rank == 0 ? summaries : workers);
     for (TimeSummary& w : workers) detail::FusedSummary::start_capture(w);
   };
   // The groups' sketches of every rank other than 0, at the end of the groups (partial).
@@ -352,14 +356,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   // `last`: the passes after the last chunk (options.pass_progress reports them).
   const auto refine = [&](std::int64_t lo, std::int64_t hi, bool last) {
     if (!spec.exact_percentiles || !spec.summaries || (rank != 0 && !split_passes)) return;
-    if (rank != 0 && pass_workers.empty()) {
-      TimeSummaryOptions to;
-      to.percentiles = spec.percentiles;
-      to.threads = sim.threads;
-      to.exact_values = 0;
-      for (std::int64_t g = 0; g < live; ++g)
-        pass_workers.emplace_back(times, static_cast<int>(model.compartments.size()), to);
-    }
+    if (rank != 0 && pass_workers.empty()) make_summaries(pass_workers);
     std::vector<TimeSummary>& mine = rank == 0 ? summaries : pass_workers;
     for (int pass = 1;; ++pass) {
       bool any = false;

@@ -11,6 +11,7 @@
 #include <pkscan/output/sink.hpp>
 #include <pkscan/threads.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pkscan::mpi {
@@ -120,12 +121,27 @@ config::RunReport run(const config::RunSpec& spec, const std::string& path,
   split.pass_progress = nullptr;
   if (kind == config::RunKind::Design) {
     // Replicate r is rank r mod size's; its rows are formatted here (CSV), rank 0 appends them.
+    // The formatter sees every replicate of this rank once (format()): it counts their rows.
+    class Counting final : public DesignSink {
+     public:
+      explicit Counting(std::unique_ptr<DesignSink> to) : to_(std::move(to)) {}
+      bool format(const DesignChunk& c, std::vector<char>& bytes) override {
+        rows += c.result->rows();
+        return to_->format(c, bytes);
+      }
+      void write(const DesignChunk&) override {}
+      void commit() override {}
+      std::int64_t rows = 0;
+
+     private:
+      std::unique_ptr<DesignSink> to_;
+    };
     const DesignRun run = config::to_design_run(mine);
-    const std::unique_ptr<DesignSink> formatter =
-        output::make_design_formatter(path, design_layout(run));
+    Counting formatter(output::make_design_formatter(path, design_layout(run)));
     config::RunReport rep;
     rep.kind = kind;
-    rep.summary = run_design(run, *formatter, {}, &exchange);
+    rep.summary = run_design(run, formatter, {}, &exchange);
+    rep.rows = formatter.rows;
     return rep;
   }
   // Rows are formatted here (CSV), and rank 0 appends them.
