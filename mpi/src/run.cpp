@@ -59,13 +59,36 @@ void Exchange::before_unit(std::int64_t unit) {
   throw Error("fault injected before chunk " + std::to_string(unit) + " (PKSCAN_MPI_FAULT)");
 }
 
+Exchange::~Exchange() {
+  while (!outgoing_.empty()) {
+    Outgoing& o = outgoing_.front();
+    MPI_Waitall(static_cast<int>(o.requests.size()), o.requests.data(), MPI_STATUSES_IGNORE);
+    outgoing_.pop_front();
+  }
+}
+
+void Exchange::wait_oldest() {
+  Outgoing& o = outgoing_.front();
+  check(MPI_Waitall(static_cast<int>(o.requests.size()), o.requests.data(), MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
+  outgoing_.pop_front();
+}
+
 void Exchange::send(const std::vector<char>& message) {
-  // The size first, synchronously: the send completes once rank 0 asks for this message.
-  const auto bytes = static_cast<std::uint64_t>(message.size());
-  check(MPI_Ssend(&bytes, 1, MPI_UINT64_T, 0, kTag, comm_), "MPI_Ssend");
-  for (std::size_t at = 0; at < message.size(); at += kPiece) {
-    const std::size_t n = std::min(kPiece, message.size() - at);
-    check(MPI_Send(message.data() + at, static_cast<int>(n), MPI_BYTE, 0, kTag, comm_), "MPI_Send");
+  // The size first, then the bytes in pieces; rank 0 receives them in this order (MPI keeps
+  // the order of one sender's messages of one tag).
+  while (outgoing_.size() >= kInFlight) wait_oldest();
+  Outgoing& o = outgoing_.emplace_back();
+  o.bytes = static_cast<std::uint64_t>(message.size());
+  o.data = message;
+  o.requests.emplace_back();
+  check(MPI_Isend(&o.bytes, 1, MPI_UINT64_T, 0, kTag, comm_, &o.requests.back()), "MPI_Isend");
+  for (std::size_t at = 0; at < o.data.size(); at += kPiece) {
+    const std::size_t n = std::min(kPiece, o.data.size() - at);
+    o.requests.emplace_back();
+    check(MPI_Isend(o.data.data() + at, static_cast<int>(n), MPI_BYTE, 0, kTag, comm_,
+                    &o.requests.back()),
+          "MPI_Isend");
   }
 }
 

@@ -13,11 +13,13 @@
 /// split over the ranks too (RunExchange::broadcast). A design run (`subjects: {dataset,
 /// population}`) is split by its replicates: replicate r is simulated by rank r mod size and
 /// rank 0 writes them all (run_design). Grid runs written to CSV and dataset runs are run by
-/// rank 0 alone (the other ranks return at once). A rank other than 0 is at most one chunk ahead of
-/// rank 0: it sends with MPI_Ssend, so memory stays bounded.
+/// rank 0 alone (the other ranks return at once). A rank other than 0 keeps simulating while its
+/// last messages travel, but at most Exchange::kInFlight messages ahead of rank 0, so memory
+/// stays bounded.
 #include <mpi.h>
 
 #include <cstdint>
+#include <deque>
 #include <pkscan/config/run.hpp>
 #include <pkscan/population_run.hpp>
 #include <string>
@@ -25,7 +27,7 @@
 
 namespace pkscan::mpi {
 
-/// A RunExchange over an MPI communicator: messages to rank 0 with MPI_Ssend (tag 7301), and
+/// A RunExchange over an MPI communicator: messages to rank 0 with MPI_Isend (tag 7301), and
 /// from rank 0 to all with MPI_Bcast, in pieces of at most 1 GiB. Only the thread that made it
 /// calls MPI (MPI_THREAD_FUNNELED suffices).
 ///
@@ -36,8 +38,14 @@ class Exchange final : public RunExchange {
  public:
   /// @throws InvalidArgument for a malformed PKSCAN_MPI_FAULT; Error when MPI fails
   explicit Exchange(MPI_Comm comm);
+  /// Waits for the messages still on their way to rank 0.
+  ~Exchange() override;
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
+  /// Starts sending a copy of `message` (MPI_Isend) and returns; waits first for the oldest
+  /// message in flight when kInFlight are, so a rank runs at most that far ahead of rank 0.
   void send(const std::vector<char>& message) override;
   void receive(int from, std::vector<char>& message) override;
   void before_unit(std::int64_t unit) override;
@@ -46,7 +54,16 @@ class Exchange final : public RunExchange {
   void broadcast(std::vector<char>& message) override;
 
  private:
+  static constexpr std::size_t kInFlight = 2;
+  struct Outgoing {
+    std::uint64_t bytes = 0;
+    std::vector<char> data;
+    std::vector<MPI_Request> requests;
+  };
+  void wait_oldest();
+
   MPI_Comm comm_;
+  std::deque<Outgoing> outgoing_;
   int rank_ = 0;
   int size_ = 1;
   int fault_rank_ = -1;
