@@ -1,11 +1,15 @@
 // The run of a run file (see run.hpp): the choice between a grid, a dataset and a streamed run,
 // made once here for the program and for library callers.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <pkscan/config/population_run.hpp>
 #include <pkscan/config/run.hpp>
 #include <pkscan/output/output.hpp>
 #include <pkscan/output/sink.hpp>
 #include <pkscan/pkscan.hpp>
+#include <pkscan/population_run.hpp>
 #include <string>
 #include <utility>
 
@@ -16,6 +20,60 @@ namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A dataset run split over processes (options.exchange): blocks of kBlock subjects, block
+// u simulated by rank u mod size, which formats its rows (output::format_dataset_rows); rank 0
+// writes them in dataset order under the header and commits once every rank has finished
+// (run_units). The file is write_dataset_csv's, byte for byte: every subject is simulated alone.
+RunReport run_dataset_split(const RunSpec& spec, const std::string& path, RunExchange& exchange) {
+  constexpr std::int64_t kBlock = 1024;  // subjects per unit, as a population run's blocks
+  const Dataset& data = *spec.dataset;
+  const ParameterBatch& parameters = spec.problem.parameters;
+  const auto subjects = static_cast<std::int64_t>(data.subjects.size());
+  const std::int64_t units = (subjects + kBlock - 1) / kBlock;
+  RunReport rep;
+  rep.kind = RunKind::Dataset;
+  std::unique_ptr<output::OutputUnit> unit;
+  output::AtomicFile* out = nullptr;
+  if (exchange.rank() == 0) {
+    const std::string header = output::dataset_csv_header(data, parameters.info());
+    unit = std::make_unique<output::OutputUnit>(path);
+    out = &unit->add(path);
+    for (const std::string& s : output::csv_companions(path)) unit->remove_on_commit(s);
+    out->write(header.data(), header.size());
+  }
+  Dataset part;
+  part.file = data.file;
+  part.columns = data.columns;
+  part.parameter_columns = data.parameter_columns;
+  part.covariate_columns = data.covariate_columns;
+  // A block's bytes: its non-finite subjects and rows (two int64), then its formatted rows.
+  constexpr std::size_t kLead = 2 * sizeof(std::int64_t);
+  const auto make = [&](std::int64_t u, std::vector<char>& bytes) {
+    const std::int64_t first = u * kBlock;
+    const std::int64_t n = std::min(kBlock, subjects - first);
+    part.subjects.assign(data.subjects.begin() + first, data.subjects.begin() + first + n);
+    ParameterBatch rows(parameters.info_ptr(), n);
+    const std::size_t width = static_cast<std::size_t>(parameters.parameters());
+    std::copy_n(parameters.row(first), static_cast<std::size_t>(n) * width, rows.mutable_values());
+    const DatasetResult result = simulate_dataset(part, rows, spec.options);
+    bytes.resize(kLead);
+    const std::int64_t lead[2] = {output::format_dataset_rows(result, part, bytes), result.rows()};
+    std::memcpy(bytes.data(), lead, kLead);
+    if (exchange.rank() == 0 && u == 0) rep.summary = result.summary;
+    if (exchange.rank() != 0) rep.rows += result.rows();
+  };
+  const auto take = [&](std::int64_t, const std::vector<char>& bytes) {
+    std::int64_t lead[2];
+    if (bytes.size() < kLead) throw Error("a dataset run's block arrived without its rows");
+    std::memcpy(lead, bytes.data(), kLead);
+    rep.summary.non_finite_subjects += lead[0];
+    rep.rows += lead[1];
+    out->write(bytes.data() + kLead, bytes.size() - kLead);
+  };
+  run_units(exchange, units, make, take, [&] { unit->commit(); });
+  return rep;
 }
 
 }  // namespace
@@ -53,6 +111,8 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
   rep.kind = run_kind(spec, path);
   switch (rep.kind) {
     case RunKind::Dataset: {
+      if (options.exchange && options.exchange->size() > 1)
+        return run_dataset_split(spec, path, *options.exchange);
       const DatasetResult result =
           simulate_dataset(*spec.dataset, spec.problem.parameters, spec.options);
       rep.summary = result.summary;
@@ -102,6 +162,16 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
       return rep;
     }
     case RunKind::Grid:
+      if (options.exchange && options.exchange->size() > 1) {
+        // Split over processes: streamed through the CSV sink, whose rows are write_csv's.
+        const PopulationRunReport r = run_streaming(spec, path, options);
+        rep.summary = r.summary;
+        rep.rows = spec.problem.parameters.subjects();
+        const OutputTimes& out = spec.problem.output;
+        rep.times =
+            out.all ? spec.problem.grid.steps + 1 : static_cast<std::int64_t>(out.steps.size());
+        return rep;
+      }
       break;
   }
   SimulateOptions so = spec.options;

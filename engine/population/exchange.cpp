@@ -255,6 +255,20 @@ std::int64_t unpack_unit(const std::vector<char>& message, int from, SimulationR
   return first;
 }
 
+void pack_bytes(const std::vector<char>& bytes, std::vector<char>& message) {
+  Writer w(message);
+  w.reserve(bytes.size() + 16);
+  w.pod(MessageKind::Bytes);
+  w.array(bytes.data(), bytes.size());
+}
+
+void unpack_bytes(const std::vector<char>& message, int from, std::vector<char>& bytes) {
+  Reader r(message, from);
+  expect(r, from, MessageKind::Bytes);
+  r.vec(bytes);
+  r.end();
+}
+
 void unpack_done(const std::vector<char>& message, int from) {
   Reader r(message, from);
   expect(r, from, MessageKind::Done);

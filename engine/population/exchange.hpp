@@ -41,7 +41,8 @@ enum class MessageKind : std::uint8_t {
   Sketch = 3,
   PassPlan = 4,
   PassValues = 5,
-  DesignUnit = 6
+  DesignUnit = 6,
+  Bytes = 7
 };
 
 // A unit's message: rows [first, first + result.subjects()), the result (amounts, volumes,
@@ -53,6 +54,11 @@ void pack_unit(std::int64_t first, const SimulationResult& result, const UnitCol
 void pack_current_error(std::vector<char>& message);
 
 void pack_done(std::vector<char>& message);
+
+// A unit of run_units: its bytes, led by its kind; unpack_bytes replaces `bytes` with them (an
+// error message of the rank is thrown, as by unpack_unit).
+void pack_bytes(const std::vector<char>& bytes, std::vector<char>& message);
+void unpack_bytes(const std::vector<char>& message, int from, std::vector<char>& bytes);
 
 // Reads a message from rank `from`: a unit fills `result` and `columns` and returns its first
 // row. An error message is thrown as an exception of its kind, its text led by "rank R: ";

@@ -133,15 +133,13 @@ config::RunReport run(const config::RunSpec& spec, const std::string& path,
   if (mine.options.threads == 0)
     mine.options.threads = std::max(1, resolve_threads(0) / local_ranks(comm));
   const config::RunKind kind = config::run_kind(mine, path);
-  if (kind != config::RunKind::Streamed && kind != config::RunKind::Design) {
-    if (exchange.rank() != 0) return config::RunReport{kind, {}, 0, 0, false, true};
-    return config::run(mine, path, options);
-  }
   PopulationRunOptions split = options;
   split.exchange = &exchange;
   if (exchange.rank() == 0) return config::run(mine, path, split);
   split.progress = nullptr;
   split.pass_progress = nullptr;
+  // A dataset run's blocks of subjects, their rows formatted here.
+  if (kind == config::RunKind::Dataset) return config::run(mine, path, split);
   if (kind == config::RunKind::Design) {
     // Replicate r is rank r mod size's; its rows are formatted here (CSV), rank 0 appends them.
     // The formatter sees every replicate of this rank once (format()): it counts their rows.

@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <pkscan/models/model.hpp>
 #include <pkscan/output/output.hpp>
 #include <string>
+#include <vector>
 
 #include "csv_format.hpp"
 
@@ -81,28 +83,21 @@ std::int64_t write_csv(const SimulationResult& result, const ModelInfo& model,
   return non_finite;
 }
 
-std::int64_t write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
-                               const std::string& path, const std::vector<std::string>& stale) {
-  check_dataset_columns(data, model);
-  OutputUnit unit(path);
-  AtomicFile& out = open_unit(unit, path, stale);
-  std::string header;
-  for (const std::string& c : dataset_result_columns(model))
-    header += (header.empty() ? "" : ",") + c;
-  for (const std::string& c : data.covariate_columns) header += "," + csv_field(c);
-  header += '\n';
-  out.write(header.data(), header.size());
+namespace {
+
+// Rows [r0, r1) of a dataset run's result, appended to `out`; flags[s] = 1 for a subject whose
+// rows hold a value that is not finite (an amount, a concentration: an amount divided by a
+// subnormal volume overflows, or the prediction).
+void put_dataset_rows(const DatasetResult& r, const Dataset& data, std::int64_t r0, std::int64_t r1,
+                      std::vector<char>& out, std::vector<char>& flags) {
   const int n = r.compartments;
   std::string line;
   char num[64];
-  // Subjects whose rows hold a value that is not finite: an amount, a concentration (an amount
-  // divided by a subnormal volume overflows) or the prediction.
-  std::vector<char> non_finite(r.status.size(), 0);
   auto put_num = [&](double v) {
     line += ',';
     line.append(num, static_cast<std::size_t>(std::to_chars(num, num + sizeof num, v).ptr - num));
   };
-  for (std::int64_t i = 0; i < r.rows(); ++i) {
+  for (std::int64_t i = r0; i < r1; ++i) {
     const std::size_t ui = static_cast<std::size_t>(i);
     const DatasetSubject& subj = data.subjects[static_cast<std::size_t>(r.subject[ui])];
     const DatasetRecord& rec = subj.records[static_cast<std::size_t>(r.record[ui])];
@@ -121,16 +116,56 @@ std::int64_t write_dataset_csv(const DatasetResult& r, const Dataset& data, cons
     for (std::size_t c = ui * static_cast<std::size_t>(n);
          c < (ui + 1) * static_cast<std::size_t>(n); ++c)
       finite = finite && std::isfinite(r.amounts[c]) && std::isfinite(r.concentrations[c]);
-    if (!finite) non_finite[static_cast<std::size_t>(r.subject[ui])] = 1;
+    if (!finite) flags[static_cast<std::size_t>(r.subject[ui])] = 1;
     for (const std::string& cov : rec.covariates) line += "," + csv_field(cov);
     line += '\n';
-    out.write(line.data(), line.size());
+    out.insert(out.end(), line.begin(), line.end());
+  }
+}
+
+// The subjects flagged, or whose status is not Ok.
+std::int64_t count_non_finite(const DatasetResult& r, const std::vector<char>& flags) {
+  std::int64_t count = 0;
+  for (std::size_t s = 0; s < flags.size(); ++s)
+    count += flags[s] != 0 || r.status[s] != SubjectStatus::Ok;
+  return count;
+}
+
+}  // namespace
+
+std::string dataset_csv_header(const Dataset& data, const ModelInfo& model) {
+  check_dataset_columns(data, model);
+  std::string header;
+  for (const std::string& c : dataset_result_columns(model))
+    header += (header.empty() ? "" : ",") + c;
+  for (const std::string& c : data.covariate_columns) header += "," + csv_field(c);
+  header += '\n';
+  return header;
+}
+
+std::int64_t format_dataset_rows(const DatasetResult& result, const Dataset& data,
+                                 std::vector<char>& bytes) {
+  std::vector<char> flags(result.status.size(), 0);
+  put_dataset_rows(result, data, 0, result.rows(), bytes, flags);
+  return count_non_finite(result, flags);
+}
+
+std::int64_t write_dataset_csv(const DatasetResult& r, const Dataset& data, const ModelInfo& model,
+                               const std::string& path, const std::vector<std::string>& stale) {
+  const std::string header = dataset_csv_header(data, model);
+  OutputUnit unit(path);
+  AtomicFile& out = open_unit(unit, path, stale);
+  out.write(header.data(), header.size());
+  std::vector<char> flags(r.status.size(), 0);
+  std::vector<char> rows;
+  constexpr std::int64_t kRows = 4096;  // rows formatted at a time
+  for (std::int64_t r0 = 0; r0 < r.rows(); r0 += kRows) {
+    rows.clear();
+    put_dataset_rows(r, data, r0, std::min(r.rows(), r0 + kRows), rows, flags);
+    out.write(rows.data(), rows.size());
   }
   unit.commit();
-  std::int64_t count = 0;
-  for (std::size_t s = 0; s < non_finite.size(); ++s)
-    count += non_finite[s] != 0 || r.status[s] != SubjectStatus::Ok;
-  return count;
+  return count_non_finite(r, flags);
 }
 
 }  // namespace pkscan::output

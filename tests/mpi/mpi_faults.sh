@@ -202,5 +202,36 @@ grep -q "^pkscan: error: design.yaml: rank 1: fault injected before chunk 3" std
 rm -f stdout.txt stderr.txt
 [ "$(ls -A)" = "$before" ] || fail "design 1:3:throw: files left: $(ls -A | tr '\n' ' ')"
 echo "ok: a design run's error on rank 1 stops the run, naming the rank, and leaves no file"
+# A dataset run (its blocks of 1024 subjects split over the ranks): an error on rank 1 before its
+# block 3, and rank 1 killed before it, stop the run; an earlier result at the path stays whole.
+python3 - <<'PY'
+with open("data.csv", "w") as f:
+    f.write("ID,TIME,AMT,CMT,EVID,DV\n")
+    for i in range(5000):
+        f.write(f"{i + 1},0,100,1,1,.\n{i + 1},1,.,2,0,1\n{i + 1},6,.,2,0,1\n")
+PY
+cat > data.yaml <<'YAML'
+model: three_compartment
+subjects:
+  dataset: data.csv
+  parameters: {ka: 1.0, ke: 0.25, k12: 0.4, k21: 0.11, v_central: 20, v_peripheral: 70}
+YAML
+"$pkscan" run data.yaml -o data_out.csv -q
+cp data_out.csv data_earlier.csv
+before=$(ls -A)
+for kind in throw kill; do
+  rc=0
+  PKSCAN_MPI_FAULT=1:3:$kind timeout -k 5 120 "$mpirun" -np 2 "${mpi[@]}" "$pkscan" run \
+    data.yaml -o data_out.csv -q -j 1 > stdout.txt 2> stderr.txt || rc=$?
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "dataset 1:3:$kind: exit status $rc"
+  if [ "$kind" = throw ]; then
+    grep -q "^pkscan: error: data.yaml: rank 1: fault injected before chunk 3" stderr.txt ||
+      fail "dataset 1:3:throw: no error line naming rank 1: $(cat stderr.txt)"
+  fi
+  rm -f stdout.txt stderr.txt
+  cmp -s data_out.csv data_earlier.csv || fail "dataset 1:3:$kind: the earlier result changed"
+  [ "$(ls -A)" = "$before" ] || fail "dataset 1:3:$kind: files left: $(ls -A | tr '\n' ' ')"
+done
+echo "ok: a dataset run's error or killed rank 1 stops the run, the earlier result stays whole"
 
 echo "all fault runs stopped as they should"

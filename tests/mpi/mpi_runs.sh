@@ -4,7 +4,7 @@
 # residual error and BLQ, summaries by replicate and across replicates, parameter tables), a
 # trial's arms with their own times and mg/kg doses, stratified summaries, summaries only with
 # the passes of exact percentiles, a design run (its replicates split over the ranks; CSV and
-# HDF5), and the runs rank 0 runs alone (a grid run to CSV, a dataset run).
+# HDF5), grid runs to CSV and dataset runs (their subjects split over the ranks).
 # Chunks of 1024 rows (--chunk-rows) give every rank several. Open MPI on loopback only: shared
 # memory (vader) and, for one run, TCP over lo (the path between nodes).
 # Usage: mpi_runs.sh PKSCAN MPIRUN WORKDIR EXAMPLES (config/examples)
@@ -152,11 +152,54 @@ check exact.yaml csv
 check pooled.yaml csv
 check byrep.yaml csv
 check byrep.yaml h5
-# A grid run (CSV: rank 0 runs it; HDF5: streamed, one chunk) and a dataset run: rank 0 runs
-# them. A design run (3 replicates of the study's design): replicate r on rank r mod R.
+# Grid runs (the bundled 3 subjects, one unit; 3000 subjects with their own ka and ke, in float32
+# at 4 output times: units of 1024 subjects on every rank), dataset runs (the bundled one; 3100
+# subjects, a covariate with commas, missing DV: blocks of 1024 subjects on every rank, rows
+# formatted where simulated). A design run (3 replicates of the study's design): replicate r on
+# rank r mod R.
 cp "$examples/three_compartment.yaml" grid.yaml
 check grid.yaml csv
 check grid.yaml h5
+python3 - <<'PY'
+import random
+random.seed(3)
+n = 3000
+ka = ", ".join(f"{random.uniform(0.5, 2):.4f}" for _ in range(n))
+ke = ", ".join(f"{random.uniform(0.1, 0.4):.4f}" for _ in range(n))
+with open("grid_large.yaml", "w") as f:
+    f.write(f"""model: three_compartment
+precision: float32
+time: {{dt: 0.25, steps: 40}}
+subjects:
+  count: {n}
+  parameters: {{ka: [{ka}], ke: [{ke}], k12: 0.4, k21: 0.11, v_central: 20, v_peripheral: 70,
+               v_depot: 1}}
+doses:
+  - {{compartment: depot, time: 0, amount: 100}}
+  - {{compartment: central, time: 2, amount: 50, rate: 25}}
+output:
+  times: [0, 1.25, 4.25, 10]
+""")
+n = 3100
+with open("dataset_large.csv", "w") as f:
+    f.write("ID,TIME,AMT,RATE,CMT,EVID,II,ADDL,DV,WT,KA,NOTE\n")
+    for i in range(n):
+        wt, ka = random.uniform(50, 100), random.uniform(0.5, 2)
+        note = '"a,b"' if i % 7 == 0 else "x"
+        f.write(f"{1000 + i},0,100,.,1,1,12,2,.,{wt:.1f},{ka:.3f},{note}\n")
+        for t in (0.5, 1, 2, 4, 8, 12.5, 24):
+            dv = "." if random.random() < 0.2 else f"{random.uniform(0.1, 5):.3f}"
+            f.write(f"{1000 + i},{t},.,.,2,0,.,.,{dv},{wt:.1f},{ka:.3f},{note}\n")
+ke = ", ".join(f"{random.uniform(0.1, 0.4):.4f}" for _ in range(n))
+with open("dataset_large.yaml", "w") as f:
+    f.write(f"""model: three_compartment
+subjects:
+  dataset: dataset_large.csv
+  parameters: {{ka: 0.9, ke: [{ke}], k12: 0.4, k21: 0.11, v_central: 20, v_peripheral: 70}}
+""")
+PY
+check grid_large.yaml csv
+check dataset_large.yaml csv
 cp "$examples/datasets/population.csv" dataset.csv
 sed 's/dataset: population.csv/dataset: dataset.csv/' "$examples/datasets/population.yaml" \
   > dataset.yaml

@@ -326,5 +326,47 @@ TEST(SinkChoice, ByExtension) {
   EXPECT_EQ(dir.names(), std::vector<std::string>{});  // uncommitted sinks left nothing
 }
 
+// ---- Dataset rows formatted apart ---------------------------------------------------------------
+
+// A dataset run's file from its header and its subjects' rows formatted in parts (sub-datasets
+// of consecutive subjects simulated alone, as the ranks of a split run do) is write_dataset_csv's
+// file of the whole run, byte for byte, and the parts' non-finite counts add up to its count.
+TEST(DatasetRows, FormattedInPartsGiveTheFileOfWriteDatasetCsv) {
+  const ModelInfo& model = model_info(ModelKind::ThreeCompartment);
+  std::string text = "ID,TIME,AMT,CMT,EVID,DV,NOTE\n";
+  for (int i = 1; i <= 5; ++i)
+    text += std::to_string(i) + ",0,100,1,1,.,x\n" + std::to_string(i) + ",1,.,2,0," +
+            (i == 2 ? "." : "1.5") + ",\"a,b\"\n" + std::to_string(i) + ",6,.,2,0,0.25,x\n";
+  const Dataset data = parse_dataset(text, "rows.csv", model);
+  ParameterBatch p(ModelKind::ThreeCompartment, 5);
+  for (int s = 0; s < 5; ++s) {
+    p.set("ka", s, 0.5 + 0.3 * s);
+    p.set("ke", s, 0.2);
+    p.set("k12", s, 0.4);
+    p.set("k21", s, 0.11);
+    p.set("v_central", s, s == 3 ? 1e-310 : 20);  // subject 4: concentrations overflow
+    p.set("v_peripheral", s, 70);
+  }
+  TempDir dir;
+  const std::int64_t whole =
+      write_dataset_csv(simulate_dataset(data, p), data, model, dir.file("whole.csv"));
+  EXPECT_EQ(whole, 1);
+  std::vector<char> bytes;
+  const std::string header = dataset_csv_header(data, model);
+  bytes.assign(header.begin(), header.end());
+  std::int64_t non_finite = 0;
+  for (const auto& [first, n] : {std::pair{0, 2}, std::pair{2, 3}}) {
+    Dataset part = data;
+    part.subjects.assign(data.subjects.begin() + first, data.subjects.begin() + first + n);
+    ParameterBatch rows(ModelKind::ThreeCompartment, n);
+    std::copy_n(p.row(first), n * p.parameters(), rows.mutable_values());
+    non_finite += format_dataset_rows(simulate_dataset(part, rows), part, bytes);
+  }
+  EXPECT_EQ(non_finite, whole);
+  const std::string expected = read_text(dir.file("whole.csv"));
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), expected);
+  EXPECT_NE(expected.find("\"a,b\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pkscan::output

@@ -1,7 +1,8 @@
 // run_population split over several "processes" by a RunExchange of the caller's own (here
 // threads passing messages through queues, as an MPI or socket transport would): rank 0's sink
 // receives the bits of a run in one process, for 2 and 3 ranks; an error on another rank
-// reaches rank 0 naming the rank, and rank 0 then commits nothing.
+// reaches rank 0 naming the rank, and rank 0 then commits nothing; run_units, the same protocol
+// for any work.
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
@@ -341,6 +342,66 @@ TEST(RunExchange, AnErrorOnAnotherRankReachesRankZeroWhichCommitsNothing) {
   const Split b = split_run(run, 3, 2, 5, true);
   EXPECT_EQ(b.errors[0], "rank 2: subject 7: cl is -1, but must be > 0");
   EXPECT_FALSE(b.sink.committed);
+}
+
+// run_units over 1 to 3 ranks: every unit made once, by rank u mod size, and taken by rank 0 in
+// unit order with its own bytes; commit after all; an error on rank 2 reaches rank 0 with its
+// kind and rank, and nothing is committed.
+TEST(RunExchange, RunUnitsTakesEveryUnitInOrderFromItsRank) {
+  for (int size = 1; size <= 3; ++size) {
+    for (const std::int64_t fail : {std::int64_t{-1}, std::int64_t{5}}) {
+      Mailbox box;
+      box.from.resize(static_cast<std::size_t>(size));
+      box.to.resize(static_cast<std::size_t>(size));
+      std::vector<std::string> taken;
+      std::vector<std::vector<std::int64_t>> made(static_cast<std::size_t>(size));
+      std::vector<std::string> errors(static_cast<std::size_t>(size));
+      bool committed = false;
+      const auto rank_main = [&](int rank) {
+        QueueExchange ex(box, rank, size, rank == 5 % size ? fail : -1);
+        try {
+          run_units(
+              ex, 7,
+              [&](std::int64_t u, std::vector<char>& bytes) {
+                made[static_cast<std::size_t>(rank)].push_back(u);
+                const std::string text =
+                    "unit " + std::to_string(u) + " of rank " + std::to_string(rank);
+                bytes.assign(text.begin(), text.end());
+              },
+              [&](std::int64_t u, const std::vector<char>& bytes) {
+                EXPECT_EQ(rank, 0);
+                EXPECT_EQ(static_cast<std::int64_t>(taken.size()), u);
+                taken.emplace_back(bytes.begin(), bytes.end());
+              },
+              [&] {
+                EXPECT_EQ(rank, 0);
+                committed = true;
+              });
+        } catch (const DomainError& e) {
+          errors[static_cast<std::size_t>(rank)] = e.what();
+        }
+      };
+      std::vector<std::thread> others;
+      for (int r = 1; r < size; ++r) others.emplace_back(rank_main, r);
+      rank_main(0);
+      for (std::thread& t : others) t.join();
+      if (fail < 0) {
+        ASSERT_EQ(taken.size(), 7u);
+        for (std::int64_t u = 0; u < 7; ++u)
+          EXPECT_EQ(taken[static_cast<std::size_t>(u)],
+                    "unit " + std::to_string(u) + " of rank " + std::to_string(u % size));
+        for (int r = 0; r < size; ++r)
+          for (std::int64_t u : made[static_cast<std::size_t>(r)]) EXPECT_EQ(u % size, r);
+        EXPECT_TRUE(committed);
+      } else {
+        const int owner = static_cast<int>(fail % size);
+        EXPECT_FALSE(committed);
+        EXPECT_LT(taken.size(), 7u);
+        EXPECT_EQ(errors[0], (owner == 0 ? std::string() : "rank " + std::to_string(owner) + ": ") +
+                                 "subject 7: cl is -1, but must be > 0");
+      }
+    }
+  }
 }
 
 }  // namespace

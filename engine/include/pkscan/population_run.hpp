@@ -397,6 +397,19 @@ std::int64_t population_summary_groups(const PopulationRun& run);
 /// when this exceeds result_byte_limit(run.options).
 long double population_summary_bytes(const PopulationRun& run);
 
+/// Any work of `units` units split over the processes of `exchange` (the protocol of
+/// run_population's split runs): unit u belongs to rank u mod exchange.size(), which calls
+/// `make(u, bytes)` to fill the unit's bytes (after RunExchange::before_unit(u)); rank 0 calls
+/// `take(u, bytes)` for every unit in unit order, its own or another rank's, and `commit()` once
+/// every other rank has reported that it finished. Another rank's error reaches rank 0 as an
+/// exception of the same kind, its message led by "rank R: "; on any error nothing is committed.
+/// A rank other than 0 never calls `take` or `commit`. With one process, every unit is made and
+/// taken here. Used by the dataset runs of run files (config::run).
+void run_units(RunExchange& exchange, std::int64_t units,
+               const std::function<void(std::int64_t, std::vector<char>&)>& make,
+               const std::function<void(std::int64_t, const std::vector<char>&)>& take,
+               const std::function<void()>& commit);
+
 /// The layout the sink of `run` receives (output times, extra columns, metric names, ...).
 RunLayout population_layout(const PopulationRun& run);
 

@@ -56,7 +56,11 @@ void check_output_path(const RunSpec& spec, const std::string& path);
 /// this one). Before anything is simulated, `path` is checked (check_output_path) and so is
 /// the place where its files will be committed. When the run fails, no partial file is left and
 /// the files of an earlier run at `path` are untouched. `options.progress` is called for
-/// streamed runs (rows done of all).
+/// streamed runs (rows done of all). With `options.exchange` (more than one process: every
+/// process calls run() with the same spec and path), every run is split over the processes and
+/// rank 0 writes the files of one process: a streamed or grid run by its chunks (run_population),
+/// a design run by its replicates (run_design), a dataset run by blocks of 1024 subjects
+/// (run_units); another rank writes nothing and returns the rows it simulated.
 /// @throws OutputPathError about `path`; otherwise what simulate(), simulate_dataset(),
 ///         run_population() and the result files throw
 RunReport run(const RunSpec& spec, const std::string& path,

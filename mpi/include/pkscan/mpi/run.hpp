@@ -12,8 +12,9 @@
 /// config::run() in one process, for any number of ranks. The passes of exact percentiles are
 /// split over the ranks too (RunExchange::broadcast). A design run (`subjects: {dataset,
 /// population}`) is split by its replicates: replicate r is simulated by rank r mod size and
-/// rank 0 writes them all (run_design). Grid runs written to CSV and dataset runs are run by
-/// rank 0 alone (the other ranks return at once). A rank other than 0 keeps simulating while its
+/// rank 0 writes them all (run_design). A grid run written to CSV is split by its chunks as a
+/// streamed run, and a dataset run by blocks of 1024 subjects, each block's rows formatted by the
+/// rank that simulated it (config::run). A rank other than 0 keeps simulating while its
 /// last messages travel, but at most Exchange::kInFlight messages ahead of rank 0, so memory
 /// stays bounded.
 #include <mpi.h>

@@ -144,6 +144,17 @@ void write_vpc_csv(const VpcTable& table, const std::string& path);
 std::int64_t write_csv(const SimulationResult& result, const ModelInfo& model,
                        const std::string& path, const std::vector<std::string>& stale = {});
 
+/// The header line of a dataset run's CSV result (write_dataset_csv), its newline included.
+/// @throws InvalidArgument as check_dataset_columns
+std::string dataset_csv_header(const Dataset& data, const ModelInfo& model);
+
+/// The rows write_dataset_csv writes for `result` (its subject indices count into `data`),
+/// appended to `bytes`: a dataset run's rows formatted apart, by part of its subjects (the
+/// dataset runs of config::run split over processes). Returns what write_dataset_csv returns for
+/// these subjects.
+std::int64_t format_dataset_rows(const DatasetResult& result, const Dataset& data,
+                                 std::vector<char>& bytes);
+
 /// Writes the rows of a dataset run: `id,time,amount_<c>...,conc_<c>...,dv,pred,<covariates>`,
 /// one row per observation record in dataset order; id is the dataset's ID, pred the
 /// concentration of the observed compartment, a missing DV an empty field; covariates as
