@@ -121,7 +121,6 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
   sim_options.threads = threads;
   const ParameterBatch batch = typical_batch(d, 1);  // every subject's row: the typical values
   const double* typical = batch.row(0);
-  std::vector<double> base(static_cast<std::size_t>(subjects * np));
   std::vector<double> etas(static_cast<std::size_t>(subjects * m));
   // The device's dataset: the copy, or with count the virtual subjects (each replicate copies
   // its sources' records in).
@@ -190,7 +189,6 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
     }
     if (ex) ex->before_unit(rep);
     const auto t0 = std::chrono::steady_clock::now();
-    smp.sample(rep, 0, subjects, base.data(), etas.data(), threads);
     if (resampled) {
       obs0.assign(1, 0);
       table0.assign(1, 0);
@@ -255,7 +253,8 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
       const std::size_t us = static_cast<std::size_t>(s);
       const std::int64_t src = source[us];
       const std::size_t usrc = static_cast<std::size_t>(src);
-      const double* eta = etas.data() + s * m;
+      double* eta = etas.data() + s * m;
+      smp.subject_etas(rep, s, eta);
       const bool uniform = drawn_values(d, src, s, rep, eta, w.kappa, w.row, w.vals);
       if (run.parameter_table) {
         for (std::int64_t t = d.table0[usrc]; t < d.table0[usrc + 1]; ++t) {

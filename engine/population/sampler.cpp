@@ -426,34 +426,19 @@ void PopulationSampler::sample(std::int64_t replicate, std::int64_t first_subjec
   if (count == 0) return;
 
   const int m = etas();
-  const int k = static_cast<int>(nonzero_.size());
   const std::size_t ncov = spec_.covariate_names.size();
   const int nt = resolve_threads(threads);
   static_cast<void>(nt);  // read by the OpenMP pragma only
   detail::RegionError error;
 #pragma omp parallel num_threads(nt)
   {
-    std::vector<double> z;
     std::vector<double> eta;
-    error.guard([&] {
-      z.resize(static_cast<std::size_t>(k) + 1);
-      eta.resize(static_cast<std::size_t>(m) + 1);
-    });
+    error.guard([&] { eta.resize(static_cast<std::size_t>(m) + 1); });
 #pragma omp for schedule(static)
     for (std::int64_t j = 0; j < count; ++j) {
       if (error.failed()) continue;
       const std::int64_t subject = first_subject + j;
-      Xoshiro256 g(subject_key(spec_.seed, static_cast<std::uint64_t>(replicate),
-                               static_cast<std::uint64_t>(subject)));
-      normals(g, k, z.data());
-      for (int a = 0; a < m; ++a) eta[static_cast<std::size_t>(a)] = 0.0;
-      for (int a = 0; a < k; ++a) {
-        const int ia = nonzero_[static_cast<std::size_t>(a)];
-        double s = 0.0;
-        for (int b = 0; b <= a; ++b)
-          s += chol_(ia, nonzero_[static_cast<std::size_t>(b)]) * z[static_cast<std::size_t>(b)];
-        eta[static_cast<std::size_t>(ia)] = s;
-      }
+      subject_etas(replicate, subject, eta.data());
       individual(eta.data(), nullptr,
                  spec_.covariates.data() + static_cast<std::size_t>(subject) * ncov,
                  rows + j * columns_);
@@ -462,6 +447,30 @@ void PopulationSampler::sample(std::int64_t replicate, std::int64_t first_subjec
     }
   }
   error.rethrow();
+}
+
+void PopulationSampler::subject_etas(std::int64_t replicate, std::int64_t subject,
+                                     double* eta) const noexcept {
+  const int m = etas();
+  const int k = static_cast<int>(nonzero_.size());
+  Xoshiro256 g(subject_key(spec_.seed, static_cast<std::uint64_t>(replicate),
+                           static_cast<std::uint64_t>(subject)));
+  // z in eta[0, k), then eta[nonzero_[a]] = sum over b <= a of L z[b], for a from the last: the
+  // slot written (nonzero_[a] >= a, increasing) never holds a z still to be read.
+  normals(g, k, eta);
+  for (int a = k - 1; a >= 0; --a) {
+    const int ia = nonzero_[static_cast<std::size_t>(a)];
+    double s = 0.0;
+    for (int b = 0; b <= a; ++b) s += chol_(ia, nonzero_[static_cast<std::size_t>(b)]) * eta[b];
+    eta[ia] = s;
+  }
+  // The etas of zero variance are 0.
+  for (int c = 0, a = 0; c < m; ++c) {
+    if (a < k && nonzero_[static_cast<std::size_t>(a)] == c)
+      ++a;
+    else
+      eta[c] = 0.0;
+  }
 }
 
 void PopulationSampler::individual(const double* eta, const double* kappa, const double* covariates,

@@ -234,6 +234,39 @@ TEST(Population, ZeroVarianceGivesTheTypicalValue) {
   EXPECT_EQ(l(1, 0), 0.0);
 }
 
+// One subject's etas (subject_etas, as a design run draws them inside its own loop) are the
+// bits sample() gives that subject, and with a zero variance between two correlated etas they
+// keep Omega's covariance (sample covariances within 5 standard errors, n = 20000) and a zero eta.
+TEST(Population, SubjectEtasAreSamplesBitsWithOmegasCovariance) {
+  constexpr std::int64_t n = 20000;
+  PopulationSpec s = correlated_spec(n, 9);
+  s.omega = Eigen::MatrixXd::Zero(3, 3);
+  s.omega(0, 0) = 0.09;
+  s.omega(2, 2) = 0.04;
+  s.omega(0, 2) = s.omega(2, 0) = 0.024;
+  const PopulationSampler sampler(s);
+  std::vector<double> rows(static_cast<std::size_t>(n * sampler.parameters()));
+  std::vector<double> etas(static_cast<std::size_t>(n * 3));
+  sampler.sample(2, 0, n, rows.data(), etas.data(), 2);
+  double sum[3] = {0, 0, 0}, sq[3][3] = {{0}};
+  for (std::int64_t i = 0; i < n; ++i) {
+    double one[3];
+    sampler.subject_etas(2, i, one);
+    ASSERT_EQ(std::memcmp(one, etas.data() + i * 3, sizeof one), 0) << "subject " << i;
+    ASSERT_EQ(one[1], 0.0);
+    for (int a = 0; a < 3; ++a) {
+      sum[a] += one[a];
+      for (int b = 0; b < 3; ++b) sq[a][b] += one[a] * one[b];
+    }
+  }
+  for (const auto& [a, b] : {std::pair{0, 0}, std::pair{2, 2}, std::pair{0, 2}}) {
+    const double cov = sq[a][b] / n - (sum[a] / n) * (sum[b] / n);
+    const double se = std::sqrt((s.omega(a, a) * s.omega(b, b) + s.omega(a, b) * s.omega(a, b)) /
+                                static_cast<double>(n));
+    EXPECT_NEAR(cov, s.omega(a, b), 5 * se) << "cov " << a << "," << b;
+  }
+}
+
 TEST(Population, OmegaFromStandardDeviationsAndCorrelations) {
   Eigen::MatrixXd r = Eigen::MatrixXd::Identity(3, 3);
   r(0, 1) = r(1, 0) = 0.5;

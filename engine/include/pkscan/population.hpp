@@ -178,6 +178,11 @@ class PopulationSampler {
   /// Power effects need covariate values > 0 (not checked here).
   void individual(const double* eta, const double* kappa, const double* covariates,
                   double* row) const noexcept;
+  /// The etas (etas() values) of subject `subject` of replicate `replicate`, the bits sample()
+  /// draws for it: eta = L z with L cholesky() and z standard normals from a stream that depends
+  /// only on (seed, replicate, subject). For one subject's work inside a caller's own loop over
+  /// subjects (no parallel region, no allocation).
+  void subject_etas(std::int64_t replicate, std::int64_t subject, double* eta) const noexcept;
   /// The kappas (kappas() values) of occasion `occasion` of subject `subject` of replicate
   /// `replicate`: kappa = L z with L the factor of iov_omega and z standard normals from a stream
   /// that depends only on (seed, replicate, subject, occasion), unrelated to the etas' and the
