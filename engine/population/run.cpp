@@ -220,6 +220,7 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
   };
   // Fills the call's problem (parameters; a dose sweep point's doses), ids, extra columns and
   // etas for rows [first, first + n).
+  std::int64_t chunk_first = 0;  // the first row of the chunk fill() made
   const auto fill = [&](std::int64_t first, std::int64_t n) {
     if (dose_sweep) {
       const std::int64_t point = (first % per_rep) / n_base;
@@ -281,24 +282,32 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
       }
       r += len;
     }
-    // The chunk's first subject with bad parameters, found in parallel; its message below.
-    for (std::int64_t i = first_rejected_row(model, rows, n, false, resolve_threads(sim.threads));
-         i < n; ++i) {
-      const double* row = rows + i * n_params;
-      const std::string msg = check_parameters(model, row);
-      if (!msg.empty()) {
-        const std::int64_t g = first + i;
-        throw DomainError((with_replicate ? "replicate " + std::to_string(g / per_rep + 1) + ", "
-                                          : std::string()) +
-                          "subject " + std::to_string(ids[static_cast<std::size_t>(i)]) + ": " +
-                          msg);
-      }
+    chunk_first = first;
+  };
+  // The engine checks the chunk's parameter rows (Engine::check) and names the first bad one by
+  // its row in the chunk (field "parameters[i].NAME"); the run names it by its replicate and
+  // subject id instead. Other errors pass unchanged.
+  const auto named = [&](auto&& call) {
+    try {
+      call();
+    } catch (const DomainError& e) {
+      const std::string& f = e.field();
+      const std::size_t close = f.find(']');
+      if (f.rfind("parameters[", 0) != 0 || close == std::string::npos) throw;
+      const std::int64_t i = std::stoll(f.substr(11, close - 11));
+      if (i < 0 || i >= problem.parameters.subjects()) throw;
+      const std::string msg = check_parameters(model, problem.parameters.row(i));
+      if (msg.empty()) throw;
+      const std::int64_t g = chunk_first + i;
+      throw DomainError(
+          (with_replicate ? "replicate " + std::to_string(g / per_rep + 1) + ", " : std::string()) +
+          "subject " + std::to_string(ids[static_cast<std::size_t>(i)]) + ": " + msg);
     }
   };
   // Simulates the amounts of rows [first, first + n) (filled): part by part with scaled doses.
   const auto simulate_chunk = [&](std::int64_t first, std::int64_t n) {
     if (!scaled) {
-      engine.simulate_into(problem, sim, result);
+      named([&] { engine.simulate_into(problem, sim, result); });
       return;
     }
     const std::size_t nc = spec.population->covariate_names.size();
@@ -315,10 +324,10 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
         }
       }
       if (p == 0) {
-        engine.simulate_into(problem, sim, result);
+        named([&] { engine.simulate_into(problem, sim, result); });
         if (sc) result.scale_subjects(factors.data());
       } else {
-        engine.simulate_into(problem, sim, part_result);
+        named([&] { engine.simulate_into(problem, sim, part_result); });
         result.add_scaled(part_result, factors.data());
       }
     }
@@ -439,8 +448,10 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
         simulate_chunk(first, n);
         w.add(result, layout.metric_compartment, last_dose, in.metrics.data());
       } else {
-        engine.summarize_into(problem, sim, w, layout.metric_compartment, last_dose,
-                              in.metrics.data(), result);
+        named([&] {
+          engine.summarize_into(problem, sim, w, layout.metric_compartment, last_dose,
+                                in.metrics.data(), result);
+        });
       }
       detail::take_partial(w, result, in);
     } else {
@@ -545,8 +556,10 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
         summary.add(result, layout.metric_compartment, last_dose, metrics.data());
       } else {
         // Summaries only: the engine summarises as it simulates (fused) when it can.
-        engine.summarize_into(problem, sim, summary, layout.metric_compartment, last_dose,
-                              metrics.data(), result);
+        named([&] {
+          engine.summarize_into(problem, sim, summary, layout.metric_compartment, last_dose,
+                                metrics.data(), result);
+        });
       }
     } else {
       fill(first, n);

@@ -270,5 +270,40 @@ TEST(PopulationCli, ValidateSummarisesArmsReplicatesAndSweeps) {
       << describe(p);
 }
 
+// A drawn parameter out of its domain (an exponential weight effect overflows cl for the third
+// subject, weight 1e6) is found when its chunk runs and named by replicate and subject, in one
+// line with exit status 2 and no file, with and without summaries (the fused path).
+TEST(PopulationCli, ADrawnParameterOutOfItsDomainNamesTheReplicateAndSubject) {
+  for (const std::string summaries : {"true", "false"}) {
+    TempDir dir;
+    write_text(dir.file("cov.csv"), "wt\n70\n80\n1e6\n75\n");
+    write_text(dir.file("run.yaml"),
+               "model: three_compartment\n"
+               "time: {dt: 1, steps: 24}\n"
+               "subjects:\n"
+               "  population:\n"
+               "    count: 4\n"
+               "    seed: 1\n"
+               "    replicates: 2\n"
+               "    typical: {ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}\n"
+               "    iiv: {cl: 0.09}\n"
+               "    covariates:\n"
+               "      file: cov.csv\n"
+               "      effects: [{parameter: cl, covariate: wt, type: exponential, coefficient: 1,"
+               " reference: 70}]\n"
+               "doses:\n"
+               "  - {compartment: depot, time: 0, amount: 100}\n"
+               "output: {summaries: " +
+                   summaries + "}\n");
+    const CliResult r = run_pkscan({"run", dir.file("run.yaml"), "--output", dir.file("o.csv")});
+    EXPECT_EQ(r.status, 2) << describe(r);
+    EXPECT_EQ(r.err, "pkscan: error: " + dir.file("run.yaml") +
+                         ": replicate 1, subject 3: parameter cl is inf, but must be finite and "
+                         ">= 0\n")
+        << describe(r);
+    EXPECT_EQ(list_tree(dir.path()), (std::vector<std::string>{"cov.csv", "run.yaml"}));
+  }
+}
+
 }  // namespace
 }  // namespace pkscan::cli::test
