@@ -61,7 +61,10 @@ RunReport run_dataset_split(const RunSpec& spec, const std::string& path, RunExc
     bytes.resize(kLead);
     const std::int64_t lead[2] = {output::format_dataset_rows(result, part, bytes), result.rows()};
     std::memcpy(bytes.data(), lead, kLead);
-    if (exchange.rank() == 0 && u == 0) rep.summary = result.summary;
+    if (exchange.rank() == 0 && u == 0) {
+      rep.summary = result.summary;
+      rep.summary.non_finite_subjects = 0;  // counted as the blocks are taken, below
+    }
     if (exchange.rank() != 0) rep.rows += result.rows();
   };
   const auto take = [&](std::int64_t, const std::vector<char>& bytes) {

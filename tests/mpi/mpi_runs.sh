@@ -191,15 +191,25 @@ with open("dataset_large.csv", "w") as f:
             dv = "." if random.random() < 0.2 else f"{random.uniform(0.1, 5):.3f}"
             f.write(f"{1000 + i},{t},.,.,2,0,.,.,{dv},{wt:.1f},{ka:.3f},{note}\n")
 ke = ", ".join(f"{random.uniform(0.1, 0.4):.4f}" for _ in range(n))
+# Three subjects (one per block on 3 ranks) whose concentrations overflow: a subnormal volume.
+vc = ", ".join("1e-310" if i in (5, 1500, 2900) else "20" for i in range(n))
 with open("dataset_large.yaml", "w") as f:
     f.write(f"""model: three_compartment
 subjects:
   dataset: dataset_large.csv
-  parameters: {{ka: 0.9, ke: [{ke}], k12: 0.4, k21: 0.11, v_central: 20, v_peripheral: 70}}
+  parameters: {{ka: 0.9, ke: [{ke}], k12: 0.4, k21: 0.11, v_central: [{vc}],
+               v_peripheral: 70}}
 """)
 PY
 check grid_large.yaml csv
 check dataset_large.yaml csv
+# The warning about them counts each subject once, whichever rank simulated it.
+for np in 1 2 3; do
+  timeout -k 5 240 "$mpirun" -np "$np" "${mpi[@]}" "$pkscan" run dataset_large.yaml \
+    -o warn.csv -j 1 2> warn.txt > /dev/null || fail "dataset_large.yaml: mpirun -np $np failed"
+  grep -q "^pkscan: warning: 3 subjects have non-finite values" warn.txt ||
+    fail "dataset_large.yaml: mpirun -np $np: not 3 non-finite subjects: $(cat warn.txt)"
+done
 cp "$examples/datasets/population.csv" dataset.csv
 sed 's/dataset: population.csv/dataset: dataset.csv/' "$examples/datasets/population.yaml" \
   > dataset.yaml
