@@ -10,6 +10,7 @@
 #include <pkscan/summary.hpp>
 #include <pkscan/threads.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/plan.hpp"
@@ -291,10 +292,11 @@ PopulationRunReport run_part(const PopulationRun& spec, const PopulationSampler*
     try {
       call();
     } catch (const DomainError& e) {
+      static constexpr std::string_view kRow = "parameters[";
       const std::string& f = e.field();
       const std::size_t close = f.find(']');
-      if (f.rfind("parameters[", 0) != 0 || close == std::string::npos) throw;
-      const std::int64_t i = std::stoll(f.substr(11, close - 11));
+      if (f.rfind(kRow, 0) != 0 || close == std::string::npos) throw;
+      const std::int64_t i = std::stoll(f.substr(kRow.size(), close - kRow.size()));
       if (i < 0 || i >= problem.parameters.subjects()) throw;
       const std::string msg = check_parameters(model, problem.parameters.row(i));
       if (msg.empty()) throw;

@@ -39,12 +39,7 @@ void run_units(RunExchange& exchange, std::int64_t units,
     }
     return 0;
   };
-  if (size == 1) {
-    body();
-    commit();
-    return;
-  }
-  detail::run_split(exchange, body, commit);
+  detail::run_split(exchange, body, commit);  // with one process: body(), then commit()
 }
 
 }  // namespace pkscan

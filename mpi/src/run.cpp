@@ -60,24 +60,21 @@ void Exchange::before_unit(std::int64_t unit) {
 }
 
 Exchange::~Exchange() {
-  while (!outgoing_.empty()) {
-    Outgoing& o = outgoing_.front();
-    MPI_Waitall(static_cast<int>(o.requests.size()), o.requests.data(), MPI_STATUSES_IGNORE);
-    outgoing_.pop_front();
-  }
+  while (!outgoing_.empty()) static_cast<void>(wait_oldest());
 }
 
-void Exchange::wait_oldest() {
+int Exchange::wait_oldest() noexcept {
   Outgoing& o = outgoing_.front();
-  check(MPI_Waitall(static_cast<int>(o.requests.size()), o.requests.data(), MPI_STATUSES_IGNORE),
-        "MPI_Waitall");
+  const int rc =
+      MPI_Waitall(static_cast<int>(o.requests.size()), o.requests.data(), MPI_STATUSES_IGNORE);
   outgoing_.pop_front();
+  return rc;
 }
 
 void Exchange::send(const std::vector<char>& message) {
   // The size first, then the bytes in pieces; rank 0 receives them in this order (MPI keeps
   // the order of one sender's messages of one tag).
-  while (outgoing_.size() >= kInFlight) wait_oldest();
+  while (outgoing_.size() >= kInFlight) check(wait_oldest(), "MPI_Waitall");
   Outgoing& o = outgoing_.emplace_back();
   o.bytes = static_cast<std::uint64_t>(message.size());
   o.data = message;

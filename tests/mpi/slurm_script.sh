@@ -14,15 +14,19 @@ work=$3
 docs=$4
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-# The page's ```bash block that holds #SBATCH lines.
-python3 - "$docs" > job.sh <<'PY'
+# The page's one ```bash block that holds MARKER, on stdout.
+page_block() {  # MARKER
+  python3 - "$docs" "$1" <<'PY'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
-blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "#SBATCH" in b]
+blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if sys.argv[2] in b]
 if len(blocks) != 1:
-    sys.exit(f"{sys.argv[1]}: {len(blocks)} SLURM scripts, expected 1")
+    sys.exit(f"{sys.argv[1]}: {len(blocks)} bash blocks with {sys.argv[2]}, expected 1")
 print(blocks[0], end="")
 PY
+}
+
+page_block "#SBATCH" > job.sh
 grep -q '^srun ' job.sh || fail "the script has no srun line"
 sed -i "s|/scratch/|$work/scratch/|g" job.sh
 
@@ -59,14 +63,7 @@ PATH="$work/bin:$PATH" USER=tester SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 SLURM_JO
 cmp -s one.h5 scratch/tester/study.h5 || fail "the batch script's file differs from one process's"
 echo "ok: the SLURM batch script of docs/scale-out.md (2 tasks) wrote the file of one process"
 
-python3 - "$docs" > gpu_rank.sh <<'PY'
-import re, sys
-text = open(sys.argv[1], encoding="utf-8").read()
-blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "gpu_rank.sh" in b]
-if len(blocks) != 1:
-    sys.exit(f"{sys.argv[1]}: {len(blocks)} GPU wrappers, expected 1")
-print(blocks[0], end="")
-PY
+page_block "gpu_rank.sh" > gpu_rank.sh
 chmod +x gpu_rank.sh
 seen=$(timeout -k 5 120 "$mpirun" -np 2 "${mpi[@]}" ./gpu_rank.sh \
   bash -c 'echo "$OMPI_COMM_WORLD_RANK:$CUDA_VISIBLE_DEVICES"' | sort | tr '\n' ' ')

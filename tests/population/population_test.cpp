@@ -207,13 +207,19 @@ TEST(Population, DrawsDependOnlyOnSeedReplicateAndSubject) {
   EXPECT_NE(whole_eta[0], whole_eta[3]);
 }
 
-TEST(Population, ZeroVarianceGivesTheTypicalValue) {
-  constexpr std::int64_t n = 300;
-  PopulationSpec s = correlated_spec(n, 5);
+// correlated_spec with the second eta's variance 0 between two correlated ones (covariance c).
+PopulationSpec zero_middle_spec(std::int64_t n, std::uint64_t seed, double c) {
+  PopulationSpec s = correlated_spec(n, seed);
   s.omega = Eigen::MatrixXd::Zero(3, 3);
   s.omega(0, 0) = 0.09;
   s.omega(2, 2) = 0.04;
-  s.omega(0, 2) = s.omega(2, 0) = 0.01;
+  s.omega(0, 2) = s.omega(2, 0) = c;
+  return s;
+}
+
+TEST(Population, ZeroVarianceGivesTheTypicalValue) {
+  constexpr std::int64_t n = 300;
+  const PopulationSpec s = zero_middle_spec(n, 5, 0.01);
   const PopulationSampler sampler(s);
   std::vector<double> rows(static_cast<std::size_t>(n * sampler.parameters()));
   std::vector<double> etas(static_cast<std::size_t>(n * 3));
@@ -239,11 +245,7 @@ TEST(Population, ZeroVarianceGivesTheTypicalValue) {
 // keep Omega's covariance (sample covariances within 5 standard errors, n = 20000) and a zero eta.
 TEST(Population, SubjectEtasAreSamplesBitsWithOmegasCovariance) {
   constexpr std::int64_t n = 20000;
-  PopulationSpec s = correlated_spec(n, 9);
-  s.omega = Eigen::MatrixXd::Zero(3, 3);
-  s.omega(0, 0) = 0.09;
-  s.omega(2, 2) = 0.04;
-  s.omega(0, 2) = s.omega(2, 0) = 0.024;
+  const PopulationSpec s = zero_middle_spec(n, 9, 0.024);
   const PopulationSampler sampler(s);
   std::vector<double> rows(static_cast<std::size_t>(n * sampler.parameters()));
   std::vector<double> etas(static_cast<std::size_t>(n * 3));

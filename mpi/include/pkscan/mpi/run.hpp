@@ -61,7 +61,8 @@ class Exchange final : public RunExchange {
     std::vector<char> data;
     std::vector<MPI_Request> requests;
   };
-  void wait_oldest();
+  // Waits for the oldest message in flight and drops it; returns MPI_Waitall's code.
+  int wait_oldest() noexcept;
 
   MPI_Comm comm_;
   std::deque<Outgoing> outgoing_;
