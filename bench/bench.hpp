@@ -10,6 +10,7 @@
 #include <ostream>
 #include <pkscan/pkscan.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pkscan::bench {
@@ -117,6 +118,28 @@ Timings time_calls(int repeat, F&& f) {
     t0 = now();
     f();
     t.times.push_back(now() - t0);
+  }
+  return t;
+}
+
+// time_calls of two workloads taking turns (a, b, a, b, ...), so that a machine's drift over the
+// run weighs on both alike: for ratios of one run.
+template <class F, class G>
+std::pair<Timings, Timings> time_calls_alternating(int repeat, F&& f, G&& g) {
+  std::pair<Timings, Timings> t;
+  double t0 = now();
+  f();
+  t.first.first_call = now() - t0;
+  t0 = now();
+  g();
+  t.second.first_call = now() - t0;
+  for (int i = 0; i < repeat; ++i) {
+    t0 = now();
+    f();
+    t.first.times.push_back(now() - t0);
+    t0 = now();
+    g();
+    t.second.times.push_back(now() - t0);
   }
   return t;
 }

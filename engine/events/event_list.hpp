@@ -25,9 +25,10 @@
 
 namespace pkscan::detail {
 
-// The eigendecomposition A = V diag(lambda) V^-1 of a rate matrix with real eigenvalues: false
-// when Eigen's EigenSolver fails, an eigenvalue has an imaginary part above 1e-12 * scale, or V
-// is singular. Defined in events/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six
+// The eigendecomposition A = V diag(lambda) V^-1 of a rate matrix with real eigenvalues, by the
+// blocks of its flows (closed forms for blocks of one or two compartments, Eigen's EigenSolver
+// otherwise): false when the solver fails, an eigenvalue has an imaginary part above
+// 1e-12 * scale, or V is singular. Defined in events/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six
 // files CMake generates (one size each): EigenSolver is by far the most expensive template of
 // the library to compile (docs/performance.md, "Thresholds").
 template <int N>

@@ -26,14 +26,6 @@
 
 namespace pkscan {
 
-namespace {
-
-// Records of a replicate per thread woken (each record costs about 0.1 us to 1 us to prepare
-// and solve: a thread is worth waking for a few hundred microseconds of work).
-constexpr double kRecordsPerThread = 1000.0;
-
-}  // namespace
-
 using detail::check_prepared;
 using detail::Design;
 using detail::design_setup;
@@ -115,8 +107,8 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
   // more than it saves, and much more on a busy machine).
   const double records = static_cast<double>(d.record0.back()) * static_cast<double>(subjects) /
                          static_cast<double>(n);
-  const int threads =
-      detail::threads_for_work(resolve_threads(run.options.threads), records, kRecordsPerThread);
+  const int threads = detail::threads_for_work(resolve_threads(run.options.threads), records,
+                                               detail::kRecordsPerThread);
   SimulateOptions sim_options = run.options;
   sim_options.threads = threads;
   const ParameterBatch batch = typical_batch(d, 1);  // every subject's row: the typical values

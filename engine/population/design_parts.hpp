@@ -14,6 +14,11 @@
 
 namespace pkscan::detail {
 
+// Records per thread woken in a design's parallel regions (each record costs about 0.1 us to
+// 1 us to plan, prepare and solve: a thread is worth waking for a few hundred microseconds of
+// work).
+constexpr double kRecordsPerThread = 1000.0;
+
 // Everything a design run prepares once: the sampler, the dataset copy with the drawn columns,
 // every record's covariate values and occasion, the parameter table's rows and the observation
 // rows of each subject.

@@ -462,7 +462,10 @@ void check_prepared(Design& d, const DesignRun& run, const detail::DatasetSetup*
     detail::SubjectPlan plan;
   };
   detail::parallel_for(
-      n, n > 1000 ? resolve_threads(run.options.threads) : 1, 256,
+      n,
+      threads_for_work(resolve_threads(run.options.threads), static_cast<double>(d.record0.back()),
+                       kRecordsPerThread),
+      16,
       [&] {
         return Scratch{std::vector<double>(static_cast<std::size_t>(d.sampler->etas()) + 1, 0.0),
                        std::vector<double>(static_cast<std::size_t>(d.sampler->kappas()) + 1, 0.0),

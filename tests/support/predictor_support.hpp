@@ -245,7 +245,11 @@ inline void check_gradients(const Predictor& pr, const std::vector<double>& row,
         continue;
       }
       const double mag = std::max(std::fabs(v), 0.05);
-      const double h = 1e-5 * mag;
+      // The step balances the differences' truncation (h^2 f''') against the predictions'
+      // rounding over h: near-equal eigenvalues (ka 1e-3 from ke) leave predictions right to
+      // only about 1e-11 relatively (the eigenvectors' condition), which a step of 1e-5 of the
+      // value would amplify to 1e-6.
+      const double h = 1e-4 * mag;
       // Central differences; at a lower bound (a lag of 0) the second-order one-sided formula
       // (-3 f(v) + 4 f(v + h) - f(v + 2h)) / 2h.
       const bool one_sided = v - h < 0.0;
