@@ -59,7 +59,7 @@ void check_dataset(const Dataset& data, const ParameterBatch& parameters,
       subjects, subjects > 1000 ? resolve_threads(options.threads) : 1, 256,
       [] { return Scratch{}; },
       [&](std::int64_t s, Scratch& scratch) {
-        setup.build_plan(s, scratch.plan);
+        setup.plan_records(s, scratch.plan);  // the events add no check
         setup.fill_rows(scratch.plan, s, parameters.row(s), scratch.rows);
       });
 }

@@ -28,16 +28,12 @@ namespace eigen_detail {
 // an eigenvalue of an upstream block is one of a downstream block's that its flows reach (a
 // repeated eigenvalue: the general solver and the checks of Propagator::reset decide then).
 template <int N>
-bool compartment_eigendecomposition(const Mat<N>& a, Eigen::Matrix<double, N, N>& v,
+bool compartment_eigendecomposition(const Mat<N>& a, const Eigen::Matrix<double, N, N>& mask,
+                                    Eigen::Matrix<double, N, N>& v,
                                     Eigen::Matrix<double, N, 1>& lambda) {
-  // reach[i][j]: compartment i is reachable from j through the flows (a(i, j) != 0: j flows to i).
-  bool reach[N][N];
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) reach[i][j] = i == j || a(i, j) != 0.0;
-  for (int via = 0; via < N; ++via)
-    for (int i = 0; i < N; ++i)
-      for (int j = 0; j < N; ++j)
-        if (reach[i][via] && reach[via][j]) reach[i][j] = true;
+  // reach(i, j): compartment i is reachable from j through the flows (the mask's transitive
+  // closure of a(i, j) != 0: j flows to i).
+  const auto reach = [&mask](int i, int j) { return mask(i, j) != 0.0; };
   // The blocks in flow order: a compartment reached from more compartments comes later (a
   // downstream block is reached from every compartment that reaches its upstream one, and from
   // itself), members of one block together.
@@ -46,8 +42,8 @@ bool compartment_eigendecomposition(const Mat<N>& a, Eigen::Matrix<double, N, N>
   for (int i = 0; i < N; ++i) {
     first[i] = i;
     for (int j = 0; j < N; ++j) {
-      ancestors[i] += reach[i][j] ? 1 : 0;
-      if (j < first[i] && reach[i][j] && reach[j][i]) first[i] = j;
+      ancestors[i] += reach(i, j) ? 1 : 0;
+      if (j < first[i] && reach(i, j) && reach(j, i)) first[i] = j;
     }
   }
   int order[N];  // compartments, block after block in flow order
@@ -130,7 +126,7 @@ bool compartment_eigendecomposition(const Mat<N>& a, Eigen::Matrix<double, N, N>
       // unit columns: the condition number Propagator::reset bounds is that of balanced columns.
       int exponent = 0;
       std::frexp(x.cwiseAbs().sum(), &exponent);
-      for (int k = 0; k < N; ++k) x(k) = std::scalbn(x(k), -exponent);
+      x *= std::ldexp(1.0, -exponent);
       lambda(column) = l;
       v.col(column) = x;
     }
@@ -141,20 +137,28 @@ bool compartment_eigendecomposition(const Mat<N>& a, Eigen::Matrix<double, N, N>
 }  // namespace eigen_detail
 
 template <int N>
-bool real_eigendecomposition(const Mat<N>& a, double scale, Eigen::Matrix<double, N, N>& v,
-                             Eigen::Matrix<double, N, N>& vinv,
+bool real_eigendecomposition(const Mat<N>& a, const Eigen::Matrix<double, N, N>& mask, double scale,
+                             Eigen::Matrix<double, N, N>& v, Eigen::Matrix<double, N, N>& vinv,
                              Eigen::Matrix<double, N, 1>& lambda) {
-  if (!eigen_detail::compartment_eigendecomposition<N>(a, v, lambda)) {
+  if (!eigen_detail::compartment_eigendecomposition<N>(a, mask, v, lambda)) {
     Eigen::EigenSolver<Eigen::Matrix<double, N, N>> es(a);
     if (es.info() != Eigen::Success) return false;
     if (es.eigenvalues().imag().cwiseAbs().maxCoeff() > 1e-12 * scale) return false;
     v = es.eigenvectors().real();
     lambda = es.eigenvalues().real();
   }
-  const auto lu = v.fullPivLu();
-  if (!lu.isInvertible()) return false;
-  vinv = lu.inverse();
-  return true;
+  if constexpr (N <= 4) {
+    // Cofactors (Eigen's closed forms for fixed sizes up to 4): V's condition, which
+    // Propagator::reset bounds, is what their accuracy depends on.
+    bool invertible = false;
+    v.computeInverseWithCheck(vinv, invertible, 0.0);
+    return invertible && vinv.allFinite();
+  } else {
+    const auto lu = v.fullPivLu();
+    if (!lu.isInvertible()) return false;
+    vinv = lu.inverse();
+    return true;
+  }
 }
 
 }  // namespace pkscan::detail

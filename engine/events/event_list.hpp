@@ -28,12 +28,14 @@ namespace pkscan::detail {
 // The eigendecomposition A = V diag(lambda) V^-1 of a rate matrix with real eigenvalues, by the
 // blocks of its flows (closed forms for blocks of one or two compartments, Eigen's EigenSolver
 // otherwise): false when the solver fails, an eigenvalue has an imaginary part above
-// 1e-12 * scale, or V is singular. Defined in events/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six
-// files CMake generates (one size each): EigenSolver is by far the most expensive template of
-// the library to compile (docs/performance.md, "Thresholds").
+// 1e-12 * scale, or V is singular. `mask` is A's reachability (Propagator's mask_: 1 where
+// compartment i is reachable from j, the transitive closure of the flows). Defined in
+// events/eigendecomposition_impl.hpp and instantiated for N = 1..6 in six files CMake generates
+// (one size each): EigenSolver is by far the most expensive template of the library to compile
+// (docs/performance.md, "Thresholds").
 template <int N>
-bool real_eigendecomposition(const Mat<N>& a, double scale, Eigen::Matrix<double, N, N>& v,
-                             Eigen::Matrix<double, N, N>& vinv,
+bool real_eigendecomposition(const Mat<N>& a, const Eigen::Matrix<double, N, N>& mask, double scale,
+                             Eigen::Matrix<double, N, N>& v, Eigen::Matrix<double, N, N>& vinv,
                              Eigen::Matrix<double, N, 1>& lambda);
 
 // K(d) and G(d) for one parameter set.
@@ -60,7 +62,7 @@ class Propagator {
         for (int j = 0; j < N; ++j)
           if (mask_(i, via) != 0.0 && mask_(via, j) != 0.0) mask_(i, j) = 1.0;
     const double scale = std::max(1.0, a_.cwiseAbs().maxCoeff());
-    if (!real_eigendecomposition<N>(a_, scale, v_, vinv_, lambda_)) return;
+    if (!real_eigendecomposition<N>(a_, mask_, scale, v_, vinv_, lambda_)) return;
     // 1-norm condition number of the eigenvector matrix.
     const double cond =
         v_.cwiseAbs().colwise().sum().maxCoeff() * vinv_.cwiseAbs().colwise().sum().maxCoeff();
@@ -137,6 +139,20 @@ class Propagator {
       cache_k_.push_back(k);
       cache_g_.push_back(g);
     }
+  }
+
+  // K(d) of step(d, k, g) (d != 0) where G is not needed: a kept K in place, else step()'s
+  // (into k and g).
+  const Mat<N>& transition(double d, Mat<N>& k, Mat<N>& g) {
+    if (fast_) {
+      for (int i = 0; i < fast_used_; ++i)
+        if (fast_d_[i] == d) return fast_k_[i];
+    } else {
+      for (std::size_t i = 0; i < cache_d_.size(); ++i)
+        if (cache_d_[i] == d) return cache_k_[i];
+    }
+    step(d, k, g);
+    return k;
   }
 
   // The eigenvalue terms of step(d) (only when fast()): e_i = exp(lambda_i d) and

@@ -290,6 +290,7 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
   plan.bolus.clear();
   if (plan.bolus_only) {
     plan.bolus.reserve(plan.events.size());
+    std::size_t governing = 0;
     for (const EventTemplate& t : plan.events) {
       const EventRecord& r = plan.records[static_cast<std::size_t>(t.e.seq)];
       BolusStep b;
@@ -299,6 +300,9 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
       b.row = static_cast<std::int32_t>(t.e.row);
       b.cmt = static_cast<std::int16_t>(t.e.kind == kObserve ? r.obs_cmt : t.e.cmt);
       b.kind = static_cast<std::int16_t>(t.e.kind);
+      while (governing + 1 < plan.records.size() && plan.records[governing].time < b.time)
+        ++governing;
+      b.governing = static_cast<std::int32_t>(governing);
       plan.bolus.push_back(b);
     }
   }

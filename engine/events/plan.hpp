@@ -37,6 +37,8 @@ struct BolusStep {
   std::int32_t row = 0;   // observations: the output row within the subject
   std::int16_t cmt = 0;   // doses: the dosed compartment; observations: the observed one
   std::int16_t kind = 0;  // kDose, kObserve or kBoundary
+  // The record whose row governs the interval ending here: the first at or after `time`.
+  std::int32_t governing = 0;
 };
 
 struct SubjectPlan {
@@ -100,6 +102,9 @@ struct DatasetSetup {
   // The plan of subject s without its events (they are counted: event_count), for the device's
   // event walk, which makes them itself from plan.records (record_events). @throws as build_plan
   void build_records(std::int64_t s, SubjectPlan& plan) const;
+  // The plan of subject s without its events (not even counted): its records and parameter
+  // rows, all that fill_rows and the checks of a dataset need. @throws as build_plan
+  void plan_records(std::int64_t s, SubjectPlan& plan) const;
   // The parameter rows of subject s (plan.rows.size() rows of np values): its row `params`
   // with each row's dataset cells written in, every row checked (check_parameters).
   // @throws DomainError naming the first record of an invalid row
@@ -114,9 +119,6 @@ struct DatasetSetup {
   std::string locate(std::int64_t s, std::int64_t record, const std::string& msg) const;
   // @throws DomainError with locate()'s message
   [[noreturn]] void fail_record(std::int64_t s, std::int64_t record, const std::string& msg) const;
-
- private:
-  void plan_records(std::int64_t s, SubjectPlan& plan) const;
 };
 
 }  // namespace pkscan::detail

@@ -56,7 +56,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
 
   void predict(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
                double* jac) override {
-    const auto write = [out](std::int64_t row, std::int64_t, int, const double*, double c) {
+    const auto write = [out](std::int64_t row, std::int64_t, double, int, const double*, double c) {
       out[row] = c;
     };
     cols_ = nullptr;
@@ -69,7 +69,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
 
   void predict_hessian(const SubjectPlan& plan, std::int64_t s, const double* params, double* out,
                        double* jac, const int* cols, int m, double* hess) override {
-    const auto write = [out](std::int64_t row, std::int64_t, int, const double*, double c) {
+    const auto write = [out](std::int64_t row, std::int64_t, double, int, const double*, double c) {
       out[row] = c;
     };
     cols_ = cols;
@@ -85,18 +85,22 @@ class Solver final : public EventSolver, Sensitivities<N> {
     // the observed compartment's concentration, and the row's index columns.
     const ModelInfo& m = *setup_->model;
     bool finite = true;
-    const auto write = [&](std::int64_t obs, std::int64_t seq, int cmt, const double* pr,
-                           double c) {
+    const auto write = [&](std::int64_t obs, std::int64_t seq, double time, int cmt,
+                           const double* pr, double c) {
       const std::size_t row = static_cast<std::size_t>(first_row + obs);
       double* o = out.amounts.data() + row * N;
       double* co = out.concentrations.data() + row * N;
       for (int r = 0; r < N; ++r) {
         o[r] = x_(r);
-        co[r] = x_(r) / pr[m.volume_parameter[static_cast<std::size_t>(r)]];
+        // The observed compartment's concentration is c already (the same division).
+        co[r] = r == cmt ? c : x_(r) / pr[m.volume_parameter[static_cast<std::size_t>(r)]];
         finite = finite && std::isfinite(x_(r));
       }
       out.prediction[row] = c;
-      index_row(out, row, s, seq, cmt);
+      out.subject[row] = s;
+      out.record[row] = seq;
+      out.time[row] = time;
+      out.compartment[row] = cmt;
     };
     simulate<false>(plan, s, params, nullptr, write);
     return finite;
@@ -104,15 +108,6 @@ class Solver final : public EventSolver, Sensitivities<N> {
 
  private:
   using Square = Eigen::Matrix<double, N, N>;
-
-  // The index columns of output row `row`: observation `e` of subject s, compartment cmt.
-  void index_row(DatasetResult& out, std::size_t row, std::int64_t s, std::int64_t seq,
-                 int cmt) const {
-    out.subject[row] = s;
-    out.record[row] = seq;
-    out.time[row] = (*recs_)[static_cast<std::size_t>(seq)].time;
-    out.compartment[row] = cmt;
-  }
 
   // ---- State of one evaluation. ----
   const DatasetSetup* setup_;
@@ -464,9 +459,9 @@ class Solver final : public EventSolver, Sensitivities<N> {
     for (const BolusStep& t : steps) {
       if (t.time > plan_->last_obs) break;  // nothing after the last observation is reported
       if (x_time_ < t.time) {
-        Propagator<N>& pr = use<false>(governing(t.time));
-        pr.step(t.time - x_time_, k, g);
-        step_state_hd<N>(k.data(), g.data(), x_.data(), nullptr, x_.data());
+        Propagator<N>& pr = use<false>(t.governing);
+        const Mat<N>& kt = pr.transition(t.time - x_time_, k, g);
+        step_state_hd<N>(kt.data(), g.data(), x_.data(), nullptr, x_.data());
         x_time_ = t.time;
       }
       if (t.kind == kDose) {
@@ -474,7 +469,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
       } else if (t.kind == kObserve) {
         const double* pr = p(t.seq);
         const int cmt = t.cmt;
-        observe(t.row, t.seq, cmt, pr,
+        observe(t.row, t.seq, t.time, cmt, pr,
                 x_(cmt) / pr[m.volume_parameter[static_cast<std::size_t>(cmt)]]);
       }
     }
@@ -611,7 +606,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
           const int vcol = m.volume_parameter[static_cast<std::size_t>(cmt)];
           const double v = pr[vcol];
           const double c = x_(cmt) / v;
-          observe(e.row, e.seq, cmt, pr, c);
+          observe(e.row, e.seq, e.time, cmt, pr, c);
           if (G) {
             double* jr = jac + static_cast<std::size_t>(e.row) * np;
             for (int q = 0; q < ps_; ++q) {

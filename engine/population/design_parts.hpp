@@ -36,6 +36,7 @@ struct Design {
   std::vector<std::int64_t> occasion;  // per record (with iov)
   std::vector<double> lloq;            // per observation row (an LLOQ column)
   std::vector<std::int64_t> obs0;      // per subject: its first observation row (and the total)
+  double plan_bytes = 0.0;             // the most the event plans of its subjects take (Plans)
   std::vector<std::int64_t> table0;    // per subject: its first table row (and the total)
   std::vector<std::int64_t> table_record;  // per table row: its first record (within the subject)
   std::vector<std::int64_t> table_subject;

@@ -137,32 +137,33 @@ Design prepare(const DesignRun& run) {
   d.obs0.resize(static_cast<std::size_t>(n) + 1);
   d.table0.resize(static_cast<std::size_t>(n) + 1);
   std::int64_t records = 0;
-  std::int64_t obs = 0;
   for (std::int64_t s = 0; s < n; ++s) {
     d.record0[static_cast<std::size_t>(s)] = records;
-    d.obs0[static_cast<std::size_t>(s)] = obs;
-    for (const DatasetRecord& r : src.subjects[static_cast<std::size_t>(s)].records) {
-      ++records;
-      obs += r.evid == 0;
-    }
+    records += static_cast<std::int64_t>(src.subjects[static_cast<std::size_t>(s)].records.size());
   }
   d.record0.back() = records;
-  d.obs0.back() = obs;
   d.cov.resize(static_cast<std::size_t>(records) * ncov);
   if (d.iov) d.occasion.resize(static_cast<std::size_t>(records));
-  if (lloq_slot >= 0) d.lloq.resize(static_cast<std::size_t>(obs));
   PopulationSpec spec = pop;
   spec.count = n;
   spec.covariates.assign(static_cast<std::size_t>(n) * ncov, 0.0);
   std::int64_t row = 0;
   std::int64_t table = 0;
+  long double plan_bytes = 0.0L;
   for (std::int64_t s = 0; s < n; ++s) {
     const DatasetSubject& subj = src.subjects[static_cast<std::size_t>(s)];
     d.table0[static_cast<std::size_t>(s)] = table;
+    d.obs0[static_cast<std::size_t>(s)] = row;
+    plan_bytes += sizeof(detail::SubjectPlan);
     std::vector<std::int64_t> seen;  // this subject's occasions
     for (std::size_t j = 0; j < subj.records.size(); ++j) {
       const DatasetRecord& r = subj.records[j];
       const std::int64_t at = d.record0[static_cast<std::size_t>(s)] + static_cast<std::int64_t>(j);
+      // The most its plan takes (DatasetSetup::plan_records's bound of events).
+      plan_bytes += sizeof(detail::EventRecord) + sizeof(int) + sizeof(detail::RowTemplate) +
+                    (3.0L + static_cast<long double>(std::max<std::int64_t>(0, r.addl) + 1) *
+                                (r.rate > 0.0 ? 2.0L : 1.0L)) *
+                        sizeof(detail::EventTemplate);
       for (std::size_t k = 0; k < ncov; ++k) {
         const double v = cell_number(src, r, slot[k], "covariate",
                                      power[k] ? "a number > 0 (a power effect uses it)"
@@ -212,13 +213,15 @@ Design prepare(const DesignRun& run) {
                 "LLOQ column " + run.lloq_column + " is \"" +
                     r.covariates[static_cast<std::size_t>(lloq_slot)] +
                     "\", but must be a finite number >= 0 (the record's LLOQ)");
-          d.lloq[static_cast<std::size_t>(row)] = v;
+          d.lloq.push_back(v);
         }
         ++row;
       }
     }
   }
   d.table0.back() = table;
+  d.obs0.back() = row;
+  d.plan_bytes = static_cast<double>(plan_bytes);
   if (run.count > 0) {
     // The virtual subjects' draws: subject j's etas are those of sampler subject j. Their rows
     // take the covariates of dataset subject j mod n (sample()'s rows are not used: each record's
@@ -299,10 +302,12 @@ bool drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64
     }
     const double* cov = d.cov.data() + at * ncov;
     if (same && ncov > 0) same = std::memcmp(cov, cov - ncov, ncov * sizeof(double)) == 0;
-    if (!same) {
-      smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
-      uniform = uniform && j == 0;
+    if (same) {  // the previous record's values
+      std::copy_n(out.data() + (j - 1) * nd, nd, out.data() + j * nd);
+      continue;
     }
+    smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
+    uniform = uniform && j == 0;
     for (std::size_t k = 0; k < nd; ++k)
       out[j * nd + k] = row[static_cast<std::size_t>(d.drawn[k])];
   }
@@ -411,20 +416,6 @@ ParameterBatch typical_batch(const Design& d, std::int64_t subjects) {
 
 namespace {
 
-// Bytes the plans of d's subjects take at most (DatasetSetup::plan_records's bound of events).
-double plan_bytes(const Design& d) {
-  long double bytes = 0.0L;
-  for (const DatasetSubject& subj : d.src->subjects) {
-    bytes += sizeof(detail::SubjectPlan);
-    for (const DatasetRecord& r : subj.records)
-      bytes += sizeof(detail::EventRecord) + sizeof(int) + sizeof(detail::RowTemplate) +
-               (3.0L + static_cast<long double>(std::max<std::int64_t>(0, r.addl) + 1) *
-                           (r.rate > 0.0 ? 2.0L : 1.0L)) *
-                   sizeof(detail::EventTemplate);
-  }
-  return static_cast<double>(bytes);
-}
-
 // Fills the copy (make_copy) with every record's parameters at eta = 0 and kappa = 0.
 void fill_typical(Design& d) {
   make_copy(d);
@@ -454,7 +445,7 @@ void check_prepared(Design& d, const DesignRun& run, const detail::DatasetSetup*
     return;
   }
   const std::int64_t n = static_cast<std::int64_t>(d.src->subjects.size());
-  const bool keep = plans != nullptr && plan_bytes(d) <= kPlanCacheBytes;
+  const bool keep = plans != nullptr && d.plan_bytes <= kPlanCacheBytes;
   if (keep) plans->plan.resize(static_cast<std::size_t>(n));
   const ParameterBatch typical = typical_batch(d, 1);
   struct Scratch {
