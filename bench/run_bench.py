@@ -277,8 +277,8 @@ def design_table(args):
     reps = 100 if args.quick else 1000
     exe = args.exe
     common = ["--n", n, "--doses", 13, "--observations", 20]
-    sims = [pk(["--design", "simulate", "--repeat", 5] + common, exe) for _ in range(3)]
-    sims10 = [pk(["--design", "simulate", "--repeat", 5, "--design-replicates", 10] + common, exe)
+    sims = [pk(["--design", "simulate", "--repeat", 30] + common, exe) for _ in range(3)]
+    sims10 = [pk(["--design", "simulate", "--repeat", 30, "--design-replicates", 10] + common, exe)
               for _ in range(3)]
     vpcs = [pk(["--design", "vpc", "--replicates", reps] + common, exe) for _ in range(3)]
     date = datetime.date.today().isoformat()

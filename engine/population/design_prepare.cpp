@@ -147,74 +147,102 @@ Design prepare(const DesignRun& run) {
   PopulationSpec spec = pop;
   spec.count = n;
   spec.covariates.assign(static_cast<std::size_t>(n) * ncov, 0.0);
+  // Every record read once, the subjects in parallel (an error is the first subject's, at its
+  // first bad record, as in file order): its covariates and occasion, whether it is an
+  // observation and starts a parameter-table row, its LLOQ; each subject's plan bytes. Then the
+  // subjects' offsets in order.
+  constexpr char kObservation = 1, kTableRow = 2;
+  std::vector<char> flags(static_cast<std::size_t>(records), 0);
+  std::vector<double> record_lloq(lloq_slot >= 0 ? static_cast<std::size_t>(records) : 0);
+  std::vector<long double> subject_bytes(static_cast<std::size_t>(n), 0.0L);
+  detail::parallel_for(
+      n,
+      threads_for_work(resolve_threads(run.options.threads), static_cast<double>(records),
+                       kRecordsPerThread),
+      16, [] { return std::vector<std::int64_t>(); },
+      [&](std::int64_t s, std::vector<std::int64_t>& seen) {  // seen: the subject's occasions
+        const DatasetSubject& subj = src.subjects[static_cast<std::size_t>(s)];
+        long double bytes = sizeof(detail::SubjectPlan);
+        seen.clear();
+        for (std::size_t j = 0; j < subj.records.size(); ++j) {
+          const DatasetRecord& r = subj.records[j];
+          const std::size_t at =
+              static_cast<std::size_t>(d.record0[static_cast<std::size_t>(s)]) + j;
+          // The most its plan takes (DatasetSetup::plan_records's bound of events).
+          bytes += sizeof(detail::EventRecord) + sizeof(int) + sizeof(detail::RowTemplate) +
+                   (3.0L + static_cast<long double>(std::max<std::int64_t>(0, r.addl) + 1) *
+                               (r.rate > 0.0 ? 2.0L : 1.0L)) *
+                       sizeof(detail::EventTemplate);
+          for (std::size_t k = 0; k < ncov; ++k) {
+            const double v = cell_number(src, r, slot[k], "covariate",
+                                         power[k] ? "a number > 0 (a power effect uses it)"
+                                                  : "a finite number (a covariate effect uses it)");
+            if (power[k] && !(v > 0.0))
+              throw ConfigError(
+                  src.file, static_cast<int>(r.line),
+                  src.header_column(src.covariate_columns[static_cast<std::size_t>(slot[k])]),
+                  "covariate column " + pop.covariate_names[k] + " is \"" +
+                      r.covariates[static_cast<std::size_t>(slot[k])] +
+                      "\", but must be a number > 0 (a power effect uses it)");
+            d.cov[at * ncov + k] = v;
+            if (j == 0) spec.covariates[static_cast<std::size_t>(s) * ncov + k] = v;
+          }
+          if (d.iov) {
+            const double v =
+                cell_number(src, r, occ_slot, "occasion", "a whole number (the occasion's number)");
+            if (v != std::floor(v) || std::fabs(v) > 9007199254740992.0)
+              throw ConfigError(
+                  src.file, static_cast<int>(r.line),
+                  src.header_column(src.covariate_columns[static_cast<std::size_t>(occ_slot)]),
+                  "occasion column " + run.occasion + " is \"" +
+                      r.covariates[static_cast<std::size_t>(occ_slot)] +
+                      "\", but must be a whole number (the occasion's number)");
+            const auto o = static_cast<std::int64_t>(v);
+            d.occasion[at] = o;
+            if (std::find(seen.begin(), seen.end(), o) == seen.end()) {
+              seen.push_back(o);
+              flags[at] |= kTableRow;
+            }
+          } else if (j == 0) {
+            flags[at] |= kTableRow;
+          }
+          if (r.evid == 0) {
+            flags[at] |= kObservation;
+            if (lloq_slot >= 0) {
+              const double v = cell_number(src, r, lloq_slot, "LLOQ",
+                                           "a finite number >= 0 (the record's LLOQ)");
+              if (!(v >= 0.0))
+                throw ConfigError(
+                    src.file, static_cast<int>(r.line),
+                    src.header_column(src.covariate_columns[static_cast<std::size_t>(lloq_slot)]),
+                    "LLOQ column " + run.lloq_column + " is \"" +
+                        r.covariates[static_cast<std::size_t>(lloq_slot)] +
+                        "\", but must be a finite number >= 0 (the record's LLOQ)");
+              record_lloq[at] = v;
+            }
+          }
+        }
+        subject_bytes[static_cast<std::size_t>(s)] = bytes;
+      });
   std::int64_t row = 0;
   std::int64_t table = 0;
   long double plan_bytes = 0.0L;
   for (std::int64_t s = 0; s < n; ++s) {
-    const DatasetSubject& subj = src.subjects[static_cast<std::size_t>(s)];
     d.table0[static_cast<std::size_t>(s)] = table;
     d.obs0[static_cast<std::size_t>(s)] = row;
-    plan_bytes += sizeof(detail::SubjectPlan);
-    std::vector<std::int64_t> seen;  // this subject's occasions
-    for (std::size_t j = 0; j < subj.records.size(); ++j) {
-      const DatasetRecord& r = subj.records[j];
-      const std::int64_t at = d.record0[static_cast<std::size_t>(s)] + static_cast<std::int64_t>(j);
-      // The most its plan takes (DatasetSetup::plan_records's bound of events).
-      plan_bytes += sizeof(detail::EventRecord) + sizeof(int) + sizeof(detail::RowTemplate) +
-                    (3.0L + static_cast<long double>(std::max<std::int64_t>(0, r.addl) + 1) *
-                                (r.rate > 0.0 ? 2.0L : 1.0L)) *
-                        sizeof(detail::EventTemplate);
-      for (std::size_t k = 0; k < ncov; ++k) {
-        const double v = cell_number(src, r, slot[k], "covariate",
-                                     power[k] ? "a number > 0 (a power effect uses it)"
-                                              : "a finite number (a covariate effect uses it)");
-        if (power[k] && !(v > 0.0))
-          throw ConfigError(
-              src.file, static_cast<int>(r.line),
-              src.header_column(src.covariate_columns[static_cast<std::size_t>(slot[k])]),
-              "covariate column " + pop.covariate_names[k] + " is \"" +
-                  r.covariates[static_cast<std::size_t>(slot[k])] +
-                  "\", but must be a number > 0 (a power effect uses it)");
-        d.cov[static_cast<std::size_t>(at) * ncov + k] = v;
-        if (j == 0) spec.covariates[static_cast<std::size_t>(s) * ncov + k] = v;
-      }
-      if (d.iov) {
-        const double v =
-            cell_number(src, r, occ_slot, "occasion", "a whole number (the occasion's number)");
-        if (v != std::floor(v) || std::fabs(v) > 9007199254740992.0)
-          throw ConfigError(
-              src.file, static_cast<int>(r.line),
-              src.header_column(src.covariate_columns[static_cast<std::size_t>(occ_slot)]),
-              "occasion column " + run.occasion + " is \"" +
-                  r.covariates[static_cast<std::size_t>(occ_slot)] +
-                  "\", but must be a whole number (the occasion's number)");
-        const auto o = static_cast<std::int64_t>(v);
-        d.occasion[static_cast<std::size_t>(at)] = o;
-        if (std::find(seen.begin(), seen.end(), o) == seen.end()) {
-          seen.push_back(o);
-          d.table_record.push_back(static_cast<std::int64_t>(j));
-          d.table_subject.push_back(s);
-          d.table_occasion.push_back(v);
-          ++table;
-        }
-      } else if (j == 0) {
-        d.table_record.push_back(0);
+    plan_bytes += subject_bytes[static_cast<std::size_t>(s)];
+    const std::int64_t first = d.record0[static_cast<std::size_t>(s)];
+    for (std::int64_t at = first; at < d.record0[static_cast<std::size_t>(s) + 1]; ++at) {
+      const char f = flags[static_cast<std::size_t>(at)];
+      if (f & kTableRow) {
+        d.table_record.push_back(at - first);
         d.table_subject.push_back(s);
+        if (d.iov)
+          d.table_occasion.push_back(static_cast<double>(d.occasion[static_cast<std::size_t>(at)]));
         ++table;
       }
-      if (r.evid == 0) {
-        if (lloq_slot >= 0) {
-          const double v =
-              cell_number(src, r, lloq_slot, "LLOQ", "a finite number >= 0 (the record's LLOQ)");
-          if (!(v >= 0.0))
-            throw ConfigError(
-                src.file, static_cast<int>(r.line),
-                src.header_column(src.covariate_columns[static_cast<std::size_t>(lloq_slot)]),
-                "LLOQ column " + run.lloq_column + " is \"" +
-                    r.covariates[static_cast<std::size_t>(lloq_slot)] +
-                    "\", but must be a finite number >= 0 (the record's LLOQ)");
-          d.lloq.push_back(v);
-        }
+      if (f & kObservation) {
+        if (lloq_slot >= 0) d.lloq.push_back(record_lloq[static_cast<std::size_t>(at)]);
         ++row;
       }
     }
