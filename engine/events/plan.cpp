@@ -266,32 +266,50 @@ void DatasetSetup::build_records(std::int64_t s, SubjectPlan& plan) const {
   plan.lag_boundaries = static_cast<std::size_t>(counts.lag_boundaries);
 }
 
-void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
-  plan_records(s, plan);
+namespace {
+
+// The events of plan's records, sorted, into `out` (empty), counted in `counts`.
+void make_events(const SubjectPlan& plan, std::vector<EventTemplate>& out, PlanCounts& counts) {
   // Room for every event (record_events makes at most a stop per infusion dose beside the dose,
-  // and a boundary or steady state per record), so that the plan grows once.
+  // and a boundary or steady state per record), so that the vector grows once.
   std::size_t events = 0;
   for (const EventRecord& r : plan.records)
     events += r.dose == 0 ? 2 : 2 + static_cast<std::size_t>(r.addl + 1) * (r.rate > 0.0 ? 2 : 1);
-  plan.events.reserve(events);
-  PlanCounts counts;
+  out.reserve(events);
   for (std::size_t j = 0; j < plan.records.size(); ++j)
     record_events(plan.records[j], static_cast<std::int64_t>(j), counts,
-                  [&plan](const EventTemplate& t) { plan.events.push_back(t); });
-  sort_events(plan.events);
+                  [&out](const EventTemplate& t) { out.push_back(t); });
+  sort_events(out);
+}
+
+}  // namespace
+
+void remake_events(const SubjectPlan& plan, std::vector<EventTemplate>& out) {
+  out.clear();
+  PlanCounts counts;
+  make_events(plan, out, counts);
+}
+
+void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan,
+                              std::vector<EventTemplate>* scratch) const {
+  plan_records(s, plan);
+  std::vector<EventTemplate>& ev = scratch != nullptr ? *scratch : plan.events;
+  ev.clear();
+  PlanCounts counts;
+  make_events(plan, ev, counts);
   plan.bolus_only = plan.records.size() <= static_cast<std::size_t>(INT32_MAX) &&
-                    std::all_of(plan.events.begin(), plan.events.end(), [](const EventTemplate& t) {
+                    std::all_of(ev.begin(), ev.end(), [](const EventTemplate& t) {
                       return (t.e.kind == kDose && !(t.e.rate > 0.0)) || t.e.kind == kObserve ||
                              t.e.kind == kBoundary;
                     });
-  plan.event_count = static_cast<std::int64_t>(plan.events.size());
+  plan.event_count = static_cast<std::int64_t>(ev.size());
   plan.infusion_ids = counts.next_id;
   plan.lag_boundaries = static_cast<std::size_t>(counts.lag_boundaries);
   plan.bolus.clear();
   if (plan.bolus_only) {
-    plan.bolus.reserve(plan.events.size());
+    plan.bolus.reserve(ev.size());
     std::size_t governing = 0;
-    for (const EventTemplate& t : plan.events) {
+    for (const EventTemplate& t : ev) {
       const EventRecord& r = plan.records[static_cast<std::size_t>(t.e.seq)];
       BolusStep b;
       b.time = t.e.time;
@@ -306,6 +324,7 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan) const {
       plan.bolus.push_back(b);
     }
   }
+  if (scratch != nullptr && !plan.bolus_only) plan.events.assign(ev.begin(), ev.end());
 }
 
 }  // namespace pkscan::detail

@@ -98,7 +98,11 @@ struct DatasetSetup {
   // @throws InvalidArgument for a record with the wrong number of parameter cells or a CMT the
   //         model does not have (naming the record): the dataset does not fit the model
   // @throws DomainError when the subject's events up to its last record exceed max_events
-  void build_plan(std::int64_t s, SubjectPlan& plan) const;
+  // With `scratch`, the events are made there and a bolus_only plan keeps none (events empty,
+  // event_count says how many; remake_events makes them again where a row lags a dose): for
+  // plans kept in memory across many calls.
+  void build_plan(std::int64_t s, SubjectPlan& plan,
+                  std::vector<EventTemplate>* scratch = nullptr) const;
   // The plan of subject s without its events (they are counted: event_count), for the device's
   // event walk, which makes them itself from plan.records (record_events). @throws as build_plan
   void build_records(std::int64_t s, SubjectPlan& plan) const;
@@ -120,5 +124,9 @@ struct DatasetSetup {
   // @throws DomainError with locate()'s message
   [[noreturn]] void fail_record(std::int64_t s, std::int64_t record, const std::string& msg) const;
 };
+
+// The events of a plan that keeps none (build_plan with a scratch), as build_plan makes them:
+// into `out`, in order.
+void remake_events(const SubjectPlan& plan, std::vector<EventTemplate>& out);
 
 }  // namespace pkscan::detail

@@ -116,6 +116,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
   int np_ = 0;
   std::vector<double> rows_;  // the subject's parameter rows
   std::vector<Event> ev_;
+  std::vector<EventTemplate> remade_;  // the events of a plan that keeps none
   std::vector<Running> running_;
   std::vector<VirtualStop> vstops_;  // ascending (time, id)
   std::vector<std::pair<double, double>> runs_;
@@ -293,7 +294,13 @@ class Solver final : public EventSolver, Sensitivities<N> {
   }
   void prepare_events() {
     const ModelInfo& m = *setup_->model;
-    ev_.resize(plan_->events.size() + plan_->lag_boundaries);  // no allocation once warm
+    // A kept plan without its events (build_plan with a scratch) has them made again here.
+    const std::vector<EventTemplate>* templates = &plan_->events;
+    if (templates->empty() && plan_->event_count > 0) {
+      remake_events(*plan_, remade_);
+      templates = &remade_;
+    }
+    ev_.resize(templates->size() + plan_->lag_boundaries);  // no allocation once warm
     std::size_t count = 0;
     // Insertion sort: the template order is the order for lag 0 and F 1, so few moves.
     const auto insert = [&](const Event& e) {
@@ -304,7 +311,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
       }
       ev_[j] = e;
     };
-    for (const EventTemplate& t : plan_->events) {
+    for (const EventTemplate& t : *templates) {
       const EventRecord& r = plan_->records[static_cast<std::size_t>(t.e.seq)];
       Event e;
       if (place_event(t, r, p(t.e.seq), m.f_parameter.data(), m.lag_parameter.data(), e))

@@ -147,6 +147,7 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
   struct Worker {
     std::vector<double> kappa, row, z, vals;
     detail::SubjectPlan plan;
+    std::vector<detail::EventTemplate> events;  // build_plan's scratch
     std::unique_ptr<detail::EventSolver> solver;
   };
   std::vector<Worker> workers(static_cast<std::size_t>(std::max(threads, solver_threads)));
@@ -281,7 +282,7 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
       // be simulated by another thread at once (resampled).
       detail::SubjectPlan* plan = &w.plan;
       if (plans.plan.empty())
-        setup.build_plan(src, w.plan);
+        setup.build_plan(src, w.plan, &w.events);
       else if (resampled)
         w.plan = plans.plan[usrc];
       else

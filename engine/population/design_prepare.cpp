@@ -479,6 +479,7 @@ void check_prepared(Design& d, const DesignRun& run, const detail::DatasetSetup*
   struct Scratch {
     std::vector<double> eta, kappa, row, vals, rows;
     detail::SubjectPlan plan;
+    std::vector<detail::EventTemplate> events;  // made here: a kept bolus plan keeps none
   };
   detail::parallel_for(
       n,
@@ -491,11 +492,12 @@ void check_prepared(Design& d, const DesignRun& run, const detail::DatasetSetup*
                        std::vector<double>(static_cast<std::size_t>(d.sampler->parameters())),
                        {},
                        {},
+                       {},
                        {}};
       },
       [&](std::int64_t s, Scratch& w) {
         detail::SubjectPlan& plan = keep ? plans->plan[static_cast<std::size_t>(s)] : w.plan;
-        setup->build_plan(s, plan);
+        setup->build_plan(s, plan, &w.events);
         const bool uniform = drawn_values(d, s, s, -1, w.eta.data(), w.kappa, w.row, w.vals);
         set_rows(d, s, w.vals.data(), uniform, plan);
         setup->fill_rows(plan, s, typical.row(0), w.rows);

@@ -177,21 +177,28 @@ def test_lloq_column_flags_each_record_by_its_own_lloq(tmp_path):
     assert np.all(sim["LLOQ"] == 1.5)
 
 
-def test_without_variability_the_design_is_the_dataset_run_bit_for_bit(tmp_path):
+# With a lag and a bioavailability the walk takes the general path (the kept plans make their
+# events again); without, the bolus one.
+@pytest.mark.parametrize("extra", ["", ", lag_depot: 0.3, f_depot: 0.8"])
+def test_without_variability_the_design_is_the_dataset_run_bit_for_bit(tmp_path, extra):
     write_design(tmp_path / "design.csv", n=30)
-    pkscan(tmp_path, run_file(tmp_path, POP.format(replicates=1, variability="")))
+    pkscan(tmp_path, run_file(tmp_path, POP.replace("v_peripheral: 70", "v_peripheral: 70" + extra)
+                              .format(replicates=2, variability="")))
     (tmp_path / "data.yaml").write_text(
         "model: three_compartment\nsubjects:\n  dataset: design.csv\n  parameters: "
-        "{ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70}\noutput:\n  path: data.csv\n")
+        "{ka: 1.0, cl: 5.0, v_central: 20, q: 8, v_peripheral: 70" + extra +
+        "}\noutput:\n  path: data.csv\n")
     pkscan(tmp_path, tmp_path / "data.yaml")
     sim = [ln.split(",") for ln in (tmp_path / "sim.csv").read_text().splitlines()]
     data = [ln.split(",") for ln in (tmp_path / "data.csv").read_text().splitlines()]
     hs, hd = sim[0], data[0]
-    assert len(sim) == len(data) == 30 * 12 + 1
-    for name in ["id", "time", "amount_depot", "amount_central", "amount_peripheral",
-                 "conc_central"]:
-        assert [r[hs.index(name)] for r in sim[1:]] == [r[hd.index(name)] for r in data[1:]]
-    assert [r[hs.index("ipred")] for r in sim[1:]] == [r[hd.index("pred")] for r in data[1:]]
+    assert len(sim) == 2 * 30 * 12 + 1 and len(data) == 30 * 12 + 1
+    for rep in ("1", "2"):  # each replicate the dataset run (a plan kept across replicates)
+        rows = [r for r in sim[1:] if r[hs.index("replicate")] == rep]
+        for name in ["id", "time", "amount_depot", "amount_central", "amount_peripheral",
+                     "conc_central"]:
+            assert [r[hs.index(name)] for r in rows] == [r[hd.index(name)] for r in data[1:]]
+        assert [r[hs.index("ipred")] for r in rows] == [r[hd.index("pred")] for r in data[1:]]
 
 
 def test_a_design_subject_has_the_etas_of_the_grid_population_subject(tmp_path):
