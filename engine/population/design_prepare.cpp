@@ -330,12 +330,10 @@ bool drawn_values(const Design& d, std::int64_t s, std::int64_t draw, std::int64
     }
     const double* cov = d.cov.data() + at * ncov;
     if (same && ncov > 0) same = std::memcmp(cov, cov - ncov, ncov * sizeof(double)) == 0;
-    if (same) {  // the previous record's values
-      std::copy_n(out.data() + (j - 1) * nd, nd, out.data() + j * nd);
-      continue;
+    if (!same) {
+      smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
+      uniform = uniform && j == 0;
     }
-    smp.individual(eta, d.iov ? kappa.data() : nullptr, cov, row.data());
-    uniform = uniform && j == 0;
     for (std::size_t k = 0; k < nd; ++k)
       out[j * nd + k] = row[static_cast<std::size_t>(d.drawn[k])];
   }
