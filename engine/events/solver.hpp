@@ -52,11 +52,13 @@ class EventSolver {
                                double* out, double* jac, const int* cols, int m, double* hess) = 0;
 
   // simulate_dataset()'s rows of subject s, from row `first_row` on: amounts and concentrations
-  // of every compartment, the prediction and the index columns at each observation record.
+  // of every compartment, the prediction and (with `index_columns`; without, those `out` holds
+  // already stay) the index columns at each observation record.
   // Returns false when some amount is not finite.
   // @throws DomainError (naming the record) for invalid parameter values
   virtual bool simulate_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
-                             DatasetResult& out, std::int64_t first_row) = 0;
+                             DatasetResult& out, std::int64_t first_row,
+                             bool index_columns = true) = 0;
 };
 
 // A solver for the model's compartment count. `max_rows` and `max_events` (the largest plan's

@@ -80,7 +80,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
   }
 
   bool simulate_rows(const SubjectPlan& plan, std::int64_t s, const double* params,
-                     DatasetResult& out, std::int64_t first_row) override {
+                     DatasetResult& out, std::int64_t first_row, bool index_columns) override {
     // The whole output row: amounts, concentrations with the volumes in force at this record,
     // the observed compartment's concentration, and the row's index columns.
     const ModelInfo& m = *setup_->model;
@@ -97,6 +97,7 @@ class Solver final : public EventSolver, Sensitivities<N> {
         finite = finite && std::isfinite(x_(r));
       }
       out.prediction[row] = c;
+      if (!index_columns) return;
       out.subject[row] = s;
       out.record[row] = seq;
       out.time[row] = time;

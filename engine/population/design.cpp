@@ -161,6 +161,9 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
   const int rank = ex ? ex->rank() : 0;
   detail::DesignUnit unit;  // rank 0: a replicate of another rank
   std::vector<char> message;
+  // The rows' index columns (subject, record, time, compartment) are the same in every replicate
+  // of the dataset's own subjects: written by the first this process simulates.
+  bool indexed = false;
   for (std::int64_t rep = 0; rep < run.replicates; ++rep) {
     const int owner = static_cast<int>(rep % size);
     if (owner != rank) {
@@ -241,6 +244,7 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
               y < (d.lloq.empty() ? run.lloq : d.lloq[static_cast<std::size_t>(a_src + i)]) ? 1 : 0;
       }
     };
+    const bool index_columns = resampled || !indexed;
     const auto subject = [&](std::int64_t s, Worker* wp) {
       Worker& w = *wp;
       const std::size_t us = static_cast<std::size_t>(s);
@@ -288,7 +292,8 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
       else
         plan = &plans.plan[usrc];
       set_rows(d, src, w.vals.data(), uniform, *plan);
-      const bool finite = w.solver->simulate_rows(*plan, src, typical, result, obs0[us]);
+      const bool finite =
+          w.solver->simulate_rows(*plan, src, typical, result, obs0[us], index_columns);
       if (src != s) std::fill_n(result.subject.begin() + obs0[us], obs0[us + 1] - obs0[us], s);
       result.status[us] = finite ? SubjectStatus::Ok : SubjectStatus::NonFinite;
       if (run.residual) residuals(s, w.z);
@@ -315,6 +320,7 @@ RunSummary run_replicates(const DesignRun& run, DesignSink& sink, const DesignPr
       total.scan_seconds += result.summary.scan_seconds;
       total.threads = result.summary.threads;
     } else {
+      indexed = true;
       total.scan_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       total.threads = solver_threads;
