@@ -141,11 +141,19 @@ bool real_eigendecomposition(const Mat<N>& a, const Eigen::Matrix<double, N, N>&
                              Eigen::Matrix<double, N, N>& v, Eigen::Matrix<double, N, N>& vinv,
                              Eigen::Matrix<double, N, 1>& lambda) {
   if (!eigen_detail::compartment_eigendecomposition<N>(a, mask, v, lambda)) {
-    Eigen::EigenSolver<Eigen::Matrix<double, N, N>> es(a);
-    if (es.info() != Eigen::Success) return false;
-    if (es.eigenvalues().imag().cwiseAbs().maxCoeff() > 1e-12 * scale) return false;
-    v = es.eigenvectors().real();
-    lambda = es.eigenvalues().real();
+    // A model of one or two compartments has no block of three: where its closed forms decline
+    // (complex or repeated eigenvalues down a chain), the general solver's eigenvectors would be
+    // (nearly) parallel, which Propagator::reset's condition bound rejects. It is not compiled.
+    if constexpr (N <= 2) {
+      static_cast<void>(scale);
+      return false;
+    } else {
+      Eigen::EigenSolver<Eigen::Matrix<double, N, N>> es(a);
+      if (es.info() != Eigen::Success) return false;
+      if (es.eigenvalues().imag().cwiseAbs().maxCoeff() > 1e-12 * scale) return false;
+      v = es.eigenvectors().real();
+      lambda = es.eigenvalues().real();
+    }
   }
   if constexpr (N <= 4) {
     // Cofactors (Eigen's closed forms for fixed sizes up to 4): V's condition, which

@@ -151,12 +151,12 @@ void expect_propagator_matches_exponential(std::uint64_t seed, int most, int& fa
     const double cond = p.v().cwiseAbs().colwise().sum().maxCoeff() *
                         p.vinv().cwiseAbs().colwise().sum().maxCoeff();
     for (double h : {0.1, 1.0, 24.0}) {
-      using Wide = Eigen::Matrix<long double, 2 * N, 2 * N>;
-      Wide aug = Wide::Zero();
-      aug.template topLeftCorner<N, N>() = (a * h).template cast<long double>();
-      aug.template topRightCorner<N, N>() =
-          Eigen::Matrix<long double, N, N>::Identity() * static_cast<long double>(h);
-      const Eigen::Matrix<double, 2 * N, 2 * N> e = Wide(aug.exp()).template cast<double>();
+      // One dynamic size for every N: the exponential's template compiles once.
+      using Wide = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic>;
+      Wide aug = Wide::Zero(2 * N, 2 * N);
+      aug.topLeftCorner(N, N) = (a * h).template cast<long double>();
+      aug.topRightCorner(N, N) = Wide::Identity(N, N) * static_cast<long double>(h);
+      const Eigen::MatrixXd e = Wide(aug.exp()).cast<double>();
       Mat<N> k, gm;
       p.step(h, k, gm);
       const double dk = (k - Mat<N>(e.template topLeftCorner<N, N>())).cwiseAbs().maxCoeff();
