@@ -139,8 +139,7 @@ Mat<N> random_blocks(std::mt19937_64& g, int most, double lo, double hi) {
 // multiplies both. G's terms (exp(l h) - 1) / l are formed by subtraction above |l h| = 0.01
 // (expm1 below: kernels/event_step.hpp), which costs up to 1 / 0.01 = 100 u more.
 template <int N>
-void expect_propagator_matches_exponential(std::uint64_t seed, int most, int& fast,
-                                           double& worst) {
+void expect_propagator_matches_exponential(std::uint64_t seed, int most, int& fast, double& worst) {
   std::mt19937_64 g(seed);
   for (int trial = 0; trial < 200; ++trial) {
     const Mat<N> a = random_blocks<N>(g, most, 1e-2, trial % 2 == 0 ? 1.0 : 10.0);
