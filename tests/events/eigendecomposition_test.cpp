@@ -14,21 +14,14 @@
 #include <vector>
 
 #include "events/event_list.hpp"
+#include "support/rate_matrices.hpp"
 
 namespace pkscan::detail {
 namespace {
 
-// The two-compartment model with first-order absorption (depot, central, peripheral): ka from
-// the depot, k12 and k21 between central and peripheral, k10 out of central.
+// The two-compartment model with first-order absorption (depot, central, peripheral).
 Mat<3> two_compartment_oral(double ka, double k12, double k21, double k10) {
-  Mat<3> a = Mat<3>::Zero();
-  a(0, 0) = -ka;
-  a(1, 0) = ka;
-  a(1, 1) = -(k12 + k10);
-  a(2, 1) = k12;
-  a(1, 2) = k21;
-  a(2, 2) = -k21;
-  return a;
+  return test::oral_rates(ka, k12, k21, k10);
 }
 
 // ADVAN4's alpha and beta: the roots of l^2 + (k12 + k21 + k10) l + k21 k10 = 0, in long double,

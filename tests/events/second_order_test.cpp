@@ -9,20 +9,14 @@
 #include <random>
 
 #include "support/expect_close.hpp"
+#include "support/rate_matrices.hpp"
 
 namespace pkscan::detail {
 namespace {
 
 // A three-compartment rate matrix: depot ka -> central, central <-> peripheral, elimination.
 Mat<3> rates(double ka, double k12, double k21, double ke) {
-  Mat<3> a = Mat<3>::Zero();
-  a(0, 0) = -ka;
-  a(1, 0) = ka;
-  a(1, 1) = -(k12 + ke);
-  a(2, 1) = k12;
-  a(1, 2) = k21;
-  a(2, 2) = -k21;
-  return a;
+  return test::oral_rates(ka, k12, k21, ke);
 }
 
 // S_pq after two intervals (S non-zero at the second) on one path; fast selects the eigenbasis.
