@@ -108,14 +108,13 @@ class Propagator {
     if (fast_) {
       // The last few interval lengths' terms are kept: a design's intervals repeat (doses and
       // samples on a schedule), and a kept K is the same bits as a recomputed one.
-      for (int i = 0; i < fast_used_; ++i)
-        if (fast_d_[i] == d) {
-          k = fast_k_[i];
-          g = fast_g_[i];
-          e = fast_e_[i];
-          s = fast_s_[i];
-          return;
-        }
+      if (const int i = kept_fast(d); i >= 0) {
+        k = fast_k_[i];
+        g = fast_g_[i];
+        e = fast_e_[i];
+        s = fast_s_[i];
+        return;
+      }
       eigen_terms(d, e, s);
       eigen_matrix_hd<N>(v_.data(), vinv_.data(), mask_.data(), e.data(), k.data());
       eigen_matrix_hd<N>(v_.data(), vinv_.data(), mask_.data(), s.data(), g.data());
@@ -127,12 +126,11 @@ class Propagator {
       fast_s_[at] = s;
       return;
     }
-    for (std::size_t i = 0; i < cache_d_.size(); ++i)
-      if (cache_d_[i] == d) {
-        k = cache_k_[i];
-        g = cache_g_[i];
-        return;
-      }
+    if (const int i = kept_exact(d); i >= 0) {
+      k = cache_k_[static_cast<std::size_t>(i)];
+      g = cache_g_[static_cast<std::size_t>(i)];
+      return;
+    }
     exact_transition<N>(a_, d, k, g);
     if (cache_d_.size() < 64) {
       cache_d_.push_back(d);
@@ -144,13 +142,8 @@ class Propagator {
   // K(d) of step(d, k, g) (d != 0) where G is not needed: a kept K in place, else step()'s
   // (into k and g).
   const Mat<N>& transition(double d, Mat<N>& k, Mat<N>& g) {
-    if (fast_) {
-      for (int i = 0; i < fast_used_; ++i)
-        if (fast_d_[i] == d) return fast_k_[i];
-    } else {
-      for (std::size_t i = 0; i < cache_d_.size(); ++i)
-        if (cache_d_[i] == d) return cache_k_[i];
-    }
+    const int i = fast_ ? kept_fast(d) : kept_exact(d);
+    if (i >= 0) return fast_ ? fast_k_[i] : cache_k_[static_cast<std::size_t>(i)];
     step(d, k, g);
     return k;
   }
@@ -195,6 +188,18 @@ class Propagator {
   const Eigen::Matrix<double, N, N>& mask() const { return mask_; }
 
  private:
+  // The slot of the kept terms of interval length d (fast path; exact path), or -1.
+  int kept_fast(double d) const {
+    for (int i = 0; i < fast_used_; ++i)
+      if (fast_d_[i] == d) return i;
+    return -1;
+  }
+  int kept_exact(double d) const {
+    for (std::size_t i = 0; i < cache_d_.size(); ++i)
+      if (cache_d_[i] == d) return static_cast<int>(i);
+    return -1;
+  }
+
   Mat<N> a_;
   bool fast_ = false;
   Eigen::Matrix<double, N, N> v_, vinv_, mask_;

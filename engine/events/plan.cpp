@@ -221,7 +221,7 @@ void DatasetSetup::plan_records(std::int64_t s, SubjectPlan& plan) const {
     e.rate = r.rate;
     e.ii = r.ii;
     e.addl = addl_until(r, horizon);
-    events += 3.0L + static_cast<long double>(e.addl + 1) * (r.rate > 0.0 ? 2.0L : 1.0L);
+    events += record_event_bound(e.addl, r.rate);
     e.evid = r.evid;
     e.ss = r.ss;
     e.dose_cmt = r.cmt > 0 ? r.cmt - 1 : m.default_dose_compartment;
@@ -324,7 +324,7 @@ void DatasetSetup::build_plan(std::int64_t s, SubjectPlan& plan,
       plan.bolus.push_back(b);
     }
   }
-  if (scratch != nullptr && !plan.bolus_only) plan.events.assign(ev.begin(), ev.end());
+  if (scratch != nullptr && !plan.bolus_only) plan.events.swap(*scratch);
 }
 
 }  // namespace pkscan::detail

@@ -125,6 +125,13 @@ struct DatasetSetup {
   [[noreturn]] void fail_record(std::int64_t s, std::int64_t record, const std::string& msg) const;
 };
 
+// An upper bound of the events record_events makes for a record with `addl` (>= 0) additional
+// doses of infusion rate `rate`: its dose and infusion stop per dose, and a boundary or steady
+// state. Plans are sized and checked against the memory limit by it.
+inline long double record_event_bound(std::int64_t addl, double rate) {
+  return 3.0L + static_cast<long double>(addl + 1) * (rate > 0.0 ? 2.0L : 1.0L);
+}
+
 // The events of a plan that keeps none (build_plan with a scratch), as build_plan makes them:
 // into `out`, in order.
 void remake_events(const SubjectPlan& plan, std::vector<EventTemplate>& out);

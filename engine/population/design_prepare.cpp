@@ -43,17 +43,26 @@ int column_slot(const Dataset& src, const std::string& name, const std::string& 
   return slot;
 }
 
+// The ConfigError of record r's cell in covariate slot `slot` (the `what` column `name`), at its
+// file, line and column: "WHAT column NAME is "TEXT", but must be RULE".
+[[noreturn]] void bad_cell(const Dataset& d, const DatasetRecord& r, int slot,
+                           const std::string& what, const std::string& name,
+                           const std::string& rule) {
+  const std::size_t at = static_cast<std::size_t>(slot);
+  throw ConfigError(
+      d.file, static_cast<int>(r.line), d.header_column(d.covariate_columns[at]),
+      what + " column " + name + " is \"" + r.covariates[at] + "\", but must be " + rule);
+}
+
 // A dataset cell read as a number: finite, else a ConfigError at its file, line and column.
 double cell_number(const Dataset& d, const DatasetRecord& r, int slot, const std::string& what,
                    const std::string& rule) {
   const std::string& text = r.covariates[static_cast<std::size_t>(slot)];
-  const std::string& name = d.covariate_columns[static_cast<std::size_t>(slot)];
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
-    throw ConfigError(d.file, static_cast<int>(r.line), d.header_column(name),
-                      what + " column " + name + " is \"" + text + "\", but must be " + rule);
+    bad_cell(d, r, slot, what, d.covariate_columns[static_cast<std::size_t>(slot)], rule);
   return v;
 }
 
@@ -170,20 +179,15 @@ Design prepare(const DesignRun& run) {
               static_cast<std::size_t>(d.record0[static_cast<std::size_t>(s)]) + j;
           // The most its plan takes (DatasetSetup::plan_records's bound of events).
           bytes += sizeof(detail::EventRecord) + sizeof(int) + sizeof(detail::RowTemplate) +
-                   (3.0L + static_cast<long double>(std::max<std::int64_t>(0, r.addl) + 1) *
-                               (r.rate > 0.0 ? 2.0L : 1.0L)) *
+                   record_event_bound(std::max<std::int64_t>(0, r.addl), r.rate) *
                        sizeof(detail::EventTemplate);
           for (std::size_t k = 0; k < ncov; ++k) {
             const double v = cell_number(src, r, slot[k], "covariate",
                                          power[k] ? "a number > 0 (a power effect uses it)"
                                                   : "a finite number (a covariate effect uses it)");
             if (power[k] && !(v > 0.0))
-              throw ConfigError(
-                  src.file, static_cast<int>(r.line),
-                  src.header_column(src.covariate_columns[static_cast<std::size_t>(slot[k])]),
-                  "covariate column " + pop.covariate_names[k] + " is \"" +
-                      r.covariates[static_cast<std::size_t>(slot[k])] +
-                      "\", but must be a number > 0 (a power effect uses it)");
+              bad_cell(src, r, slot[k], "covariate", pop.covariate_names[k],
+                       "a number > 0 (a power effect uses it)");
             d.cov[at * ncov + k] = v;
             if (j == 0) spec.covariates[static_cast<std::size_t>(s) * ncov + k] = v;
           }
@@ -191,12 +195,8 @@ Design prepare(const DesignRun& run) {
             const double v =
                 cell_number(src, r, occ_slot, "occasion", "a whole number (the occasion's number)");
             if (v != std::floor(v) || std::fabs(v) > 9007199254740992.0)
-              throw ConfigError(
-                  src.file, static_cast<int>(r.line),
-                  src.header_column(src.covariate_columns[static_cast<std::size_t>(occ_slot)]),
-                  "occasion column " + run.occasion + " is \"" +
-                      r.covariates[static_cast<std::size_t>(occ_slot)] +
-                      "\", but must be a whole number (the occasion's number)");
+              bad_cell(src, r, occ_slot, "occasion", run.occasion,
+                       "a whole number (the occasion's number)");
             const auto o = static_cast<std::int64_t>(v);
             d.occasion[at] = o;
             if (std::find(seen.begin(), seen.end(), o) == seen.end()) {
@@ -212,12 +212,8 @@ Design prepare(const DesignRun& run) {
               const double v = cell_number(src, r, lloq_slot, "LLOQ",
                                            "a finite number >= 0 (the record's LLOQ)");
               if (!(v >= 0.0))
-                throw ConfigError(
-                    src.file, static_cast<int>(r.line),
-                    src.header_column(src.covariate_columns[static_cast<std::size_t>(lloq_slot)]),
-                    "LLOQ column " + run.lloq_column + " is \"" +
-                        r.covariates[static_cast<std::size_t>(lloq_slot)] +
-                        "\", but must be a finite number >= 0 (the record's LLOQ)");
+                bad_cell(src, r, lloq_slot, "LLOQ", run.lloq_column,
+                         "a finite number >= 0 (the record's LLOQ)");
               record_lloq[at] = v;
             }
           }

@@ -217,13 +217,23 @@ PopulationSpec zero_middle_spec(std::int64_t n, std::uint64_t seed, double c) {
   return s;
 }
 
+// The rows and etas sample() draws for every subject of `spec` in `replicate`.
+struct Drawn {
+  std::vector<double> rows, etas;
+};
+Drawn draw_all(const PopulationSampler& sampler, std::int64_t replicate, int threads = 0) {
+  const std::int64_t n = sampler.spec().count;
+  Drawn d{std::vector<double>(static_cast<std::size_t>(n * sampler.parameters())),
+          std::vector<double>(static_cast<std::size_t>(n * sampler.etas()))};
+  sampler.sample(replicate, 0, n, d.rows.data(), d.etas.data(), threads);
+  return d;
+}
+
 TEST(Population, ZeroVarianceGivesTheTypicalValue) {
   constexpr std::int64_t n = 300;
   const PopulationSpec s = zero_middle_spec(n, 5, 0.01);
   const PopulationSampler sampler(s);
-  std::vector<double> rows(static_cast<std::size_t>(n * sampler.parameters()));
-  std::vector<double> etas(static_cast<std::size_t>(n * 3));
-  sampler.sample(0, 0, n, rows.data(), etas.data());
+  const auto [rows, etas] = draw_all(sampler, 0);
   int varied = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(etas[static_cast<std::size_t>(i * 3 + 1)], 0.0);
@@ -247,9 +257,7 @@ TEST(Population, SubjectEtasAreSamplesBitsWithOmegasCovariance) {
   constexpr std::int64_t n = 20000;
   const PopulationSpec s = zero_middle_spec(n, 9, 0.024);
   const PopulationSampler sampler(s);
-  std::vector<double> rows(static_cast<std::size_t>(n * sampler.parameters()));
-  std::vector<double> etas(static_cast<std::size_t>(n * 3));
-  sampler.sample(2, 0, n, rows.data(), etas.data(), 2);
+  const std::vector<double> etas = draw_all(sampler, 2, 2).etas;
   double sum[3] = {0, 0, 0}, sq[3][3] = {{0}};
   for (std::int64_t i = 0; i < n; ++i) {
     double one[3];
