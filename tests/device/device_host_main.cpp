@@ -10,6 +10,7 @@
 
 #include "device/device.hpp"
 #include "device/runtime_host.hpp"
+#include "support/shard_status.hpp"
 
 // The "device memory" of the runtimes made from now on (a test may make it small for a while).
 std::size_t pkscan_device_host_memory = std::size_t{64} << 20;
@@ -24,5 +25,5 @@ int main(int argc, char** argv) {
     o.piece_bytes = std::size_t{4} << 10;
     return pkscan::device::make_host_runtime(o);
   });
-  return RUN_ALL_TESTS();
+  return pkscan::test::shard_status(RUN_ALL_TESTS());
 }
