@@ -100,6 +100,7 @@ void check_output_inputs(const Command& c, const config::RunSpec& spec, const st
 
 int do_validate(const Command& c, std::ostream& out) {
   const config::RunSpec spec = config::load_run_file(c.file);
+  config::check_run(spec);  // a dataset's records, checked as the run would
   if (!spec.output_path.empty()) check_output_inputs(c, spec, spec.output_path);
   if (spec.dataset) {
     std::int64_t records = 0;

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <pkscan/config/load.hpp>
 #include <pkscan/config/population_run.hpp>
 #include <pkscan/dataset.hpp>
@@ -184,12 +185,21 @@ void run_vpc_command(const VpcCommand& o, std::ostream& out, std::ostream& err, 
   vo.bin_edges = o.bin_edges;
   vo.prediction_corrected = o.prediction_corrected;
   vo.stratify = o.stratify;
-  check_vpc(run, vo);
+  // The run file's dataset's records are reported at their place (RunSpec::located); an
+  // observed dataset's, which replaces it, by their file and line.
+  const auto located = [&](const std::function<void()>& f) {
+    if (o.observed.empty() && spec.located)
+      spec.located(f);
+    else
+      f();
+  };
+  located([&] { check_vpc(run, vo); });
   Progress progress(err, terminal, "replicates");
   DesignProgressFn on_progress;
   if (!o.quiet)
     on_progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
-  const VpcTable table = run_vpc(run, vo, on_progress);
+  VpcTable table;
+  located([&] { table = run_vpc(run, vo, on_progress); });
   progress.finish();
   const std::string title = o.title.empty()
                                 ? std::filesystem::path(o.file).filename().string() +

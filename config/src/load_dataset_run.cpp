@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <pkscan/backend.hpp>
@@ -88,7 +90,17 @@ void parse_design(const Loader& L, const Loader::Entries& top, RunSpec& spec,
                  Located{top.at("subjects").value["dataset"], "subjects.dataset", false});
   fields.emplace("population", Located{pop_node, "subjects.population", false});
   fields.emplace("replicates", Located{pop_node, "subjects.population.replicates", false});
-  L.checked(locate_in(fields), [&] { check_design_run(to_design_run(spec)); });
+  // The design's checks on every record (check_design_run) are the run's own: it makes them as
+  // it prepares the design, and `located` says where an error is.
+  spec.located = [L, fields](const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const InvalidArgument&) {
+      L.checked(locate_in(fields), [] { std::rethrow_exception(std::current_exception()); });
+    } catch (const DomainError&) {
+      L.checked(locate_in(fields), [] { std::rethrow_exception(std::current_exception()); });
+    }
+  };
 }
 
 }  // namespace
@@ -212,33 +224,37 @@ void parse_dataset_run(const Loader& L, const Loader::Entries& top, RunSpec& spe
     throw BackendUnavailable(L.where(engine_mark) + ": engine." +
                              (spec.options.device == Device::Cuda ? "device" : "method") + ": " +
                              why);
-  // Per-record parameter checks, the library's: a value from the dataset is reported at the
-  // dataset's line, one from the run file (Error::field() "parameters[s].NAME") at its node.
-  try {
-    check_dataset(*data, p.parameters, spec.options);
-  } catch (const DomainError& e) {
-    const Locate run_file = [&](const std::string& field) -> std::optional<Located> {
-      std::size_t s = 0;
-      std::string rest;
-      if (!field_index(field, "parameters", &s, &rest) || rest.size() < 2) return std::nullopt;
-      const std::string name = rest.substr(1);
-      auto it = from_file.find(parameter_index(model, name));
-      if (it == from_file.end())
-        return Located{dnode, "subjects.parameters." + name + " (or a dataset column " + name + ")",
-                       true, true};
-      const std::string what = "subjects.parameters." + it->second.key.Scalar();
-      if (it->second.value.IsSequence() && s < it->second.value.size())
-        return Located{it->second.value[s], what + "[" + std::to_string(s + 1) + "]"};
-      return Located{it->second.value, what};
-    };
-    // An error without a rule (micro constants and clearances mixed up) already names the
-    // dataset's line; it stays there.
-    if (!e.field().empty() && !e.rule().empty())
-      L.checked(run_file, [] { std::rethrow_exception(std::current_exception()); });
-    std::string msg = e.what();
-    if (msg.rfind("simulate_dataset: ", 0) == 0) msg = msg.substr(18);
-    throw ConfigError("", 0, 0, msg);
-  }
+  // Per-record parameter checks, the library's, made by the run as it plans each subject
+  // (simulate_dataset; check_run without simulating): a value from the dataset is reported at
+  // the dataset's line, one from the run file (Error::field() "parameters[s].NAME") at its node.
+  spec.located = [L, dnode, from_file, model_ptr](const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const DomainError& e) {
+      const Locate run_file = [&](const std::string& field) -> std::optional<Located> {
+        std::size_t s = 0;
+        std::string rest;
+        if (!field_index(field, "parameters", &s, &rest) || rest.size() < 2) return std::nullopt;
+        const std::string name = rest.substr(1);
+        auto it = from_file.find(parameter_index(*model_ptr, name));
+        if (it == from_file.end())
+          return Located{dnode,
+                         "subjects.parameters." + name + " (or a dataset column " + name + ")",
+                         true, true};
+        const std::string what = "subjects.parameters." + it->second.key.Scalar();
+        if (it->second.value.IsSequence() && s < it->second.value.size())
+          return Located{it->second.value[s], what + "[" + std::to_string(s + 1) + "]"};
+        return Located{it->second.value, what};
+      };
+      // An error without a rule (micro constants and clearances mixed up) already names the
+      // dataset's line; it stays there.
+      if (!e.field().empty() && !e.rule().empty())
+        L.checked(run_file, [] { std::rethrow_exception(std::current_exception()); });
+      std::string msg = e.what();
+      if (msg.rfind("simulate_dataset: ", 0) == 0) msg = msg.substr(18);
+      throw ConfigError("", 0, 0, msg);
+    }
+  };
   spec.dataset = std::move(data);
 }
 

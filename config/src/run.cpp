@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <pkscan/config/population_run.hpp>
 #include <pkscan/config/run.hpp>
@@ -79,7 +80,23 @@ RunReport run_dataset_split(const RunSpec& spec, const std::string& path, RunExc
   return rep;
 }
 
+// Runs f through spec.located (where the loader set it: the run's per-record values reported at
+// their place).
+void located(const RunSpec& spec, const std::function<void()>& f) {
+  if (spec.located)
+    spec.located(f);
+  else
+    f();
+}
+
 }  // namespace
+
+void check_run(const RunSpec& spec) {
+  if (spec.design())
+    located(spec, [&] { check_design_run(to_design_run(spec)); });
+  else if (spec.dataset)
+    located(spec, [&] { check_dataset(*spec.dataset, spec.problem.parameters, spec.options); });
+}
 
 RunKind run_kind(const RunSpec& spec, const std::string& path) noexcept {
   if (spec.design()) return RunKind::Design;
@@ -114,10 +131,16 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
   rep.kind = run_kind(spec, path);
   switch (rep.kind) {
     case RunKind::Dataset: {
-      if (options.exchange && options.exchange->size() > 1)
+      if (options.exchange && options.exchange->size() > 1) {
+        // Every rank checks the whole dataset first: an error names its subject as in one
+        // process, and every rank stops before simulating.
+        check_run(spec);
         return run_dataset_split(spec, path, *options.exchange);
-      const DatasetResult result =
-          simulate_dataset(*spec.dataset, spec.problem.parameters, spec.options);
+      }
+      DatasetResult result;
+      located(spec, [&] {
+        simulate_dataset_into(*spec.dataset, spec.problem.parameters, spec.options, result);
+      });
       rep.summary = result.summary;
       rep.summary.non_finite_subjects =
           output::write_dataset_csv(result, *spec.dataset, spec.problem.parameters.info(), path,
@@ -152,7 +175,7 @@ RunReport run(const RunSpec& spec, const std::string& path, const PopulationRunO
         progress = [&](std::int64_t done, std::int64_t total) {
           options.progress(done * per_replicate, total * per_replicate);
         };
-      rep.summary = run_design(run, sink, progress, options.exchange);
+      located(spec, [&] { rep.summary = run_design(run, sink, progress, options.exchange); });
       rep.rows = sink.rows;
       return rep;
     }

@@ -94,6 +94,10 @@ TEST_P(DatasetRunBadInput, OneLineErrorAndNoFile) {
     left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"d.csv", "run.yaml"}));
+  // `validate` makes the run's checks without running (config::check_run): the same line.
+  const CliResult v = run_pkscan({"validate", dir.file("run.yaml")});
+  EXPECT_EQ(v.status, b.status) << describe(v);
+  EXPECT_EQ(v.err, r.err) << describe(v);
 }
 
 const char* kCsv = "ID,TIME,AMT,CMT,EVID\n1,0,100,1,1\n1,2,.,2,0\n2,0,50,2,1\n2,3,.,2,0\n";

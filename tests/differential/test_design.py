@@ -241,6 +241,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, variability, occ2, w
     assert where in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "sim.csv").exists()
+    # `pkscan validate` makes the run's checks of every record without running: the same line.
+    v = subprocess.run([os.environ["PKSCAN_CLI"], "validate", str(tmp_path / "sim.yaml")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert v.returncode == 2 and v.stderr == err, (v.returncode, v.stderr, err)
 
 
 def test_a_dataset_column_may_not_give_a_parameter_the_population_varies(tmp_path):

@@ -4,6 +4,7 @@
 /// The contract: docs/run-files.md documents every key.
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -75,6 +76,13 @@ struct RunSpec {
   /// subjects.population.covariates.file. The output must be none of them
   /// (check_output_not_input).
   std::vector<output::InputFile> inputs;
+  /// Runs `check` (a check or a run of this spec's dataset or design run) so that an error about
+  /// one of its values (InvalidArgument, DomainError: a dataset record's parameter, covariate,
+  /// occasion or LLOQ) becomes a ConfigError at the value's place, as load_run_file reports the
+  /// run file's other values: the run file's node, or the dataset's file and line. Set by
+  /// load_run_file for dataset and design runs, whose values on every record are checked once,
+  /// as the run reads them (run(), check_run()); empty for other runs (`check` runs as it is).
+  std::function<void(const std::function<void()>& check)> located;
   /// True for a design simulation: subjects.dataset with subjects.population.
   bool design() const noexcept { return dataset && population; }
   /// True when the run is simulated in chunks and streamed (a population, a sweep, summaries,
@@ -85,7 +93,8 @@ struct RunSpec {
   }
 };
 
-/// Reads and validates a run file.
+/// Reads and validates a run file. The values that a dataset or design run reads on every
+/// dataset record are checked by the run itself (run(), or check_run() without running).
 /// @throws ConfigError (file:line:column, naming the key and the accepted values) for any bad
 ///         input, including a run too large to hold in memory
 /// @throws BackendUnavailable when engine.method/engine.device is not available here

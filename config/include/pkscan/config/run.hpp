@@ -50,6 +50,14 @@ RunKind run_kind(const RunSpec& spec, const std::string& path) noexcept;
 /// @throws OutputPathError
 void check_output_path(const RunSpec& spec, const std::string& path);
 
+/// The checks that a dataset or design run makes as it reads the dataset's records (each
+/// record's parameters against their rules; a design's covariates, occasions and LLOQs), made
+/// without simulating: `pkscan validate` makes them after load_run_file. Errors are reported at
+/// their place (RunSpec::located). Nothing for grid and streamed runs: load_run_file checks
+/// their values.
+/// @throws ConfigError, InvalidArgument, DomainError
+void check_run(const RunSpec& spec);
+
 /// Runs the run file's run and writes its result files at `path` (.csv or .h5) as one unit:
 /// `path`, and for CSV its companions `<stem>.summary.csv` and `<stem>.metrics.csv` (written
 /// when the run has them, removed when it has not, so that none of an earlier run stays next to
