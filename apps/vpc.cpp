@@ -185,15 +185,15 @@ void run_vpc_command(const VpcCommand& o, std::ostream& out, std::ostream& err, 
   vo.bin_edges = o.bin_edges;
   vo.prediction_corrected = o.prediction_corrected;
   vo.stratify = o.stratify;
-  // The run file's dataset's records are reported at their place (RunSpec::located); an
-  // observed dataset's, which replaces it, by their file and line.
+  // run_vpc makes check_vpc's checks before it simulates. The run file's dataset's records are
+  // reported at their place (RunSpec::located); an observed dataset's, which replaces it, by
+  // their file and line.
   const auto located = [&](const std::function<void()>& f) {
     if (o.observed.empty() && spec.located)
       spec.located(f);
     else
       f();
   };
-  located([&] { check_vpc(run, vo); });
   Progress progress(err, terminal, "replicates");
   DesignProgressFn on_progress;
   if (!o.quiet)

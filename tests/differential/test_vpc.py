@@ -290,6 +290,26 @@ def test_bad_input_is_one_line_and_writes_nothing(setup, variability, args, wher
     assert not (tmp / "vpc.png").exists() and not (tmp / "vpc.csv").exists()
 
 
+def test_a_bad_record_is_reported_at_its_dataset_line(setup):
+    """The design's checks of every record, made by the run itself: `vpc`, `run` and `validate`
+    give the same line, naming the dataset's line and column."""
+    tmp = setup
+    lines = (tmp / "data.csv").read_text().splitlines()
+    wt = lines[0].split(",").index("WT")
+    cells = lines[2].split(",")
+    cells[wt] = "-70"
+    lines[2] = ",".join(cells)
+    (tmp / "data.csv").write_text("\n".join(lines) + "\n")
+    errors = [cli(tmp, *args, expect=2).stderr
+              for args in (["vpc", "run.yaml", "-o", "vpc.png"], ["run", "run.yaml", "-q"],
+                           ["validate", "run.yaml"])]
+    assert errors[0] == errors[1] == errors[2], errors
+    assert f"data.csv:3:{wt + 1}: covariate column WT is \"-70\", but must be a number > 0" in errors[0], \
+        errors[0]
+    assert len(errors[0].strip().splitlines()) == 1, errors[0]
+    assert not (tmp / "vpc.png").exists() and not (tmp / "sim.csv").exists()
+
+
 def test_one_replicate_or_a_grid_run_is_refused(setup):
     tmp = setup
     (tmp / "run.yaml").write_text(RUN.format(reps=1, variability=VARIABILITY))
