@@ -10,10 +10,10 @@
 #include <cmath>
 #include <random>
 #include <string>
-#include <unsupported/Eigen/MatrixFunctions>
 #include <vector>
 
 #include "events/event_list.hpp"
+#include "support/augmented_exponential.hpp"
 #include "support/rate_matrices.hpp"
 
 namespace pkscan::detail {
@@ -143,16 +143,12 @@ void expect_propagator_matches_exponential(std::uint64_t seed, int most, int& fa
     const double cond = p.v().cwiseAbs().colwise().sum().maxCoeff() *
                         p.vinv().cwiseAbs().colwise().sum().maxCoeff();
     for (double h : {0.1, 1.0, 24.0}) {
-      // One dynamic size for every N: the exponential's template compiles once.
-      using Wide = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic>;
-      Wide aug = Wide::Zero(2 * N, 2 * N);
-      aug.topLeftCorner(N, N) = (a * h).template cast<long double>();
-      aug.topRightCorner(N, N) = Wide::Identity(N, N) * static_cast<long double>(h);
-      const Eigen::MatrixXd e = Wide(aug.exp()).cast<double>();
+      Eigen::MatrixXd ek, eg;
+      test::augmented_exponential(a, h, ek, eg);
       Mat<N> k, gm;
       p.step(h, k, gm);
-      const double dk = (k - Mat<N>(e.template topLeftCorner<N, N>())).cwiseAbs().maxCoeff();
-      const double dg = (gm - Mat<N>(e.template topRightCorner<N, N>())).cwiseAbs().maxCoeff() / h;
+      const double dk = (k - Mat<N>(ek)).cwiseAbs().maxCoeff();
+      const double dg = (gm - Mat<N>(eg)).cwiseAbs().maxCoeff() / h;
       const double norm = (a * h).cwiseAbs().colwise().sum().maxCoeff();
       const double tol_k = cond * 0x1.0p-53 * (4.0 * N + 2.0 * norm);
       const double tol_g = cond * 0x1.0p-53 * (4.0 * N + 100.0 + 2.0 * norm);
