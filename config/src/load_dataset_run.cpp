@@ -93,12 +93,16 @@ void parse_design(const Loader& L, const Loader::Entries& top, RunSpec& spec,
   // The design's checks on every record (check_design_run) are the run's own: it makes them as
   // it prepares the design, and `located` says where an error is.
   spec.located = [L, fields](const std::function<void()>& check) {
+    // The error being handled, at its place (Loader::checked); other errors pass unchanged.
+    const auto at_place = [&] {
+      L.checked(locate_in(fields), [] { std::rethrow_exception(std::current_exception()); });
+    };
     try {
       check();
     } catch (const InvalidArgument&) {
-      L.checked(locate_in(fields), [] { std::rethrow_exception(std::current_exception()); });
+      at_place();
     } catch (const DomainError&) {
-      L.checked(locate_in(fields), [] { std::rethrow_exception(std::current_exception()); });
+      at_place();
     }
   };
 }
